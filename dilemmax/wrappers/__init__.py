@@ -1,0 +1,1 @@
+"""Wrappers around the JAX environments: logging, batching, PettingZoo, text."""
