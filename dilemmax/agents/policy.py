@@ -9,36 +9,11 @@ plain functions that only read the attributes of :class:`Observation`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import jax
-from flax import struct
 
-
-@struct.dataclass
-class Observation:
-    """What one agent receives at one step.
-
-    Attributes:
-        array: the agent's observation (shape and dtype of ``env.observation_space(agent)``).
-        mask: bool[num_actions], the legal actions.
-        agent_index: int32[], the agent's position in ``env.agents``.
-        state: the full env state. Privileged: only oracle references (an informed cleaner that
-            knows the recipes) may read it; learned and language-model agents must not.
-        text_fn: returns the agent's text view; set by the Python arena, None inside JAX.
-    """
-
-    array: jax.Array
-    mask: jax.Array
-    agent_index: jax.Array
-    state: Any = None
-    text_fn: Callable[[], str] | None = struct.field(pytree_node=False, default=None)
-
-    def text(self) -> str:
-        if self.text_fn is None:
-            raise RuntimeError("no text view here: text is rendered by the Python arena only")
-        return self.text_fn()
+from dilemmax.envs.rollout import Observation
 
 
 @runtime_checkable

@@ -2,6 +2,18 @@
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.registry import make, register, registered_envs
+from dilemmax.envs.rollout import Observation, run_episode, run_episodes
 from dilemmax.envs.spaces import Box, Discrete
 
-__all__ = ["Box", "Discrete", "MultiAgentEnv", "Rollout", "make", "register", "registered_envs"]
+__all__ = [
+    "Box",
+    "Observation",
+    "run_episode",
+    "run_episodes",
+    "Discrete",
+    "MultiAgentEnv",
+    "Rollout",
+    "make",
+    "register",
+    "registered_envs",
+]

@@ -70,7 +70,9 @@ class MultiAgentEnv(abc.ABC):
 
     def __init__(self, num_agents: int, agents: list[str] | None = None):
         self.num_agents = int(num_agents)
-        self.agents = list(agents) if agents is not None else [f"agent_{i}" for i in range(num_agents)]
+        self.agents = (
+            list(agents) if agents is not None else [f"agent_{i}" for i in range(num_agents)]
+        )
         if len(self.agents) != self.num_agents:
             raise ValueError(f"got {len(self.agents)} agent names for {self.num_agents} agents")
         self.agent_index = {name: i for i, name in enumerate(self.agents)}
