@@ -1,0 +1,64 @@
+"""LogWrapper (JaxMARL info keys) and VecEnv (resets only when an episode ended)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from toy_env import ToyConfig, ToyEnv
+
+from dilemmax.wrappers.log import LogWrapper
+from dilemmax.wrappers.vec import VecEnv
+
+
+def _spend(amounts):
+    return {f"agent_{i}": jnp.int32(a) for i, a in enumerate(amounts)}
+
+
+def test_log_wrapper_reports_returns_at_episode_end():
+    env = LogWrapper(ToyEnv(num_agents=2, horizon=3))
+    _, state = env.reset_to(jax.random.key(0), ToyConfig(jnp.array([3, 3])))
+    key = jax.random.key(1)
+    plays = [(1, 0), (1, 2), (0, 1)]  # returns (2, 3) over a 3-step episode
+    for t, amounts in enumerate(plays):
+        _, state, _, dones, infos = env.step(key, state, _spend(amounts))
+        assert bool(infos["returned_episode"][0]) == (t == 2)
+    np.testing.assert_allclose(infos["returned_episode_returns"], [2.0, 3.0])
+    np.testing.assert_array_equal(infos["returned_episode_lengths"], [3, 3])
+    np.testing.assert_allclose(state.episode_returns, [0.0, 0.0])  # running totals restart
+    assert int(state.episode_lengths) == 0
+    # without trials, a trial is the episode
+    np.testing.assert_allclose(infos["returned_trial_returns"], [2.0, 3.0])
+
+
+def test_step_resets_only_at_the_end_and_auto_reset_starts_fresh():
+    env = ToyEnv(num_agents=2, horizon=2)
+    _, state = env.reset_to(jax.random.key(0), ToyConfig(jnp.array([3, 3])))
+    step = jax.jit(env.step)
+    _, state, *_ = step(jax.random.key(1), state, _spend((1, 1)))
+    assert int(state.t) == 1
+    _, state, _, dones, _ = step(jax.random.key(2), state, _spend((1, 1)))
+    assert bool(dones["__all__"]) and int(state.t) == 0  # a new episode
+
+
+def test_vec_env_matches_per_env_steps_and_reuses_fresh_starts():
+    base = ToyEnv(num_agents=2, horizon=3)
+    vec = VecEnv(LogWrapper(base), num_envs=4)
+    obs, vstate = vec.reset(jax.random.key(0))
+    assert obs["agent_0"].shape == (4, 2)
+    step = jax.jit(vec.step)
+    key = jax.random.key(5)
+    for _ in range(7):
+        key, k_act, k_step = jax.random.split(key, 3)
+        masks = vec.action_mask(vstate)
+        actions = {
+            a: jax.vmap(lambda k, m: jax.random.categorical(k, jnp.where(m, 0.0, -jnp.inf)))(
+                jax.random.split(k_act, 4), masks[a]
+            )
+            for a in base.agents
+        }
+        fresh_before = vstate.fresh
+        _, vstate, _, dones, infos = step(k_step, vstate, actions)
+        # envs that ended restart from their buffered fresh start
+        done = np.asarray(dones["__all__"])
+        remaining = np.asarray(vstate.env_states.env_state.remaining)
+        np.testing.assert_array_equal(remaining[done], np.asarray(fresh_before[1].remaining)[done])
+        assert set(infos) >= {"returned_episode_returns", "returned_episode", "spent"}
