@@ -1,0 +1,119 @@
+"""The environment contract of DESIGN.md, checked on every registered env.
+
+Parametrised over ``dilemmax.registered_envs()`` so a newly registered game is covered with no new
+test code.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dilemmax
+from dilemmax.agents.policy import random_policy
+from dilemmax.envs.rollout import run_episodes
+from dilemmax.wrappers.log import LogWrapper
+
+ENV_IDS = dilemmax.registered_envs()
+
+
+def _random_actions(env, key, state):
+    masks = env.action_mask(state)
+    keys = jax.random.split(key, env.num_agents)
+    return {
+        a: jax.random.categorical(k, jnp.where(masks[a], 0.0, -jnp.inf)).astype(jnp.int32)
+        for a, k in zip(env.agents, keys, strict=True)
+    }
+
+
+def _play(env, key, num_steps, step_fn):
+    key, key_reset = jax.random.split(key)
+    obs, state = env.reset(key_reset)
+    trace = [obs]
+    for _ in range(num_steps):
+        key, key_act, key_step = jax.random.split(key, 3)
+        obs, state, rewards, dones, _ = step_fn(
+            key_step, state, _random_actions(env, key_act, state)
+        )
+        trace.append((obs, rewards, dones))
+    return trace
+
+
+def test_unknown_env_and_option_errors_list_the_valid_ones():
+    with pytest.raises(ValueError, match="registered: .*consequence"):
+        dilemmax.make("no_such_game")
+    with pytest.raises(TypeError, match="valid options"):
+        dilemmax.make("toy", no_such_option=1)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_spaces_masks_and_observations(env_id):
+    env = dilemmax.make(env_id)
+    obs, state = jax.jit(env.reset)(jax.random.key(0))
+    masks = env.action_mask(state)
+    assert list(obs) == env.agents
+    for agent in env.agents:
+        space = env.observation_space(agent)
+        assert obs[agent].shape == space.shape and obs[agent].dtype == space.dtype
+        assert bool(space.contains(obs[agent]))
+        assert masks[agent].shape == (env.action_space(agent).n,) and masks[agent].dtype == bool
+        assert bool(masks[agent].any())
+        assert bool(space.contains(space.sample(jax.random.key(1))))
+        assert bool(
+            env.action_space(agent).contains(env.action_space(agent).sample(jax.random.key(2)))
+        )
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_key_same_trajectory_jitted_or_not(env_id):
+    env = dilemmax.make(env_id)
+    steps = 6
+    eager = _play(env, jax.random.key(3), steps, env.step)
+    again = _play(env, jax.random.key(3), steps, env.step)
+    jitted = _play(env, jax.random.key(3), steps, jax.jit(env.step))
+    for a, b, c in zip(eager, again, jitted, strict=True):
+        jax.tree.map(np.testing.assert_array_equal, a, b)
+        jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, c)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
+    env = dilemmax.make(env_id)
+    configs = jax.vmap(env.sample_config)(jax.random.split(jax.random.key(4), 3))
+    obs, states = jax.vmap(env.reset_to)(jax.random.split(jax.random.key(5), 3), configs)
+    one = jax.tree.map(lambda x: x[1], configs)
+    obs1, _ = env.reset_to(jax.random.split(jax.random.key(5), 3)[1], one)
+    for agent in env.agents:
+        np.testing.assert_array_equal(obs[agent][1], obs1[agent])
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_random_episodes_end_and_report_metrics(env_id):
+    env = dilemmax.make(env_id)
+    rollouts, metrics = run_episodes(env, random_policy, jax.random.key(6), num_episodes=2)
+    assert bool(rollouts.valid[:, 0].all())
+    ended = rollouts.dones["__all__"] & rollouts.valid
+    assert np.asarray(ended.sum(axis=1)).tolist() == [1, 1], "every episode ends exactly once"
+    for name, value in metrics.items():
+        assert value.shape[0] == 2, name
+        assert bool(jnp.all(jnp.isfinite(jnp.asarray(value, jnp.float32)))), name
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_scripted_policies_play(env_id):
+    env = dilemmax.make(env_id)
+    for name, policy in env.scripted_policies().items():
+        _, metrics = run_episodes(env, policy, jax.random.key(8), num_episodes=1)
+        assert metrics, name
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_log_wrapper_under_vmap(env_id):
+    env = LogWrapper(dilemmax.make(env_id))
+    keys = jax.random.split(jax.random.key(9), 2)
+    obs, state = jax.vmap(env.reset)(keys)
+    actions = {a: jnp.zeros((2,), jnp.int32) for a in env.agents}
+    actions = jax.vmap(lambda s: _random_actions(env, jax.random.key(0), s.env_state))(state)
+    _, state, _, _, infos = jax.jit(jax.vmap(env.step))(keys, state, actions)
+    assert infos["returned_episode_returns"].shape == (2, env.num_agents)
+    assert infos["returned_episode"].dtype == bool
