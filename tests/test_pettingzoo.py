@@ -91,3 +91,15 @@ def test_done_agents_are_removed():
     _, _, terms, _, _ = env.step({a: (budget if a == first else 0) for a in env.agents})
     assert terms[first] and first not in env.agents
     assert env.agents  # the other agent still plays
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_rgb_render_where_supported(env_id):
+    if "rgb_array" not in dilemmax.make(env_id).render_modes:
+        with pytest.raises(ValueError, match="render_mode"):
+            parallel_env(env_id, render_mode="rgb_array")
+        return
+    env = parallel_env(env_id, render_mode="rgb_array")
+    env.reset(seed=1)
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
