@@ -30,6 +30,7 @@ from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec_wrapper
 
 from dilemmax.envs.registry import make
+from dilemmax.wrappers.legal import LegalDiscrete, check_action
 
 _MAX_SEED = 2**31 - 1
 
@@ -39,38 +40,6 @@ def _compiled(env_id: str, options: tuple) -> tuple:
     """(env, jitted reset, jitted step_env, jitted action_mask) for one env configuration."""
     env = make(env_id, **dict(options))
     return env, jax.jit(env.reset), jax.jit(env.step_env), jax.jit(env.action_mask)
-
-
-class _LegalDiscrete(gymnasium.spaces.Discrete):
-    """A Discrete space whose unmasked ``sample()`` draws among the currently legal actions."""
-
-    def __init__(self, n: int, legal_mask_fn):
-        super().__init__(n)
-        self._legal_mask_fn = legal_mask_fn
-
-    def sample(self, mask=None, probability=None):
-        if mask is None and probability is None:
-            legal = self._legal_mask_fn()
-            if legal is not None:
-                mask = legal
-        return super().sample(mask=mask, probability=probability)
-
-
-def _legal_set(mask: np.ndarray) -> list[int]:
-    return [int(a) for a in np.flatnonzero(mask)]
-
-
-def _check_action(agent: str, action: Any, mask: np.ndarray) -> int:
-    """The action as an int, or ValueError naming the agent, the action and the legal set."""
-    legal = _legal_set(mask)
-    try:
-        as_int = int(action)
-        integral = float(action) == as_int
-    except (TypeError, ValueError):
-        integral = False
-    if not integral or not 0 <= as_int < mask.shape[0] or not mask[as_int]:
-        raise ValueError(f"illegal action {action!r} for agent {agent!r}; legal actions: {legal}")
-    return as_int
 
 
 class DilemmaxParallelEnv(ParallelEnv):
@@ -96,7 +65,7 @@ class DilemmaxParallelEnv(ParallelEnv):
             a: self.env.observation_space(a).to_gymnasium() for a in self.possible_agents
         }
         self._action_spaces = {
-            a: _LegalDiscrete(self.env.action_space(a).n, functools.partial(self._int8_mask, a))
+            a: LegalDiscrete(self.env.action_space(a).n, functools.partial(self._int8_mask, a))
             for a in self.possible_agents
         }
         self._state = None
@@ -137,7 +106,7 @@ class DilemmaxParallelEnv(ParallelEnv):
         unknown = sorted(set(actions) - set(self.agents))
         if unknown:
             raise ValueError(f"actions for agent(s) {unknown} who are not playing: {self.agents}")
-        checked = {a: _check_action(a, actions[a], self._masks[a]) for a in actions}
+        checked = {a: check_action(a, actions[a], self._masks[a]) for a in actions}
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise ValueError(f"no action for agent(s) {missing}; every agent in env.agents acts")
@@ -205,7 +174,7 @@ class DilemmaxAECEnv(parallel_to_aec_wrapper):
     def step(self, action):
         agent = self.agent_selection
         if not (self.terminations.get(agent) or self.truncations.get(agent)):
-            action = _check_action(agent, action, self.env._masks[agent])
+            action = check_action(agent, action, self.env._masks[agent])
         super().step(action)
 
 
