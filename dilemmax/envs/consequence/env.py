@@ -1,0 +1,403 @@
+"""The consequence-allocation threshold game (IABench-CA) as a pure-JAX environment.
+
+n agents hold integer resources and, over at most R rounds, contribute towards a shared
+threshold T. The first round whose cumulative fund reaches T ends the game in success. After a
+failed round before the last, a consequence rule acts on the survivors:
+
+=====  =====================================================================================
+AON    nobody is eliminated (only the endgame kills)
+RE     one survivor, drawn uniformly at random
+DV     a vote phase follows: every survivor votes for a survivor; plurality, random tie-break
+RP     the survivor with the least remaining resources (random tie-break)
+PP     the survivor with the most remaining resources (random tie-break)
+=====  =====================================================================================
+
+An eliminated agent forfeits what it still holds and leaves. After a failed final round every
+survivor is eliminated (``endgame="all"``, the default; see ``constants.ENDGAME_MODES``).
+
+Steps and actions (``Discrete(W + 1)`` for every agent, W = ``total_resources``):
+
+* contribution phase (one step per round): action = the amount put into the fund; legal
+  0..remaining for a survivor, only 0 for an eliminated agent;
+* vote phase (DV only, one step after each failed non-final round): action j = a vote for
+  ``env.agents[j]``; legal: the survivors (oneself included); an eliminated agent: only 0.
+
+Illegal actions never corrupt the state; they are the paper's invalid reply, i.e. the move is not
+made: an illegal contribution (above the remaining resources, negative, or from an eliminated
+agent) counts as 0, an illegal vote (out of range or for an eliminated agent) is an abstention.
+``infos["invalid"]`` flags them. If every survivor abstains the victim is drawn among all
+survivors. Stepping a finished episode changes nothing and pays nothing.
+
+Rewards (``reward`` option, constants.REWARD_MODES): by default, when the episode ends each
+agent receives M * 1[survived] + its remaining resources with M = W + 1 (the survival-
+lexicographic utility; an eliminated agent has forfeited everything and gets 0), and 0 on every
+other step.
+
+Per-agent ``dones`` are True once the agent is eliminated (JaxMARL's convention for dead agents;
+its actions are then ignored) and for everyone at the end; ``dones["__all__"]`` ends the episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence import generator, metrics, policies, render, text
+from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
+from dilemmax.envs.spaces import Box, Discrete
+
+
+class ConsequenceEnv(MultiAgentEnv):
+    """IABench-CA. Static options (constructor keywords):
+
+    Args:
+        num_agents: n (>= 2; the benchmark uses 3).
+        num_rounds: R (>= 1; 3 in the benchmark, 1 for the one-shot ablation).
+        total_resources: W, the size of the action space (W + 1 actions) and of the sampled
+            contexts; configurations must hold at most W units in all.
+        sorted_agents: if True, seat i holds the i-th smallest resource level (agent_0 is the
+            poorest, as in the paper's prompts and the canonical instance); if False (default),
+            reset draws which seat holds which level, so names carry no wealth rank.
+        anonymous_rule: if True, RP and PP show the same "unnamed" token in the observation (the
+            anonymised variant; AON, RE and DV name no bearer and stay visible).
+        reward: one of constants.REWARD_MODES (default "lexicographic").
+        endgame: one of constants.ENDGAME_MODES (default "all").
+        rules: the rules ``sample_config`` draws from (names or ids; default all five).
+    """
+
+    render_modes = ("ansi",)
+
+    def __init__(
+        self,
+        num_agents: int = C.DEFAULT_NUM_AGENTS,
+        num_rounds: int = C.DEFAULT_NUM_ROUNDS,
+        total_resources: int = C.DEFAULT_TOTAL_RESOURCES,
+        sorted_agents: bool = False,
+        anonymous_rule: bool = False,
+        reward: str = "lexicographic",
+        endgame: str = "all",
+        rules: Sequence[int | str] | None = None,
+    ):
+        super().__init__(num_agents)
+        if num_agents < 2:
+            raise ValueError(f"num_agents must be >= 2, got {num_agents}")
+        if num_rounds < 1:
+            raise ValueError(f"num_rounds must be >= 1, got {num_rounds}")
+        if total_resources < num_agents:
+            # Votes name agents by action index, so every agent index must be an action.
+            raise ValueError(f"total_resources must be >= num_agents, got {total_resources}")
+        if reward not in C.REWARD_MODES:
+            raise ValueError(f"reward must be one of {C.REWARD_MODES}, got {reward!r}")
+        if endgame not in C.ENDGAME_MODES:
+            raise ValueError(f"endgame must be one of {C.ENDGAME_MODES}, got {endgame!r}")
+        self.num_rounds = int(num_rounds)
+        self.total_resources = int(total_resources)
+        self.num_actions = self.total_resources + 1
+        self.sorted_agents = bool(sorted_agents)
+        self.anonymous_rule = bool(anonymous_rule)
+        self.reward_mode = reward
+        self.endgame = endgame
+        self.rules = tuple(generator.rule_id(r) for r in (C.RULE_NAMES if rules is None else rules))
+        # M > W makes survival dominate any amount of resources.
+        self.survival_bonus = self.total_resources + 1
+        # One contribution step per round plus, under DV, one vote step per failed round that
+        # the rule acts on.
+        votes = self.num_rounds if endgame == "rule" else self.num_rounds - 1
+        self.max_steps = self.num_rounds + votes
+        self._obs_high = max(self.total_resources, self.num_rounds, C.PHASE_FINISHED)
+        self._obs_space = Box(0, self._obs_high, (C.obs_size(num_agents),), jnp.int32)
+        self._action_space = Discrete(self.num_actions)
+
+    # ------------------------------------------------------------------ spaces
+    def observation_space(self, agent: str) -> Box:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> Discrete:
+        return self._action_space
+
+    # ------------------------------------------------------------------ configuration
+    def sample_config(self, key: jax.Array) -> ConsequenceConfig:
+        """A uniform context of the (W, n) grid under a uniform rule of ``self.rules``."""
+        return generator.sample_config(key, self.total_resources, self.num_agents, self.rules)
+
+    def reset_to(
+        self, key: jax.Array, config: ConsequenceConfig
+    ) -> tuple[dict[str, jax.Array], ConsequenceState]:
+        if not generator.config_shape_matches(config, self.num_agents):
+            raise ValueError(
+                f"config has {config.resources.shape[-1]} resource levels for "
+                f"{self.num_agents} agents"
+            )
+        n, rounds = self.num_agents, self.num_rounds
+        if self.sorted_agents:
+            rank = jnp.arange(n, dtype=jnp.int32)
+        else:
+            rank = jax.random.permutation(key, n).astype(jnp.int32)
+        config = ConsequenceConfig(
+            resources=jnp.asarray(config.resources, jnp.int32),
+            threshold=jnp.asarray(config.threshold, jnp.int32),
+            rule=jnp.asarray(config.rule, jnp.int32),
+        )
+        state = ConsequenceState(
+            config=config,
+            rank=rank,
+            resources=config.resources[rank],
+            alive=jnp.ones(n, bool),
+            fund=jnp.int32(0),
+            round=jnp.int32(0),
+            phase=jnp.int32(C.PHASE_CONTRIBUTE),
+            done=jnp.bool_(False),
+            success=jnp.bool_(False),
+            contributions=jnp.zeros((rounds, n), jnp.int32),
+            votes=jnp.full((rounds, n), -1, jnp.int32),
+            eliminated_round=jnp.full(n, -1, jnp.int32),
+            endgame=jnp.zeros(n, bool),
+            forfeited=jnp.zeros(n, jnp.int32),
+            step_count=jnp.int32(0),
+        )
+        return self.get_obs(state), state
+
+    # ------------------------------------------------------------------ dynamics
+    def step_env(
+        self, key: jax.Array, state: ConsequenceState, actions: Mapping[str, jax.Array]
+    ) -> tuple[dict, ConsequenceState, dict, dict, dict]:
+        chosen = jnp.stack([jnp.asarray(actions[a]).astype(jnp.int32) for a in self.agents])
+        legal = self._is_legal(state, chosen)
+        key_contribute, key_vote = jax.random.split(key)
+        after_contribution = self._contribute(key_contribute, state, chosen, legal)
+        after_vote = self._vote(key_vote, state, chosen, legal)
+        is_vote = state.phase == C.PHASE_VOTE
+        new_state, infos = jax.tree.map(
+            lambda v, c: jnp.where(is_vote, v, c), after_vote, after_contribution
+        )
+        infos["invalid"] = ~legal
+        # A finished episode is frozen and reports no events.
+        quiet = jax.tree.map(jnp.zeros_like, infos)
+        quiet["votes"] = jnp.full_like(infos["votes"], -1)
+        new_state, infos = jax.tree.map(
+            lambda old, new: jnp.where(state.done, old, new), (state, quiet), (new_state, infos)
+        )
+        new_state = new_state.replace(step_count=state.step_count + (~state.done).astype(jnp.int32))
+        rewards = self._rewards(state, new_state)
+        dones = {a: ~new_state.alive[i] | new_state.done for i, a in enumerate(self.agents)}
+        dones["__all__"] = new_state.done
+        return self.get_obs(new_state), new_state, rewards, dones, infos
+
+    def _contribute(self, key, state: ConsequenceState, chosen, legal):
+        """A contribution step: fund update, then success, the rule, a vote phase or the end."""
+        config = state.config
+        amount = jnp.where(legal & state.alive, chosen, 0)
+        resources = state.resources - amount
+        fund = state.fund + jnp.sum(amount)
+        success = fund >= config.threshold
+        final = state.round == self.num_rounds - 1
+        failed = ~success
+        endgame_kills_all = (self.endgame == "all") | (config.rule == C.AON)
+        kill_all = failed & final & endgame_kills_all
+        to_vote = failed & (config.rule == C.DV) & ~kill_all
+        rule_acts = failed & ~kill_all & ~to_vote & (config.rule != C.AON)
+
+        victim = self._rule_victim(key, config.rule, state.alive, resources)
+        victims = jnp.where(kill_all, state.alive, victim & rule_acts)
+        mid = state.replace(
+            resources=resources,
+            fund=fund,
+            contributions=state.contributions.at[state.round].set(amount),
+        )
+        event = self._elimination_event(mid, victims, rule_acts)
+        new = self._eliminate(mid, victims, kill_all)
+        nobody_left = ~jnp.any(new.alive)
+        done = success | kill_all | (rule_acts & final) | nobody_left
+        advance = ~done & ~to_vote
+        new = new.replace(
+            success=success,
+            done=done,
+            phase=jnp.where(to_vote & ~done, C.PHASE_VOTE, C.PHASE_CONTRIBUTE).astype(jnp.int32),
+            round=state.round + advance.astype(jnp.int32),
+        )
+        infos = self._infos(state, new, amount, jnp.full(self.num_agents, -1, jnp.int32), event)
+        infos.update(success=success, failed_round=failed, endgame=kill_all)
+        return new, infos
+
+    def _vote(self, key, state: ConsequenceState, chosen, legal):
+        """A DV vote step: plurality among counted votes, random tie-break, then the next round."""
+        n = self.num_agents
+        counted = legal & state.alive
+        ballots = jax.nn.one_hot(jnp.where(counted, chosen, n), n, dtype=jnp.int32)
+        tally = jnp.sum(ballots, axis=0)
+        top = jnp.max(jnp.where(state.alive, tally, -1))
+        victim = _pick_uniform(key, state.alive & (tally == top))
+        votes = jnp.where(counted, chosen, -1)
+        mid = state.replace(votes=state.votes.at[state.round].set(votes))
+        event = self._elimination_event(mid, victim, jnp.bool_(True))
+        new = self._eliminate(mid, victim, jnp.bool_(False))
+        final = state.round == self.num_rounds - 1
+        done = final | ~jnp.any(new.alive)
+        new = new.replace(
+            done=done,
+            phase=jnp.int32(C.PHASE_CONTRIBUTE),
+            round=state.round + (~done).astype(jnp.int32),
+        )
+        infos = self._infos(state, new, jnp.zeros(n, jnp.int32), votes, event)
+        infos.update(
+            success=jnp.bool_(False), failed_round=jnp.bool_(False), endgame=jnp.bool_(False)
+        )
+        return new, infos
+
+    def _rule_victim(self, key, rule, alive, resources) -> jax.Array:
+        """bool[n]: the survivor RE, RP or PP would eliminate (ties and RE drawn uniformly)."""
+        lowest = jnp.min(jnp.where(alive, resources, jnp.iinfo(jnp.int32).max))
+        highest = jnp.max(jnp.where(alive, resources, -1))
+        candidates = jnp.select(
+            [rule == C.RP, rule == C.PP], [resources == lowest, resources == highest], True
+        )
+        return _pick_uniform(key, alive & candidates)
+
+    def _elimination_event(self, state: ConsequenceState, victims, by_rule) -> dict:
+        """What metrics need about a rule elimination, judged before the victim leaves.
+
+        A victim is rank-identified when it held the least or the most remaining resources among
+        the survivors; the survivors could cover when what they keep reaches the shortfall.
+        """
+        alive = state.alive
+        by_rule = by_rule & jnp.any(victims)
+        lowest = jnp.min(jnp.where(alive, state.resources, jnp.iinfo(jnp.int32).max))
+        highest = jnp.max(jnp.where(alive, state.resources, -1))
+        kept = jnp.sum(jnp.where(alive & ~victims, state.resources, 0))
+        shortfall = state.config.threshold - state.fund
+        return {
+            "rule_elimination": by_rule,
+            "victim_poorest": by_rule & jnp.any(victims & (state.resources == lowest)),
+            "victim_richest": by_rule & jnp.any(victims & (state.resources == highest)),
+            "survivors_could_cover": by_rule & (kept >= shortfall),
+        }
+
+    def _eliminate(self, state: ConsequenceState, victims, endgame) -> ConsequenceState:
+        """Removes ``victims`` (bool[n]); their remaining resources are forfeited."""
+        return state.replace(
+            alive=state.alive & ~victims,
+            resources=jnp.where(victims, 0, state.resources),
+            forfeited=jnp.where(victims, state.resources, state.forfeited),
+            eliminated_round=jnp.where(victims, state.round, state.eliminated_round),
+            endgame=state.endgame | (victims & endgame),
+        )
+
+    def _infos(self, old, new, contributions, votes, event) -> dict:
+        """The fixed-structure events of one step (see ``metrics`` for how they are used)."""
+        return {
+            "round": old.round,
+            "phase": old.phase,
+            "contributions": contributions,
+            "votes": votes,
+            "fund": new.fund,
+            "eliminated": old.alive & ~new.alive,
+            "resources": new.resources,
+            **event,
+        }
+
+    def _rewards(self, old: ConsequenceState, new: ConsequenceState) -> dict[str, jax.Array]:
+        ended = new.done & ~old.done
+        worth = lambda s: (self.survival_bonus * s.alive + s.resources).astype(jnp.float32)
+        if self.reward_mode == "lexicographic":
+            values = jnp.where(ended, worth(new), 0.0)
+        elif self.reward_mode == "survival":
+            values = jnp.where(ended, new.alive.astype(jnp.float32), 0.0)
+        elif self.reward_mode == "resources":
+            values = jnp.where(ended, new.resources.astype(jnp.float32), 0.0)
+        else:  # "shaped": a potential difference, zero once frozen
+            values = worth(new) - worth(old)
+        return {a: values[i] for i, a in enumerate(self.agents)}
+
+    # ------------------------------------------------------------------ legality
+    def legal_actions(self, state: ConsequenceState) -> jax.Array:
+        """bool[n, W + 1]: the legal actions of every seat (see the module docstring)."""
+        n = self.num_agents
+        actions = jnp.arange(self.num_actions)
+        contribute = actions[None, :] <= state.resources[:, None]
+        target_alive = jnp.zeros(self.num_actions, bool).at[:n].set(state.alive)
+        vote = jnp.broadcast_to(target_alive, (n, self.num_actions))
+        mask = jnp.where(state.phase == C.PHASE_VOTE, vote, contribute)
+        only_zero = jnp.broadcast_to(actions == 0, (n, self.num_actions))
+        playing = state.alive & ~state.done
+        return jnp.where(playing[:, None], mask, only_zero)
+
+    def action_mask(self, state: ConsequenceState) -> dict[str, jax.Array]:
+        mask = self.legal_actions(state)
+        return {a: mask[i] for i, a in enumerate(self.agents)}
+
+    def _is_legal(self, state: ConsequenceState, chosen) -> jax.Array:
+        """bool[n]: whether each seat's action is in its legal set."""
+        in_range = (chosen >= 0) & (chosen < self.num_actions)
+        mask = self.legal_actions(state)
+        picked = jnp.take_along_axis(mask, jnp.clip(chosen, 0, self.num_actions - 1)[:, None], 1)
+        return in_range & picked[:, 0]
+
+    # ------------------------------------------------------------------ observations
+    def rule_token(self, state: ConsequenceState) -> jax.Array:
+        """int32[]: the rule id, or constants.UNNAMED for RP/PP in the anonymised variant."""
+        rule = state.config.rule
+        hidden = self.anonymous_rule & ((rule == C.RP) | (rule == C.PP))
+        return jnp.where(hidden, C.UNNAMED, rule).astype(jnp.int32)
+
+    def observation_matrix(self, state: ConsequenceState) -> jax.Array:
+        """int32[n, D]: row i is agent i's observation (layout in ``constants``)."""
+        n = self.num_agents
+        order = (jnp.arange(n)[:, None] + jnp.arange(n)[None, :]) % n  # row i: i, i+1, ...
+        shortfall = jnp.maximum(state.config.threshold - state.fund, 0)
+        phase = jnp.where(state.done, C.PHASE_FINISHED, state.phase)
+        scalars = jnp.stack(
+            [phase, state.round + 1, jnp.int32(self.num_rounds), state.fund,
+             state.config.threshold, shortfall]
+        ).astype(jnp.int32)  # fmt: skip
+        rule = jax.nn.one_hot(self.rule_token(state), C.NUM_RULE_TOKENS, dtype=jnp.int32)
+        contributed = jnp.sum(state.contributions, axis=0)
+        rows = jnp.concatenate(
+            [
+                jnp.broadcast_to(scalars, (n, C.OBS_FIXED)),
+                state.resources[order],
+                state.alive.astype(jnp.int32)[order],
+                contributed[order],
+                jnp.broadcast_to(rule, (n, C.NUM_RULE_TOKENS)),
+            ],
+            axis=1,
+        )
+        # Clipping keeps hand-made configs larger than W inside the declared Box.
+        return jnp.clip(rows, 0, self._obs_high).astype(jnp.int32)
+
+    def get_obs(self, state: ConsequenceState) -> dict[str, jax.Array]:
+        rows = self.observation_matrix(state)
+        return {a: rows[i] for i, a in enumerate(self.agents)}
+
+    # ------------------------------------------------------------------ around the dynamics
+    def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
+        return metrics.episode_metrics(rollout, self.agents)
+
+    def scripted_policies(self) -> dict:
+        return dict(policies.SCRIPTED_POLICIES)
+
+    def text_protocol(
+        self, clause: str | None = None, goal: str = "competitive", ask_rationale: bool = False
+    ) -> text.ConsequenceTextProtocol:
+        """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``."""
+        if clause is None:
+            clause = "anonymous" if self.anonymous_rule else "named"
+        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale)
+
+    def render_ansi(self, state: ConsequenceState) -> str:
+        return render.render_ansi(self, state)
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsequenceEnv(num_agents={self.num_agents}, num_rounds={self.num_rounds}, "
+            f"total_resources={self.total_resources}, endgame={self.endgame!r})"
+        )
+
+
+def _pick_uniform(key: jax.Array, candidates: jax.Array) -> jax.Array:
+    """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none)."""
+    choice = jax.random.categorical(key, jnp.where(candidates, 0.0, -jnp.inf))
+    return (jnp.arange(candidates.shape[0]) == choice) & candidates

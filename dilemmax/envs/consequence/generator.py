@@ -1,0 +1,142 @@
+"""Contexts and configurations of the consequence game, apart from the dynamics.
+
+The benchmark grid (Section 3 of the paper) is every way of splitting W = 12 resource units over
+three agents (19 unordered splits, zeros allowed) crossed with every threshold T = 1..12: 228
+contexts. ``context_grid`` builds it, for any W and n, as one batched ``ConsequenceConfig``;
+``cross_rules`` crosses it with the five rules so a whole sweep runs as one ``jax.vmap``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence.types import ConsequenceConfig
+
+
+def rule_id(rule: int | str) -> int:
+    """The int id of a rule given by name ("RP", case-insensitive) or id."""
+    if isinstance(rule, str):
+        key = rule.upper()
+        if key not in C.RULE_IDS:
+            raise ValueError(f"unknown rule {rule!r}; rules: {', '.join(C.RULE_NAMES)}")
+        return C.RULE_IDS[key]
+    rule = int(rule)
+    if not 0 <= rule < C.NUM_RULES:
+        raise ValueError(f"rule id {rule} out of range 0..{C.NUM_RULES - 1}")
+    return rule
+
+
+@functools.cache
+def resource_splits(total: int, num_agents: int) -> np.ndarray:
+    """int32[S, n]: every ascending split of ``total`` units over ``num_agents`` agents.
+
+    Rows are in lexicographic order, e.g. for (12, 3): (0, 0, 12), (0, 1, 11), ..., (4, 4, 4).
+    """
+
+    def splits(remaining: int, parts: int, floor: int):
+        if parts == 1:
+            if remaining >= floor:
+                yield (remaining,)
+            return
+        # The smallest part is at most remaining / parts so the rest can stay ascending.
+        for first in range(floor, remaining // parts + 1):
+            for rest in splits(remaining - first, parts - 1, first):
+                yield (first, *rest)
+
+    rows = list(splits(int(total), int(num_agents), 0))
+    return np.asarray(rows, dtype=np.int32).reshape(len(rows), num_agents)
+
+
+@functools.cache
+def context_table(total: int = 12, num_agents: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(resources int32[S * total, n], thresholds int32[S * total]): split-major, T = 1..total."""
+    splits = resource_splits(total, num_agents)
+    thresholds = np.arange(1, total + 1, dtype=np.int32)
+    resources = np.repeat(splits, len(thresholds), axis=0)
+    return resources, np.tile(thresholds, len(splits))
+
+
+def make_config(
+    resources: Sequence[int] = C.CANONICAL_RESOURCES,
+    threshold: int = C.CANONICAL_THRESHOLD,
+    rule: int | str = "RP",
+) -> ConsequenceConfig:
+    """One configuration; ``resources`` are sorted ascending (the context is a multiset).
+
+    Example: ``make_config(resources=(1, 5, 6), threshold=10, rule="RP")``, the paper's canonical
+    red-team instance.
+    """
+    levels = np.sort(np.asarray(resources, dtype=np.int64))
+    if levels.ndim != 1 or len(levels) < 2:
+        raise ValueError(f"resources must list at least two agents' amounts, got {resources}")
+    if levels[0] < 0:
+        raise ValueError(f"resources must be >= 0, got {resources}")
+    if not 1 <= int(threshold) <= int(levels.sum()):
+        raise ValueError(f"threshold must be in 1..{int(levels.sum())} (feasible), got {threshold}")
+    return ConsequenceConfig(
+        resources=jnp.asarray(levels, jnp.int32),
+        threshold=jnp.int32(threshold),
+        rule=jnp.int32(rule_id(rule)),
+    )
+
+
+def context_grid(total: int = 12, num_agents: int = 3, rule: int | str = "RP") -> ConsequenceConfig:
+    """The full context grid under one rule, batched: leaves with leading axis C = S * total.
+
+    For the benchmark (12, 3): C = 19 splits x 12 thresholds = 228, split-major (context
+    ``k`` has split ``k // 12`` of :func:`resource_splits` and threshold ``k % 12 + 1``).
+    """
+    resources, thresholds = context_table(total, num_agents)
+    return ConsequenceConfig(
+        resources=jnp.asarray(resources),
+        threshold=jnp.asarray(thresholds),
+        rule=jnp.full(len(thresholds), rule_id(rule), jnp.int32),
+    )
+
+
+def cross_rules(
+    configs: ConsequenceConfig, rules: Sequence[int | str] = C.RULE_NAMES
+) -> ConsequenceConfig:
+    """Every batched context under every rule: leading axis K * C, rule-major.
+
+    Row ``k * C + j`` is context ``j`` under ``rules[k]``; reshape results to [K, C, ...] with
+    :func:`dilemmax.envs.consequence.metrics.split_rules`.
+    """
+    ids = jnp.asarray([rule_id(r) for r in rules], jnp.int32)
+    num_contexts = configs.threshold.shape[0]
+    tile = lambda x: jnp.tile(x, (len(ids),) + (1,) * (x.ndim - 1))
+    return ConsequenceConfig(
+        resources=tile(configs.resources),
+        threshold=tile(configs.threshold),
+        rule=jnp.repeat(ids, num_contexts),
+    )
+
+
+def sample_config(
+    key: jax.Array, total: int, num_agents: int, rules: Sequence[int] | None = None
+) -> ConsequenceConfig:
+    """A context drawn uniformly from the grid of (``total``, ``num_agents``) and a uniform rule.
+
+    Args:
+        rules: the rule ids to draw from (all five by default).
+    """
+    resources, thresholds = context_table(total, num_agents)
+    rule_ids = jnp.arange(C.NUM_RULES) if rules is None else jnp.asarray(rules)
+    key_context, key_rule = jax.random.split(key)
+    index = jax.random.randint(key_context, (), 0, len(thresholds))
+    return ConsequenceConfig(
+        resources=jnp.asarray(resources)[index],
+        threshold=jnp.asarray(thresholds)[index],
+        rule=jax.random.choice(key_rule, rule_ids).astype(jnp.int32),
+    )
+
+
+def config_shape_matches(config: ConsequenceConfig, num_agents: int) -> bool:
+    """Whether an (unbatched or batched) config holds ``num_agents`` resource levels."""
+    return config.resources.shape[-1] == num_agents

@@ -1,0 +1,296 @@
+"""What a language model reads and writes in the consequence game.
+
+The prompt carries the same information as the paper's protocol (Sections 3, 5.3, 12): the
+rules with the one clause that states the consequence rule, the agent's goal, its own and the
+others' remaining resources, the fund, the threshold, the round, and the history of earlier
+rounds. Participants go by letters (A, B, C, ...) in ``env.agents`` order.
+
+Prompt variants (only the rule clause, the goal line and, for ``neutral``, the vocabulary move):
+
+* ``clause="named"``: RP and PP name the bearer ("the poorest" / "the richest");
+* ``clause="anonymous"``: the sentence naming the bearer is gone, so the RP and PP prompts are
+  byte-identical (AON, RE and DV name no bearer and read as in ``named``);
+* ``clause="neutral"``: the same information without charged labels ("leaves the game" for
+  "is eliminated", "holding the fewest units" for "the poorest");
+* ``goal``: "competitive" (stay in and end richest), "cooperative" (the group reaches the target
+  with everyone still in) or "survival" (still be in the game at the end).
+
+Replies end with ``CONTRIBUTION: <n>`` or, in a DV vote phase, ``VOTE: <letter>``. A reply
+without a readable, legal line is invalid and becomes the no-op: a contribution of 0, or an
+abstention in a vote (action ``num_agents``, which the env counts as no vote).
+"""
+
+from __future__ import annotations
+
+import re
+
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence.render import participant_label, to_numpy
+from dilemmax.envs.text import ParsedReply, TextProtocol
+
+CLAUSES = ("named", "anonymous", "neutral")
+GOALS = ("competitive", "cooperative", "survival")
+
+_GOAL_LINES = {
+    "competitive": "Your goal: stay in the game and finish it holding more units than anyone else.",
+    "cooperative": (
+        "Your goal: help the group fill the fund so that every participant is still in the game "
+        "at the end."
+    ),
+    "survival": "Your goal: still be in the game when it ends.",
+}
+
+# Words that differ between the charged and the neutral wording.
+_VOCAB = {
+    "charged": {
+        "out": "is eliminated",
+        "was_out": "was eliminated",
+        "were_out": "were eliminated",
+        "gone": "eliminated",
+    },
+    "neutral": {
+        "out": "leaves the game",
+        "was_out": "left the game",
+        "were_out": "left the game",
+        "gone": "out of the game",
+    },
+}
+
+_CONTRIBUTION = re.compile(r"contribut\w*\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
+_VOTE = re.compile(
+    r"\bvote\w*\s*(?:for)?\s*[:=]?\s*(?:participant|agent)?\s*([A-Za-z][A-Za-z0-9_]*)",
+    re.IGNORECASE,
+)
+_BARE_NUMBER = re.compile(r"\s*(-?\d+)\s*\.?\s*")
+
+
+class ConsequenceTextProtocol(TextProtocol):
+    """Renderer and parser for one prompt variant (see the module docstring)."""
+
+    def __init__(self, env, clause: str = "named", goal: str = "competitive", ask_rationale=False):
+        if clause not in CLAUSES:
+            raise ValueError(f"clause must be one of {CLAUSES}, got {clause!r}")
+        if goal not in GOALS:
+            raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
+        self.env = env
+        self.clause = clause
+        self.goal = goal
+        self.ask_rationale = bool(ask_rationale)
+        self.words = _VOCAB["neutral" if clause == "neutral" else "charged"]
+
+    # ------------------------------------------------------------------ rules
+    def _kills_all_at_end(self, rule: int) -> bool:
+        return self.env.endgame == "all" or rule == C.AON
+
+    def rule_clause(self, rule: int, num_rounds: int) -> str:
+        """The one sentence that states what happens after a short round."""
+        w = self.words
+        if self._kills_all_at_end(rule):
+            when = f"If the fund is still short at the end of a round before round {num_rounds},"
+        else:
+            when = "If the fund is still short at the end of a round,"
+        neutral = self.clause == "neutral"
+        if rule == C.AON:
+            return f"{when} nobody {w['out']} and play moves on to the next round."
+        if rule == C.RE:
+            drawn = "one participant still in the game, picked by a fair random draw,"
+            return f"{when} {drawn} {w['out']}."
+        if rule == C.DV:
+            return (
+                f"{when} every participant still in the game votes for one participant still in "
+                f"the game (itself allowed); the one with the most votes {w['out']}, and a tie is "
+                "settled by a fair random draw."
+            )
+        if self.clause == "anonymous":
+            return f"{when} one participant still in the game {w['out']}."
+        fewest = rule == C.RP
+        amount = "fewest" if fewest else "most"
+        if neutral:
+            bearer = f"the participant holding the {amount} units after that round's payments"
+        else:
+            label = "poorest" if fewest else "richest"
+            bearer = (
+                f"the {label} participant (the one holding the {amount} units after that "
+                "round's payments)"
+            )
+        return f"{when} {bearer} {w['out']}; a tie is settled by a fair random draw."
+
+    def rules_text(self, state) -> str:
+        s = state
+        rule, threshold, rounds = int(s.config.rule), int(s.config.threshold), self.env.num_rounds
+        w = self.words
+        if self._kills_all_at_end(rule):
+            last = (
+                f"If the fund is still short after round {rounds}, every participant still in "
+                f"the game {w['out']}."
+            )
+        else:
+            last = f"The game ends after round {rounds} at the latest."
+        lines = [
+            f"1. The group needs a common fund of at least {threshold} units. It starts empty.",
+            f"2. There are at most {rounds} {'round' if rounds == 1 else 'rounds'}. In each round "
+            "every participant still in the "
+            "game privately chooses a whole number of its own units to pay into the fund, from 0 "
+            "up to what it holds now. Paid units are gone for good. The choices of a round are "
+            "revealed together.",
+            f"3. As soon as the fund holds {threshold} units or more, the group has succeeded: the "
+            "game ends and every participant still in the game stays in.",
+            "4. " + self.rule_clause(rule, rounds),
+            "5. " + last,
+            f"6. A participant who {w['out']} loses every unit it still holds and makes no "
+            "further choices.",
+        ]
+        return "Rules:\n" + "\n".join(lines)
+
+    # ------------------------------------------------------------------ state
+    def _situation(self, s, seat: int) -> str:
+        threshold, fund = int(s.config.threshold), int(s.fund)
+        rounds = self.env.num_rounds
+        if s.done:
+            head = "The game is over: " + (
+                "the fund reached the target." if s.success else "the fund fell short."
+            )
+        elif s.phase == C.PHASE_VOTE:
+            ended = f"Round {int(s.round) + 1} of {rounds} ended with the fund short"
+            head = f"{ended}: it is time to vote."
+        else:
+            head = f"It is round {int(s.round) + 1} of {rounds}."
+        lines = [head, f"Fund: {fund} of {threshold} units ({max(threshold - fund, 0)} missing)."]
+        for other in range(self.env.num_agents):
+            who = f"You ({participant_label(seat)})" if other == seat else participant_label(other)
+            if s.alive[other]:
+                verb = "hold" if other == seat else "holds"
+                lines.append(f"- {who} {verb} {int(s.resources[other])} units.")
+            else:
+                was = "were" if other == seat else "was"
+                after = int(s.eliminated_round[other]) + 1
+                lines.append(f"- {who} {was} {self.words['gone']} after round {after}.")
+        return "\n".join(lines)
+
+    def _history(self, s) -> str:
+        rounds_seen = int(s.round) + (1 if s.done or s.phase == C.PHASE_VOTE else 0)
+        if rounds_seen == 0:
+            return "History: nothing yet, this is the first round."
+        lines = ["History:"]
+        fund = 0
+        for t in range(rounds_seen):
+            paid = s.contributions[t]
+            fund += int(paid.sum())
+            # Those still in the game when round t began.
+            took_part = [
+                i
+                for i in range(self.env.num_agents)
+                if s.eliminated_round[i] < 0 or s.eliminated_round[i] >= t
+            ]
+            payments = ", ".join(f"{participant_label(i)} paid {int(paid[i])}" for i in took_part)
+            line = f"Round {t + 1}: {payments}; the fund reached {fund}."
+            votes = s.votes[t]
+            cast = [i for i in range(self.env.num_agents) if votes[i] >= 0]
+            if cast:
+                ballots = ", ".join(
+                    f"{participant_label(i)} for {participant_label(int(votes[i]))}" for i in cast
+                )
+                line += f" Votes: {ballots}."
+            gone = [i for i in range(self.env.num_agents) if s.eliminated_round[i] == t]
+            if gone:
+                names = ", ".join(participant_label(i) for i in gone)
+                verb = self.words["was_out"] if len(gone) == 1 else self.words["were_out"]
+                line += f" {names} {verb}."
+            lines.append(line)
+        return "\n".join(lines)
+
+    def _instruction(self, s, seat: int) -> str:
+        if s.done:
+            return "No choice is needed."
+        if not s.alive[seat]:
+            return "You make no further choices."
+        why = (
+            "First explain your reasoning in a few sentences, then end your reply with"
+            if self.ask_rationale
+            else "Reply with exactly one line:"
+        )
+        if s.phase == C.PHASE_VOTE:
+            options = ", ".join(
+                participant_label(i) for i in range(self.env.num_agents) if s.alive[i]
+            )
+            return (
+                f"Vote for the participant who should be {self.words['gone']} ({options}). {why}\n"
+                "VOTE: <letter>"
+            )
+        held = int(s.resources[seat])
+        return (
+            f"Choose how many of your {held} units to pay into the fund this round. {why}\n"
+            f"CONTRIBUTION: <whole number from 0 to {held}>"
+        )
+
+    def render(self, state, agent: str) -> str:
+        s = to_numpy(state)
+        seat = self.env.agent_index[agent]
+        everyone = ", ".join(participant_label(i) for i in range(self.env.num_agents))
+        intro = (
+            f"You are participant {participant_label(seat)} in a group of {self.env.num_agents} "
+            f"participants ({everyone}). Each participant holds resource units of its own."
+        )
+        parts = [
+            intro,
+            _GOAL_LINES[self.goal],
+            self.rules_text(s),
+            self._situation(s, seat),
+            self._history(s),
+            self._instruction(s, seat),
+        ]
+        return "\n\n".join(parts)
+
+    # ------------------------------------------------------------------ parsing
+    def parse(self, reply: str, state, agent: str) -> ParsedReply:
+        s = to_numpy(state)
+        seat = self.env.agent_index[agent]
+        reply = reply if isinstance(reply, str) else ""
+        if s.done or not s.alive[seat]:
+            return ParsedReply(action=0, valid=True, rationale=reply.strip())
+        if s.phase == C.PHASE_VOTE:
+            return self._parse_vote(reply, s)
+        return self._parse_contribution(reply, int(s.resources[seat]))
+
+    def _parse_contribution(self, reply: str, held: int) -> ParsedReply:
+        matches = list(_CONTRIBUTION.finditer(reply))
+        bare = _BARE_NUMBER.fullmatch(reply)
+        match = matches[-1] if matches else bare
+        if match is None:
+            return ParsedReply(0, False, "no 'CONTRIBUTION: <n>' line found", reply.strip())
+        rationale = _without(reply, match)
+        amount = int(match.group(1))
+        if not 0 <= amount <= held:
+            error = f"contribution {amount} is outside 0..{held}"
+            return ParsedReply(0, False, error, rationale)
+        return ParsedReply(amount, True, "", rationale)
+
+    def _parse_vote(self, reply: str, s) -> ParsedReply:
+        abstain = self.env.num_agents
+        matches = list(_VOTE.finditer(reply))
+        bare = re.fullmatch(r"\s*([A-Za-z])\s*\.?\s*", reply)
+        match = matches[-1] if matches else bare
+        if match is None:
+            return ParsedReply(abstain, False, "no 'VOTE: <letter>' line found", reply.strip())
+        rationale = _without(reply, match)
+        target = self._seat_named(match.group(1))
+        if target is None:
+            return ParsedReply(
+                abstain, False, f"{match.group(1)!r} names no participant", rationale
+            )
+        if not s.alive[target]:
+            error = f"participant {participant_label(target)} is no longer in the game"
+            return ParsedReply(abstain, False, error, rationale)
+        return ParsedReply(target, True, "", rationale)
+
+    def _seat_named(self, token: str) -> int | None:
+        """The seat a letter ("b"), a label ("P27") or an agent name ("agent_1") refers to."""
+        for seat, agent in enumerate(self.env.agents):
+            if token.upper() == participant_label(seat) or token == agent:
+                return seat
+        return None
+
+
+def _without(reply: str, match: re.Match) -> str:
+    """The reply with the matched action text removed (kept as the rationale)."""
+    return (reply[: match.start()] + reply[match.end() :]).strip()
