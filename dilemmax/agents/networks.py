@@ -1,0 +1,236 @@
+"""Flax networks of the learned agents: encoders, actor and critic heads, masked distributions.
+
+Two encoders cover every dilemmax observation:
+
+- :class:`VectorEncoder`, an MLP over a flat float (or small-integer) vector;
+- :class:`GridEncoder`, for egocentric grid views of integer codes ``uint8[H, W, C]``: every
+  channel's code is embedded, the embeddings of a cell are concatenated, and a small CNN reads
+  the result. Embedding beats feeding the codes as numbers (codes are categories, not
+  magnitudes) and beats one-hot planes on memory.
+
+Parameters are shared across agents with a one-hot agent-id input (the default), or kept
+separate per agent (the trainer then stacks one parameter set per agent on a leading axis).
+
+Shapes below: ``B...`` any leading batch axes, ``A`` the number of agents, ``N`` the number of
+actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+
+import distrax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Logit given to illegal actions: finite, so entropy and log-probabilities never produce NaN
+# (0 * -inf), yet exp() of it underflows to exactly 0 probability.
+ILLEGAL_LOGIT = -1e9
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Hyperparameters of the actor and critic networks.
+
+    Attributes:
+        hidden: width of the dense layers.
+        num_layers: number of dense hidden layers after the encoder input.
+        activation: "tanh" or "relu".
+        embed_dim: embedding size per channel code (grid observations).
+        conv_features: output channels of each 3x3 convolution (grid observations).
+        agent_id: feed a one-hot agent index to the networks (useful with shared parameters).
+    """
+
+    hidden: int = 64
+    num_layers: int = 2
+    activation: str = "tanh"
+    embed_dim: int = 8
+    conv_features: tuple[int, ...] = field(default=(16, 32))
+    agent_id: bool = True
+
+    @classmethod
+    def from_dict(cls, values: dict) -> NetworkSpec:
+        """Builds a spec from a (JSON) dict, ignoring unrelated keys."""
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in values.items() if k in names}
+        if "conv_features" in kwargs:
+            kwargs["conv_features"] = tuple(kwargs["conv_features"])
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _activation(name: str):
+    if name == "tanh":
+        return nn.tanh
+    if name == "relu":
+        return nn.relu
+    raise ValueError(f"unknown activation {name!r}; use 'tanh' or 'relu'")
+
+
+def is_grid(shape: Sequence[int], dtype) -> bool:
+    """Whether an observation of ``shape``/``dtype`` is an integer-code grid ``[H, W, C]``."""
+    return len(shape) == 3 and jnp.issubdtype(jnp.dtype(dtype), jnp.integer)
+
+
+def masked_categorical(logits: jax.Array, mask: jax.Array) -> distrax.Categorical:
+    """Categorical over the legal actions only.
+
+    Args:
+        logits: float32[B..., N].
+        mask: bool[B..., N], True for legal actions. A row with no legal action falls back to
+            the unmasked logits (the env contract always leaves one legal action; this only keeps
+            padding rows finite).
+    """
+    any_legal = jnp.any(mask, axis=-1, keepdims=True)
+    mask = jnp.where(any_legal, mask, True)
+    return distrax.Categorical(logits=jnp.where(mask, logits, ILLEGAL_LOGIT))
+
+
+class VectorEncoder(nn.Module):
+    """MLP over a flattened observation. Input: [B..., *obs_shape]; output float32[B..., hidden]."""
+
+    spec: NetworkSpec
+    obs_ndim: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        batch = x.shape[: x.ndim - self.obs_ndim]
+        x = x.reshape(*batch, -1).astype(jnp.float32)
+        act = _activation(self.spec.activation)
+        for _ in range(self.spec.num_layers):
+            x = act(nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x
+
+
+class GridEncoder(nn.Module):
+    """Embedding + CNN over integer codes. Input: int[B..., H, W, C]; output float32[B..., hidden].
+
+    Attributes:
+        num_codes: one more than the largest code of any channel (the embedding table size; all
+            channels share one table, offset per channel so equal codes in different channels do
+            not collide).
+        num_channels: C.
+    """
+
+    spec: NetworkSpec
+    num_codes: int
+    num_channels: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        batch = x.shape[:-3]
+        height, width, channels = x.shape[-3:]
+        x = x.reshape(-1, height, width, channels).astype(jnp.int32)
+        offsets = jnp.arange(channels, dtype=jnp.int32) * self.num_codes
+        embed = nn.Embed(self.num_codes * self.num_channels, self.spec.embed_dim)
+        x = embed(jnp.clip(x, 0, self.num_codes - 1) + offsets)  # [b, H, W, C, D]
+        x = x.reshape(x.shape[0], height, width, channels * self.spec.embed_dim)
+        act = _activation("relu")
+        for features in self.spec.conv_features:
+            x = act(nn.Conv(features, (3, 3), padding="SAME")(x))
+        x = x.reshape(x.shape[0], -1)
+        x = act(nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x.reshape(*batch, self.spec.hidden)
+
+
+class Encoder(nn.Module):
+    """Chooses the grid or vector encoder from the observation's shape and dtype."""
+
+    spec: NetworkSpec
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    num_codes: int = 0
+
+    def setup(self):
+        if is_grid(self.obs_shape, self.obs_dtype):
+            self.body = GridEncoder(self.spec, self.num_codes, self.obs_shape[-1])
+        else:
+            self.body = VectorEncoder(self.spec, len(self.obs_shape))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.body(x)
+
+
+def _with_agent_id(spec: NetworkSpec, h: jax.Array, agent_id: jax.Array, num_agents: int):
+    """Appends a one-hot agent index (int32[B...]) to features h (float32[B..., F])."""
+    if not spec.agent_id:
+        return h
+    one_hot = jax.nn.one_hot(agent_id, num_agents, dtype=h.dtype)
+    return jnp.concatenate([h, jnp.broadcast_to(one_hot, h.shape[:-1] + (num_agents,))], -1)
+
+
+class Actor(nn.Module):
+    """Policy network: (observation, agent index) -> logits float32[B..., N]."""
+
+    spec: NetworkSpec
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    num_actions: int
+    num_agents: int
+    num_codes: int = 0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, agent_id: jax.Array) -> jax.Array:
+        h = Encoder(self.spec, self.obs_shape, self.obs_dtype, self.num_codes)(obs)
+        h = _with_agent_id(self.spec, h, agent_id, self.num_agents)
+        h = _activation(self.spec.activation)(
+            nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(h)
+        )
+        # A small output scale starts the policy near uniform over the legal actions.
+        return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+
+
+class Critic(nn.Module):
+    """Value network: (input, agent index) -> float32[B...].
+
+    The input is the agent's own observation (IPPO) or the env's global state (MAPPO); the agent
+    index tells a shared centralised critic whose return to predict.
+    """
+
+    spec: NetworkSpec
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    num_agents: int
+    num_codes: int = 0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, agent_id: jax.Array) -> jax.Array:
+        h = Encoder(self.spec, self.obs_shape, self.obs_dtype, self.num_codes)(obs)
+        h = _with_agent_id(self.spec, h, agent_id, self.num_agents)
+        h = _activation(self.spec.activation)(
+            nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(h)
+        )
+        return nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(h)[..., 0]
+
+
+def num_codes_of(space) -> int:
+    """Embedding table size for an integer Box space (its ``high`` + 1), 0 for float spaces."""
+    if not jnp.issubdtype(jnp.dtype(space.dtype), jnp.integer):
+        return 0
+    return int(np.max(np.asarray(space.high))) + 1
+
+
+def make_actor(spec: NetworkSpec, obs_space, num_actions: int, num_agents: int) -> Actor:
+    """The actor for an env's observation space (a dilemmax ``Box``)."""
+    return Actor(
+        spec,
+        tuple(obs_space.shape),
+        jnp.dtype(obs_space.dtype).name,
+        int(num_actions),
+        int(num_agents),
+        num_codes_of(obs_space),
+    )
+
+
+def make_critic(
+    spec: NetworkSpec, input_shape, input_dtype, num_agents: int, num_codes: int = 0
+) -> Critic:
+    """The critic for inputs of ``input_shape``/``input_dtype`` (an observation or global state)."""
+    return Critic(
+        spec, tuple(input_shape), jnp.dtype(input_dtype).name, int(num_agents), int(num_codes)
+    )

@@ -1,0 +1,298 @@
+"""Training runs on disk: a run folder, chunked training, checkpoints, metrics, curves, resume.
+
+A run folder holds::
+
+    config.json          the TrainConfig (what `--resume` and `dilemmax evaluate` rebuild from)
+    metrics.jsonl        one record per chunk of `log_every` updates (training stats, periodic
+                         evaluation with the env's own metrics)
+    checkpoints/         ckpt_<chunk>.msgpack, the newest `keep_checkpoints`
+    curve.png            learning curves drawn from metrics.jsonl
+    eval.json            written by `dilemmax evaluate`
+
+Training runs chunk by chunk: one compiled program of ``log_every`` updates (vmapped over
+seeds, sharded over devices) is called repeatedly; after a chunk its metrics are appended and,
+every ``checkpoint_every`` chunks and at the end, the runner state is saved. A crash loses at
+most the chunks since the last checkpoint; ``--resume`` restores it and drops the metric records
+written after it, which the resumed run recomputes identically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.train import checkpoint
+from dilemmax.train.config import TrainConfig
+from dilemmax.train.ppo import RunnerState, Trainer
+from dilemmax.train.sharding import data_mesh, place, runner_shardings
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILE = "curve.png"
+
+
+def _to_json(value: Any) -> Any:
+    value = np.asarray(value)
+    if value.size == 1:
+        v = float(value.reshape(()))
+        return v if math.isfinite(v) else None
+    return [_to_json(v) for v in value]
+
+
+def summarize(metrics: dict, lead_axes: int) -> dict:
+    """Means over the first ``lead_axes`` axes (seeds, configurations, episodes), NaN-aware."""
+    out = {}
+    for name, value in metrics.items():
+        value = np.asarray(value, np.float64)
+        axes = tuple(range(min(lead_axes, value.ndim)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[name] = _to_json(np.nanmean(value, axis=axes) if axes else value)
+    return out
+
+
+class TrainingRun:
+    """One run folder and the compiled programs that train and evaluate in it."""
+
+    def __init__(self, config: TrainConfig, out_dir: str | Path, env=None):
+        self.config = config
+        self.dir = Path(out_dir)
+        self.trainer = Trainer(config, env=env)
+        self.mesh = data_mesh(config.shard, config.num_envs)
+        self._chunk_fn = None
+        self._eval_fn = None
+
+    # ------------------------------------------------------------------ programs
+    def seed_keys(self) -> jax.Array:
+        base = jax.random.PRNGKey(self.config.seed)
+        return jax.random.split(base, self.config.num_seeds)
+
+    def init_state(self) -> RunnerState:
+        init = jax.jit(jax.vmap(self.trainer.init))
+        return place(init(self.seed_keys()), self.mesh)
+
+    def chunk(self, state: RunnerState):
+        if self._chunk_fn is None:
+            fn = jax.vmap(self.trainer.chunk)
+            if self.mesh is None:
+                self._chunk_fn = jax.jit(fn)
+            else:
+                shardings = runner_shardings(state, self.mesh)
+                self._chunk_fn = jax.jit(fn, out_shardings=(shardings, None))
+        return self._chunk_fn(state)
+
+    def evaluate(self, state: RunnerState, key: jax.Array, greedy: bool = False) -> dict:
+        """The env's metrics on the evaluation configurations, averaged over seeds and episodes."""
+        if self._eval_fn is None:
+            fn = lambda p, c, k: self.trainer.evaluate(p, c, k, greedy)
+            self._eval_fn = jax.jit(jax.vmap(fn))
+        keys = jax.random.split(key, self.config.num_seeds)
+        metrics = self._eval_fn(state.params, state.env_config, keys)
+        lead = 3 if self.config.eval_grid else 2
+        return summarize(metrics, lead)
+
+    def template(self) -> RunnerState:
+        """A fresh runner state: the structure, dtypes and shapes a checkpoint restores into."""
+        return jax.jit(jax.vmap(self.trainer.init))(self.seed_keys())
+
+    # ------------------------------------------------------------------ files
+    def write_config(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / CONFIG_FILE).write_text(self.config.to_json() + "\n")
+
+    def records(self) -> list[dict]:
+        path = self.dir / METRICS_FILE
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def _truncate_records(self, chunk: int) -> None:
+        """Keeps the metric records of chunks before ``chunk`` (those a checkpoint covers)."""
+        kept = [r for r in self.records() if r["chunk"] < chunk]
+        path = self.dir / METRICS_FILE
+        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def _append(self, record: dict) -> None:
+        with (self.dir / METRICS_FILE).open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    # ------------------------------------------------------------------ the loop
+    def restore_latest(self) -> tuple[RunnerState, int] | None:
+        path = checkpoint.latest_checkpoint(self.dir)
+        if path is None:
+            return None
+        state, meta = checkpoint.restore(path, self.template())
+        return place(state, self.mesh), meta["chunk"] + 1
+
+    def train(self, resume: bool = False, max_chunks: int | None = None) -> RunnerState:
+        """Trains to ``config.num_chunks`` chunks (or ``max_chunks`` more, to test crashes)."""
+        c = self.config
+        start = 0
+        restored = self.restore_latest() if resume else None
+        if restored is None:
+            if resume:
+                print(f"no checkpoint in {self.dir}: starting afresh")
+            self.write_config()
+            (self.dir / METRICS_FILE).write_text("")
+            state = self.init_state()
+        else:
+            state, start = restored
+            self._truncate_records(start)
+        stop = c.num_chunks if max_chunks is None else min(c.num_chunks, start + max_chunks)
+
+        logger = WandbLogger(c, self.dir) if c.wandb else None
+        bar = _progress(c, start, stop)
+        steps_per_chunk = c.num_envs * c.num_steps * c.log_every
+        eval_key = jax.random.PRNGKey(c.seed + 1_000_003)
+        try:
+            for chunk in range(start, stop):
+                t0 = time.perf_counter()
+                state, metrics = self.chunk(state)
+                metrics = jax.block_until_ready(metrics)
+                seconds = time.perf_counter() - t0
+                record = {
+                    "chunk": chunk,
+                    "update": (chunk + 1) * c.log_every,
+                    "env_steps": (chunk + 1) * steps_per_chunk,
+                    "seconds": seconds,
+                    "env_steps_per_s": steps_per_chunk * c.num_seeds / seconds,
+                    **summarize(metrics, 1),
+                }
+                last = chunk == c.num_chunks - 1
+                if c.eval_every > 0 and ((chunk + 1) % c.eval_every == 0 or last):
+                    key = jax.random.fold_in(eval_key, chunk)
+                    record.update({f"eval/{k}": v for k, v in self.evaluate(state, key).items()})
+                self._append(record)
+                if logger is not None:
+                    logger.log(record)
+                if (chunk + 1) % c.checkpoint_every == 0 or last or chunk == stop - 1:
+                    checkpoint.save(self.dir, state, chunk, record["update"], c.keep_checkpoints)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(_postfix(record))
+        finally:
+            if bar is not None:
+                bar.close()
+            if logger is not None:
+                logger.finish()
+        plot_curves(self.dir)
+        return state
+
+
+def _progress(config: TrainConfig, start: int, stop: int):
+    if not config.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=config.num_chunks,
+        initial=start,
+        desc=f"{config.algo} {config.env}",
+        unit="chunk",
+        dynamic_ncols=True,
+    )
+
+
+def _postfix(record: dict) -> dict:
+    out = {}
+    for key in ("return/learners", "loss/entropy", "env_steps_per_s"):
+        if isinstance(record.get(key), float):
+            out[key.split("/")[-1]] = f"{record[key]:.3g}"
+    return out
+
+
+class WandbLogger:
+    """Optional Weights & Biases logging (the ``wandb`` extra); offline mode needs no network."""
+
+    def __init__(self, config: TrainConfig, run_dir: Path):
+        try:
+            import wandb
+        except ImportError as err:
+            raise SystemExit(
+                "wandb=true needs the wandb package: pip install 'dilemmax[wandb]'"
+            ) from err
+        self._wandb = wandb
+        self.run = wandb.init(
+            project=config.wandb_project,
+            config=config.to_dict(),
+            dir=str(run_dir),
+            mode=config.wandb_mode,
+            name=run_dir.name,
+            resume="allow",
+        )
+
+    def log(self, record: dict) -> None:
+        flat = {}
+        for key, value in record.items():
+            if isinstance(value, list):
+                flat.update({f"{key}/{i}": v for i, v in enumerate(value) if v is not None})
+            elif value is not None:
+                flat[key] = value
+        self._wandb.log(flat, step=int(record["env_steps"]))
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | None:
+    """Draws return, entropy and the scalar evaluation metrics against env steps."""
+    run_dir = Path(run_dir)
+    path = run_dir / METRICS_FILE
+    if not path.exists():
+        return None
+    records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["env_steps"] for r in records]
+    eval_keys = sorted(
+        {k for r in records for k, v in r.items() if k.startswith("eval/") and isinstance(v, float)}
+    )
+    panels = [("return/learners", "training return (learners)"), ("loss/entropy", "entropy")]
+    panels += [(k, k) for k in eval_keys[:6]]
+    cols = 2
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(10, 3 * rows), squeeze=False)
+    for ax, (key, title) in zip(axes.flat, panels, strict=False):
+        xs = [s for s, r in zip(steps, records, strict=True) if isinstance(r.get(key), float)]
+        ys = [r[key] for r in records if isinstance(r.get(key), float)]
+        ax.plot(xs, ys, marker="." if len(xs) < 30 else None)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    config = json.loads((run_dir / CONFIG_FILE).read_text()) if (run_dir / CONFIG_FILE).exists() else {}
+    fig.suptitle(f"{config.get('algo', '')} on {config.get('env', '')}")
+    fig.tight_layout()
+    out = Path(out) if out else run_dir / CURVE_FILE
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
+    """(run, restored state, checkpoint) from a run folder or a checkpoint file inside one."""
+    path = Path(path)
+    if path.is_file():
+        ckpt, run_dir = path, path.parent.parent
+    else:
+        run_dir, ckpt = path, checkpoint.latest_checkpoint(path)
+        if ckpt is None:
+            raise FileNotFoundError(f"no checkpoint in {path}")
+    config = TrainConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+    run = TrainingRun(config, run_dir)
+    state, _ = checkpoint.restore(ckpt, run.template())
+    return run, state, ckpt
