@@ -103,7 +103,9 @@ class VectorEncoder(nn.Module):
         x = x.reshape(*batch, -1).astype(jnp.float32)
         act = _activation(self.spec.activation)
         for _ in range(self.spec.num_layers):
-            x = act(nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            x = act(
+                nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
+            )
         return x
 
 

@@ -233,7 +233,9 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def make_config(env: str, algo: str = "ippo", overrides: dict[str, Any] | None = None) -> TrainConfig:
+def make_config(
+    env: str, algo: str = "ippo", overrides: dict[str, Any] | None = None
+) -> TrainConfig:
     """Dataclass defaults, then the env's defaults, then ``overrides``."""
     values = TrainConfig(env=env, algo=algo).to_dict()
     values = apply_overrides(values, ENV_DEFAULTS.get(env, {}))

@@ -168,13 +168,15 @@ class Trainer:
         return overrides_as_arrays(self.config.env_config, self.template_config)
 
     def _apply(self, module, params, x, ids, x_axis=0):
-        """Runs ``module`` for every learner: x [L, B..., *] (or shared, x_axis None), ids [L, B...]."""
+        """``module`` for every learner: x [L, B..., *] (or shared: x_axis None), ids [L, B...]."""
         param_axis = None if self.config.shared_params else 0
         return jax.vmap(module.apply, in_axes=(param_axis, x_axis, 0))(params, x, ids)
 
     def _learner_ids(self, batch_shape: tuple[int, ...]) -> jax.Array:
         ids = jnp.asarray(self.learners, jnp.int32)
-        return jnp.broadcast_to(ids.reshape((-1,) + (1,) * len(batch_shape)), (len(ids), *batch_shape))
+        return jnp.broadcast_to(
+            ids.reshape((-1,) + (1,) * len(batch_shape)), (len(ids), *batch_shape)
+        )
 
     def _critic_input(self, vec: VecEnv, env_state, obs_l: jax.Array):
         """(input, axis) of the critic: the learners' observations or the global state [E, D]."""
@@ -442,7 +444,12 @@ class Trainer:
     def policy_fn(self, params, greedy: bool = False) -> Callable:
         """The learned policy as a jittable ``policy(key, observation) -> action``."""
         return make_policy_fn(
-            self.actor, params["actor"], self.learners, self.config.shared_params, self.num_agents, greedy
+            self.actor,
+            params["actor"],
+            self.learners,
+            self.config.shared_params,
+            self.num_agents,
+            greedy,
         )
 
     def eval_env(self) -> ConfiguredEnv:

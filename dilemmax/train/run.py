@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.train import checkpoint
@@ -274,7 +273,9 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
-    config = json.loads((run_dir / CONFIG_FILE).read_text()) if (run_dir / CONFIG_FILE).exists() else {}
+    config = (
+        json.loads((run_dir / CONFIG_FILE).read_text()) if (run_dir / CONFIG_FILE).exists() else {}
+    )
     fig.suptitle(f"{config.get('algo', '')} on {config.get('env', '')}")
     fig.tight_layout()
     out = Path(out) if out else run_dir / CURVE_FILE

@@ -76,7 +76,13 @@ class ToyEnv(MultiAgentEnv):
         state = state.replace(step=state.step + 1)
         done = state.step >= 2
         dones = {a: done for a in self.agents} | {"__all__": done}
-        return self.get_obs(state), state, rewards, dones, {"hit": jnp.stack(list(rewards.values()))}
+        return (
+            self.get_obs(state),
+            state,
+            rewards,
+            dones,
+            {"hit": jnp.stack(list(rewards.values()))},
+        )
 
     def action_mask(self, state):
         return {a: jnp.array([True, True, True, False]) for a in self.agents}
@@ -186,7 +192,9 @@ def test_update_is_deterministic_and_jit_equals_no_jit():
     a, _ = jax.jit(trainer.update)(state)
     b, _ = jax.jit(trainer.update)(state)
     c, _ = trainer.update(state)
-    for x, y, z in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), jax.tree.leaves(c.params), strict=True):
+    for x, y, z in zip(
+        jax.tree.leaves(a.params), jax.tree.leaves(b.params), jax.tree.leaves(c.params), strict=True
+    ):
         np.testing.assert_array_equal(x, y)
         np.testing.assert_allclose(x, z, rtol=1e-5, atol=1e-6)
 
