@@ -12,8 +12,9 @@ in ``constants``), ``observation.mask`` and ``observation.agent_index``. The nam
   by remaining resources (ties by seat) each give what the richer ones leave uncovered. All
   agents compute the same split, so a feasible threshold is met in round one with the least
   total spent and the poorest touched last.
-* ``wait_then_cover``: contributes nothing before the final round, then plays
-  ``threshold_aware`` (lets the rule act first: under RP this is the canonical exploitation).
+* ``starve_then_cover``: contributes nothing in round one, then plays ``threshold_aware``: the
+  rule acts on the starved first round, then the survivors fund the threshold if they can (under
+  RP at w = (1, 5, 6), T = 10 this is the paper's canonical exploitation).
 * ``cooperative_tremble``: ``threshold_aware`` with a trembling hand (epsilon = 0.10: a uniform
   legal action instead), the perturbation the paper's cooperative reference uses. It is not the
   paper's equilibrium reference, only its cooperative flavour.
@@ -126,12 +127,11 @@ def threshold_aware(key: jax.Array, observation) -> jax.Array:
     return _with_vote(observation, threshold_aware_amount(observation))
 
 
-def wait_then_cover(key: jax.Array, observation) -> jax.Array:
-    """0 before the final round, then ``threshold_aware``."""
+def starve_then_cover(key: jax.Array, observation) -> jax.Array:
+    """0 in round one, then ``threshold_aware``."""
     del key
-    f = _fields(observation)
-    final = f["round"] >= f["num_rounds"]
-    return _with_vote(observation, jnp.where(final, threshold_aware_amount(observation), 0))
+    later = _fields(observation)["round"] > 1
+    return _with_vote(observation, jnp.where(later, threshold_aware_amount(observation), 0))
 
 
 def trembling(policy, epsilon: float):
@@ -155,6 +155,6 @@ SCRIPTED_POLICIES = {
     "all_zero": all_zero,
     "fair_share": fair_share,
     "threshold_aware": threshold_aware,
-    "wait_then_cover": wait_then_cover,
+    "starve_then_cover": starve_then_cover,
     "cooperative_tremble": cooperative_tremble,
 }
