@@ -96,11 +96,12 @@ class VectorEncoder(nn.Module):
 
     spec: NetworkSpec
     obs_ndim: int
+    input_scale: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         batch = x.shape[: x.ndim - self.obs_ndim]
-        x = x.reshape(*batch, -1).astype(jnp.float32)
+        x = x.reshape(*batch, -1).astype(jnp.float32) * self.input_scale
         act = _activation(self.spec.activation)
         for _ in range(self.spec.num_layers):
             x = act(
@@ -152,7 +153,9 @@ class Encoder(nn.Module):
         if is_grid(self.obs_shape, self.obs_dtype):
             self.body = GridEncoder(self.spec, self.num_codes, self.obs_shape[-1])
         else:
-            self.body = VectorEncoder(self.spec, len(self.obs_shape))
+            # Integer vectors (counts, resources) are scaled into [0, 1] by their declared bound.
+            scale = 1.0 / (self.num_codes - 1) if self.num_codes > 2 else 1.0
+            self.body = VectorEncoder(self.spec, len(self.obs_shape), scale)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         return self.body(x)

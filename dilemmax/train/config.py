@@ -32,7 +32,8 @@ class TrainConfig:
         with ``env.sample_config``.
         learners: indices of the seats that learn (None: all); the other seats play
         ``partner_policy`` (a name in ``env.scripted_policies()`` or "random"/"first_legal").
-        reward: "individual" (each learner its own reward) or "team" (the mean over all agents).
+        reward: "individual" (each learner its own reward) or "team" (the mean over all agents);
+        reward_scale multiplies the rewards the learners train on (logged returns stay raw).
 
     PPO (PureJaxRL / JaxMARL conventions): num_envs parallel envs, num_steps per rollout,
     update_epochs x num_minibatches (minibatches split the envs), clipped surrogate, GAE.
@@ -56,6 +57,7 @@ class TrainConfig:
     learners: list[int] | None = None
     partner_policy: str = "random"
     reward: str = "individual"
+    reward_scale: float = 1.0
 
     total_timesteps: int = 200_000
     num_envs: int = 64
@@ -154,6 +156,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "ent_coef": 0.01,
         "gamma": 1.0,
         "gae_lambda": 1.0,
+        "train_grid": "condition_grid",
         "eval_grid": "condition_grid",
     },
     "consequence": {
@@ -165,6 +168,7 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "gamma": 1.0,
         "gae_lambda": 0.95,
         "eval_grid": "context_grid",
+        "reward_scale": 1.0 / 13.0,
     },
     "open_cleanup": {
         "total_timesteps": 2_000_000,

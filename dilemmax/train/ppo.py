@@ -23,12 +23,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
 from dilemmax.agents.networks import make_actor, make_critic, masked_categorical, num_codes_of
 from dilemmax.agents.policy import GENERIC_POLICIES
+from dilemmax.agents.trained import make_policy_fn
+from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.rollout import Observation, run_episodes
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.envs import (
@@ -133,6 +134,9 @@ class Trainer:
             _, state = self.env.reset(jax.random.PRNGKey(0))
             gs = jax.eval_shape(self.env.global_state, state)
             codes = 256 if jnp.issubdtype(gs.dtype, jnp.integer) else 0
+            if type(self.env).global_state is MultiAgentEnv.global_state:
+                # The default global state concatenates the observations: scale them alike.
+                codes = num_codes_of(self.obs_space)
             self.critic = make_critic(spec, gs.shape, gs.dtype, self.num_agents, codes)
             self.critic_shape = tuple(gs.shape)
             self.critic_dtype = gs.dtype
@@ -254,6 +258,7 @@ class Trainer:
         rewards_all = _stack(rewards, self.agents).astype(jnp.float32)  # [A, E]
         if self.config.reward == "team":
             rewards_all = jnp.broadcast_to(rewards_all.mean(0), rewards_all.shape)
+        rewards_all = rewards_all * self.config.reward_scale
         if critic_axis is None:
             stored_critic_in = critic_x.astype(jnp.float32)
         else:
@@ -476,27 +481,6 @@ class Trainer:
             env, seats, key, self.config.eval_episodes, configs=grid, jit=False
         )
         return metrics
-
-
-def make_policy_fn(actor, params, learners, shared: bool, num_agents: int, greedy: bool = False):
-    """A jittable policy over ``actor`` with ``params`` (stacked per learner if not ``shared``)."""
-    slot = np.full((num_agents,), 0, np.int32)
-    for j, seat in enumerate(learners):
-        slot[seat] = j
-    slot = jnp.asarray(slot)
-
-    def policy(key: jax.Array, observation: Observation) -> jax.Array:
-        agent_index = jnp.asarray(observation.agent_index, jnp.int32)
-        p = params
-        if not shared:
-            p = jax.tree.map(lambda x: x[slot[agent_index]], params)
-        logits = actor.apply(p, observation.array, agent_index)
-        dist = masked_categorical(logits, observation.mask)
-        if greedy:
-            return dist.mode().astype(jnp.int32)
-        return dist.sample(seed=key).astype(jnp.int32)
-
-    return policy
 
 
 def make_train(config: TrainConfig, env=None) -> Callable:
