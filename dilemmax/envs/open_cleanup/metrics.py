@@ -1,0 +1,101 @@
+"""Episode metrics of OpenCleanup, computed in JAX from a :class:`~dilemmax.envs.base.Rollout`.
+
+Works on a rollout of any length ``T`` (steps after the end have ``valid`` False and are
+ignored). ``K`` is the number of trials, ``A`` the number of agents; "step" inside a trial counts
+from 0. Definitions (after the paper's Section 4 and Appendix C):
+
+- ``return_per_trial`` float32[K, A]: apples each agent ate in each trial.
+- ``recipes_known`` int32[K, A]: working recipes an agent has seen work by the end of each trial,
+  cumulative over the episode. An agent learns the recipe of pair p only from its own shots: a
+  shot while holding p that changed at least one waste cell.
+- ``cleaning_per_trial`` float32[K, A]: waste cells the agent cleared to water ("waste tiles
+  cleared"); ``total_cleaning`` float32[K] sums it over agents.
+- ``effective_cleaners`` float32[K]: ``1 / sum_i s_i^2`` with ``s_i`` the agent's share of the
+  trial's cleared cells (0 when nobody cleared anything).
+- ``gini`` float32[K]: Gini coefficient of the agents' returns in each trial.
+- ``first_clear_step`` / ``first_apple_step`` int32[K]: trial step of the team's first cell
+  cleared to water / first apple eaten, -1 if it never happened.
+- ``early_cleaning`` float32[K]: cells cleared or lightened in the first 50 steps of each trial.
+- ``pickups`` / ``working_tools`` float32[K, A]: pick-ups, and pick-ups that completed a recipe
+  (the window became one of the 7 working pairs); ``pickups_per_tool`` float32[K] is the team's
+  ratio (NaN where no working tool was made). Two is the minimum unless the sliding window
+  completes a recipe with one pick-up.
+- ``test_shot_share`` float32[K]: the paper's "explore" share, defined for any policy: among
+  the team's shots at waste with a full window, the share made with a pair the shooter had never
+  before fired at waste in this episode (a first test of that pair; NaN with no such shots).
+- ``return`` float32[A] and ``length`` int32[] over the whole episode, as every env reports.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dilemmax.envs import metrics as M
+from dilemmax.envs.base import Rollout
+from dilemmax.envs.open_cleanup import constants as C
+
+
+def _stack(per_agent: dict, agents: list[str]) -> jax.Array:
+    return jnp.stack([per_agent[a] for a in agents], axis=-1)
+
+
+def _first_in_trial(flag: jax.Array, trial: jax.Array, step: jax.Array, num_trials: int):
+    """int32[K]: the trial step of the first True of ``flag`` (bool[T]) in each trial, else -1."""
+    in_trial = flag[:, None] & (trial[:, None] == jnp.arange(num_trials)[None, :])
+    first = jnp.min(jnp.where(in_trial, step[:, None], jnp.iinfo(jnp.int32).max), axis=0)
+    return jnp.where(jnp.any(in_trial, axis=0), first, -1).astype(jnp.int32)
+
+
+def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dict[str, jax.Array]:
+    """The metrics above for one (unbatched) rollout."""
+    infos, valid = rollout.infos, rollout.valid
+    trial, step, done = infos["trial"], infos["trial_step"], infos["trial_done"]
+    per_trial = lambda x: M.per_trial_sum(x, done, valid, num_trials)  # noqa: E731
+
+    rewards = _stack(rollout.rewards, agents)  # [T, A]
+    returns = per_trial(rewards)
+    cleared = infos["cleared"].astype(jnp.float32)  # [T, A]
+    changed = infos["cleared"] + infos["lightened"]
+    cleaning = per_trial(cleared)
+
+    # Recipes seen working, per agent and pair, cumulative over trials.
+    pair = infos["shot_pair"]  # [T, A], -1 when not firing or window not full
+    pair_hot = jax.nn.one_hot(pair, C.NUM_PAIRS, dtype=jnp.float32)  # [T, A, 16]; -1 -> zeros
+    worked = pair_hot * (changed > 0)[..., None]
+    learned = per_trial(worked) > 0  # [K, A, 16]
+    known = jnp.cumsum(learned.astype(jnp.int32), axis=0) > 0
+    recipes_known = jnp.sum(known, axis=-1).astype(jnp.int32)
+
+    # First tests of a pair: shots at waste with a pair never before fired at waste.
+    at_waste = pair_hot * (infos["shot_at_waste"] & valid[:, None])[..., None]  # [T, A, 16]
+    tried_before = (jnp.cumsum(at_waste, axis=0) - at_waste) > 0
+    first_test = jnp.sum(at_waste * ~tried_before, axis=-1)  # [T, A]
+    shots = jnp.sum(at_waste, axis=-1)
+    test_share = M.safe_divide(
+        jnp.sum(per_trial(first_test), -1), jnp.sum(per_trial(shots), -1), jnp.nan
+    )
+
+    pickups = per_trial((infos["picked_up"] >= 0).astype(jnp.float32))
+    tools = per_trial(infos["made_tool"].astype(jnp.float32))
+    any_clear = jnp.any(infos["cleared"] > 0, axis=-1) & valid
+    any_apple = jnp.any(infos["ate"], axis=-1) & valid
+    early = per_trial(jnp.sum(changed, -1) * (step < C.EARLY_STEPS))
+
+    return {
+        "return": jnp.sum(returns, axis=0),
+        "length": jnp.sum(valid).astype(jnp.int32),
+        "return_per_trial": returns,
+        "recipes_known": recipes_known,
+        "cleaning_per_trial": cleaning,
+        "total_cleaning": jnp.sum(cleaning, axis=-1),
+        "effective_cleaners": jax.vmap(M.effective_number)(cleaning),
+        "gini": jax.vmap(M.gini)(returns),
+        "first_clear_step": _first_in_trial(any_clear, trial, step, num_trials),
+        "first_apple_step": _first_in_trial(any_apple, trial, step, num_trials),
+        "early_cleaning": early,
+        "pickups": pickups,
+        "working_tools": tools,
+        "pickups_per_tool": M.safe_divide(jnp.sum(pickups, -1), jnp.sum(tools, -1), jnp.nan),
+        "test_shot_share": test_share,
+    }
