@@ -55,7 +55,11 @@ def test_prompt_content_and_history(player):
     _, state, *_ = player.play(state, (2, 2, 1), seed=1)
     text = protocol.render(state, "agent_1")
     assert "Votes: A for C, B for C, C for B. C was eliminated." in text
-    assert "- You (B) hold 4 units." in text and "- C was eliminated after round 1." in text
+    assert (
+        "- You (B) hold 4 units." in text
+        and "- A holds 1 unit." in text
+        and "- C was eliminated after round 1." in text
+    )
     assert "It is round 2 of 3." in text and "Fund: 4 of 12 units (8 missing)." in text
     assert "CONTRIBUTION: <whole number from 0 to 4>" in text
     assert "You make no further choices." in protocol.render(state, "agent_2")

@@ -127,14 +127,14 @@ class ConsequenceTextProtocol(TextProtocol):
         else:
             last = f"The game ends after round {rounds} at the latest."
         lines = [
-            f"1. The group needs a common fund of at least {threshold} units. It starts empty.",
+            f"1. The group needs a common fund of at least {_units(threshold)}. It starts empty.",
             f"2. There are at most {rounds} {'round' if rounds == 1 else 'rounds'}. In each round "
             "every participant still in the "
             "game privately chooses a whole number of its own units to pay into the fund, from 0 "
             "up to what it holds now. Paid units are gone for good. The choices of a round are "
             "revealed together.",
-            f"3. As soon as the fund holds {threshold} units or more, the group has succeeded: the "
-            "game ends and every participant still in the game stays in.",
+            f"3. As soon as the fund holds {_units(threshold)} or more, the group has succeeded: "
+            "the game ends and every participant still in the game stays in.",
             "4. " + self.rule_clause(rule, rounds),
             "5. " + last,
             f"6. A participant who {w['out']} loses every unit it still holds and makes no "
@@ -155,12 +155,13 @@ class ConsequenceTextProtocol(TextProtocol):
             head = f"{ended}: it is time to vote."
         else:
             head = f"It is round {int(s.round) + 1} of {rounds}."
-        lines = [head, f"Fund: {fund} of {threshold} units ({max(threshold - fund, 0)} missing)."]
+        missing = max(threshold - fund, 0)
+        lines = [head, f"Fund: {fund} of {_units(threshold)} ({missing} missing)."]
         for other in range(self.env.num_agents):
             who = f"You ({participant_label(seat)})" if other == seat else participant_label(other)
             if s.alive[other]:
                 verb = "hold" if other == seat else "holds"
-                lines.append(f"- {who} {verb} {int(s.resources[other])} units.")
+                lines.append(f"- {who} {verb} {_units(int(s.resources[other]))}.")
             else:
                 was = "were" if other == seat else "was"
                 after = int(s.eliminated_round[other]) + 1
@@ -219,7 +220,7 @@ class ConsequenceTextProtocol(TextProtocol):
             )
         held = int(s.resources[seat])
         return (
-            f"Choose how many of your {held} units to pay into the fund this round. {why}\n"
+            f"You hold {_units(held)}. Choose how many to pay into the fund this round. {why}\n"
             f"CONTRIBUTION: <whole number from 0 to {held}>"
         )
 
@@ -289,6 +290,10 @@ class ConsequenceTextProtocol(TextProtocol):
             if token.upper() == participant_label(seat) or token == agent:
                 return seat
         return None
+
+
+def _units(count: int) -> str:
+    return f"{count} unit" if count == 1 else f"{count} units"
 
 
 def _without(reply: str, match: re.Match) -> str:
