@@ -107,6 +107,26 @@ def in_bounds(cells: jax.Array, shape) -> jax.Array:
     return (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
 
 
+def gather_cells(layer: jax.Array, cells: jax.Array, fill=0) -> jax.Array:
+    """Values of ``layer`` at ``cells``, ``fill`` where a cell lies off the grid.
+
+    Args:
+        layer: [H, W, *C].
+        cells: int32[..., 2], possibly off the grid (e.g. from :func:`beam_cells`).
+        fill: scalar for off-grid cells.
+
+    Returns:
+        [..., *C], the dtype of ``layer``.
+    """
+    height, width = layer.shape[:2]
+    inside = in_bounds(cells, (height, width))
+    rows = jnp.clip(cells[..., 0], 0, height - 1)
+    cols = jnp.clip(cells[..., 1], 0, width - 1)
+    values = layer[rows, cols]
+    inside = inside.reshape(inside.shape + (1,) * (layer.ndim - 2))
+    return jnp.where(inside, values, jnp.asarray(fill, layer.dtype))
+
+
 def propose_moves(positions: jax.Array, move_dir: jax.Array) -> jax.Array:
     """Target cells of absolute compass moves, before any blocking.
 

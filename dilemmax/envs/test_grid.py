@@ -1,5 +1,7 @@
 """Tests of the shared grid mechanics on hand-built states, plus randomized property checks."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -68,6 +70,14 @@ def test_beam_cells_batched_matches_single():
     vcells, vok = jax.vmap(lambda p, o: grid.beam_cells(p, o, SHAPE))(pos, ori)
     assert cells.shape == (3, 4, 2)
     assert _np(cells) == _np(vcells) and _np(ok) == _np(vok)
+
+
+def test_gather_cells_fills_off_grid():
+    layer = jnp.arange(42, dtype=jnp.int32).reshape(SHAPE)
+    cells, _ = grid.beam_cells(jnp.array([1, 0]), jnp.int32(NORTH), SHAPE)
+    assert _np(grid.gather_cells(layer, cells, fill=-7)) == [0, -7, -7, 1]
+    rgb = jnp.stack([layer, layer + 100], axis=-1)
+    assert _np(grid.gather_cells(rgb, cells[:2], fill=-1)) == [[0, 100], [-1, -1]]
 
 
 def test_beam_mask_and_hits():
@@ -148,6 +158,7 @@ def test_contested_cell_one_uniform_winner():
     assert (np.asarray(out)[losers] == np.broadcast_to(np.asarray(pos), out.shape)[losers]).all()
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
 def _random_configs(key, batch, num_agents, shape):
     """Random distinct positions, random moves (including illegal ones) and random walls."""
     height, width = shape
@@ -189,10 +200,12 @@ def test_randomized_no_overlap_and_no_needless_block():
 
 
 def test_resolve_moves_jit_equals_no_jit():
-    pos, move_dir, passable = _random_configs(jax.random.key(3), 3, 5, (4, 4))
+    passable = OPEN.at[0, 3].set(False)
+    pos = jnp.array([[1, 1], [1, 2], [2, 2], [0, 2], [1, 3]])
+    tgt = jnp.array([[1, 2], [2, 2], [2, 3], [1, 2], [0, 3]])  # chain, contest, wall
     jitted = jax.jit(grid.resolve_moves)
-    for b in range(3):
-        args = (jax.random.key(b), pos[b], grid.propose_moves(pos[b], move_dir[b]), passable[b])
+    for seed in range(3):
+        args = (jax.random.key(seed), pos, tgt, passable)
         assert _np(grid.resolve_moves(*args)) == _np(jitted(*args))
 
 
