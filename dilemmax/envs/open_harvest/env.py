@@ -1,0 +1,323 @@
+"""OpenHarvest (OpenSocialJax): a common-pool-resource dilemma with hidden pay and regrowth rules.
+
+Five agents eat coloured apples from six orchard patches. An eaten cell regrows only while apples
+hang within two cells of it, at a rate scaled by a hidden multiplier of its colour and the stage
+its apple was eaten at; what an apple pays depends on a hidden colour x stage rule. Apples ripen
+(unripe -> ripe -> over-ripe) and rot. An episode is 5 trials of at most 400 steps on one
+configuration (layout, rule, patch colours); a trial ends early once no apple can ever appear
+again.
+
+One step, in order:
+
+1. Actions. A frozen agent's action is replaced by STAY; so is an illegal one (ZAP while the
+   beam cools down, or a number outside 0-7), which is flagged in ``infos["invalid_action"]``.
+2. Turns, then simultaneous absolute moves (:func:`dilemmax.envs.grid.resolve_moves`: walls and
+   agents block, ties drawn at random, swaps blocked). Tree cells are walkable.
+3. An agent standing on an apple eats it and is paid ``pay[colour, stage]``.
+4. Zaps: each firing agent's beam covers the faced cell, the one beyond and the two beside the
+   faced cell. Every agent it covers that is not already frozen is sent to a free spawn point
+   and frozen for 12 steps (frozen agents are immune, so nobody can be kept frozen forever).
+   The zapper's beam then cools down for 2 steps. Zaps cost and pay nothing.
+5. The orchard ripens, rots and regrows (:mod:`dilemmax.envs.open_harvest.dynamics`).
+6. Trial bookkeeping: the trial ends at 400 steps or when the orchard is dead; then the orchard
+   is re-laid (an unripe apple on every tree) and agents go back to spawn points, on the same
+   configuration. ``infos["trial_done"]`` marks it; the end of the 5th trial is
+   ``dones["__all__"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+
+from dilemmax.envs import grid
+from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.open_harvest import constants as c
+from dilemmax.envs.open_harvest import dynamics, generator, observation
+from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState
+from dilemmax.envs.spaces import Box, Discrete
+
+_SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
+
+
+class OpenHarvestEnv(MultiAgentEnv):
+    """OpenHarvest with procedurally generated layouts and hidden rules.
+
+    Args:
+        num_agents: number of agents (1-20; the paper uses 5).
+        observation: "codes" (uint8[11, 11, 2], see :mod:`.observation`) or "one_hot"
+            (float32[11, 11, 36]).
+        split: which part of the pools ``sample_config`` draws from: "train", "held_out" or
+            "all".
+        pool_seed: seed of the layout and rule pools.
+        num_layouts, num_rules: pool sizes (reference: 256 and 100,000).
+        train_fraction: share of each pool in the train split (reference: 0.8).
+        num_trials, trial_steps: 5 trials of at most 400 steps in the paper.
+    """
+
+    render_modes = ("ansi", "rgb_array")
+
+    def __init__(
+        self,
+        num_agents: int = c.NUM_AGENTS,
+        observation: str = "codes",
+        split: str = "train",
+        pool_seed: int = 0,
+        num_layouts: int = c.DEFAULT_NUM_LAYOUTS,
+        num_rules: int = c.DEFAULT_NUM_RULES,
+        train_fraction: float = c.DEFAULT_TRAIN_FRACTION,
+        num_trials: int = c.NUM_TRIALS,
+        trial_steps: int = c.TRIAL_STEPS,
+    ):
+        if not 1 <= num_agents <= c.NUM_SPAWNS:
+            raise ValueError(f"num_agents must be in 1..{c.NUM_SPAWNS}, got {num_agents}")
+        if observation not in ("codes", "one_hot"):
+            raise ValueError(f"observation must be 'codes' or 'one_hot', got {observation!r}")
+        if split not in generator.SPLITS:
+            raise ValueError(f"split must be one of {generator.SPLITS}, got {split!r}")
+        if num_trials < 1 or trial_steps < 1:
+            raise ValueError("num_trials and trial_steps must be positive")
+        super().__init__(num_agents)
+        self.observation_mode = observation
+        self.split = split
+        self.pool_seed = int(pool_seed)
+        self.num_trials = int(num_trials)
+        self.trial_steps = int(trial_steps)
+        self.max_steps = self.num_trials * self.trial_steps
+        self.layout_pool = generator.layout_pools(
+            self.pool_seed, int(num_layouts), float(train_fraction)
+        )[split]
+        self.rule_pool = generator.rule_pools(
+            self.pool_seed + 1, int(num_rules), float(train_fraction)
+        )[split]
+        if observation == "codes":
+            shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, c.OBS_CHANNELS)
+            self._obs_space = Box(0, c.NUM_CODES - 1, shape, jnp.uint8)
+        else:
+            shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, observation_one_hot_channels())
+            self._obs_space = Box(0.0, 1.0, shape, jnp.float32)
+        self._action_space = Discrete(c.NUM_ACTIONS)
+
+    # ------------------------------------------------------------------ configuration
+    def sample_config(self, key: jax.Array) -> HarvestConfig:
+        """A layout and a hidden rule from this env's split of the pools; fresh patch colours."""
+        return generator.sample_config(key, self.layout_pool, self.rule_pool)
+
+    def reset_to(self, key: jax.Array, config: HarvestConfig):
+        a = self.num_agents
+        state = HarvestState(
+            config=config,
+            agent_pos=jnp.zeros((a, 2), jnp.int32),
+            agent_dir=jnp.zeros((a,), jnp.int32),
+            frozen=jnp.zeros((a,), jnp.int32),
+            cooldown=jnp.zeros((a,), jnp.int32),
+            orchard=dynamics.lay_orchard(
+                jnp.zeros(config.layout.tree_patch.shape, jnp.uint32), config
+            ),
+            trial=jnp.int32(0),
+            step_in_trial=jnp.int32(0),
+            time=jnp.int32(0),
+            trial_return=jnp.zeros((a,), jnp.float32),
+            trial_eaten=jnp.zeros((a,), jnp.int32),
+            last_action=jnp.full((a,), c.STAY, jnp.int32),
+            last_ate_colour=jnp.full((a,), -1, jnp.int32),
+            last_ate_stage=jnp.full((a,), -1, jnp.int32),
+            last_pay=jnp.zeros((a,), jnp.float32),
+            last_hit_by=jnp.full((a,), -1, jnp.int32),
+            known_pay=jnp.zeros((a, c.NUM_COLOURS, c.NUM_STAGES), bool),
+            done=jnp.bool_(False),
+        )
+        state = self._start_trial(key, state)
+        return self.get_obs(state), state
+
+    def _start_trial(self, key: jax.Array, state: HarvestState) -> HarvestState:
+        """The state at a trial start: orchard re-laid, agents on random spawn points facing
+        random ways."""
+        key_spawn, key_bits = jax.random.split(key)
+        layout = state.config.layout
+        a, num_trees = self.num_agents, layout.tree_patch.shape[0]
+        bits = jax.random.bits(key_bits, (num_trees + a,), jnp.uint32)
+        spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
+        positions = grid.sample_spawn_positions(key_spawn, layout.spawn_points, spawn_valid, a)
+        return state.replace(
+            agent_pos=positions,
+            agent_dir=(bits[num_trees:] % 4).astype(jnp.int32),
+            frozen=jnp.zeros((a,), jnp.int32),
+            cooldown=jnp.zeros((a,), jnp.int32),
+            orchard=dynamics.lay_orchard(bits[:num_trees], state.config),
+            step_in_trial=jnp.int32(0),
+            trial_return=jnp.zeros((a,), jnp.float32),
+            trial_eaten=jnp.zeros((a,), jnp.int32),
+        )
+
+    # ------------------------------------------------------------------ dynamics
+    def legal_actions(self, state: HarvestState) -> jax.Array:
+        """bool[A, 8]: a frozen agent may only STAY; ZAP needs a cooled-down beam."""
+        free = state.frozen == 0
+        mask = jnp.broadcast_to(free[:, None], (self.num_agents, c.NUM_ACTIONS))
+        mask = mask.at[:, c.ZAP].set(free & (state.cooldown == 0))
+        return mask.at[:, c.STAY].set(True)
+
+    def step_env(self, key: jax.Array, state: HarvestState, actions: Mapping[str, jax.Array]):
+        key_move, key_spawn, key_orchard, key_trial = jax.random.split(key, 4)
+        config, layout = state.config, state.config.layout
+        chosen = jnp.stack([jnp.asarray(actions[a], jnp.int32) for a in self.agents])
+        free = state.frozen == 0
+        in_range = (chosen >= 0) & (chosen < c.NUM_ACTIONS)
+        legal = (
+            in_range
+            & self.legal_actions(state)[
+                jnp.arange(self.num_agents), jnp.clip(chosen, 0, c.NUM_ACTIONS - 1)
+            ]
+        )
+        action = jnp.where(legal & free, chosen, c.STAY)
+
+        # Turns, then simultaneous absolute moves.
+        agent_dir = grid.turn(state.agent_dir, jnp.asarray(c.ACTION_TURN)[action])
+        targets = grid.propose_moves(state.agent_pos, jnp.asarray(c.ACTION_MOVE_DIR)[action])
+        positions = grid.resolve_moves(key_move, state.agent_pos, targets, ~layout.walls)
+
+        orchard, eaten = dynamics.eat(state.orchard, config, positions)
+
+        # Zaps: frozen agents are immune; every agent hit goes to a free spawn point.
+        firing = action == c.ZAP
+        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE) & free[None, :]
+        hit = jnp.any(hits, axis=0)
+        spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
+        positions, _ = grid.respawn_positions(
+            key_spawn, positions, hit, layout.spawn_points, spawn_valid
+        )
+        frozen = jnp.where(hit, config.freeze_steps, jnp.maximum(state.frozen - 1, 0))
+        cooldown = jnp.where(firing, config.zap_cooldown, jnp.maximum(state.cooldown - 1, 0))
+
+        tree_under = layout.tree_index[positions[:, 0], positions[:, 1]]
+        num_trees = orchard.apple.shape[0]
+        occupied = (
+            jnp.zeros((num_trees,), bool)
+            .at[jnp.where(tree_under >= 0, tree_under, num_trees)]
+            .set(True, mode="drop")
+        )
+        orchard, grown = dynamics.advance_orchard(key_orchard, orchard, config, occupied)
+
+        pay = eaten["ate_pay"]
+        ate = eaten["ate"]
+        learned = (
+            jax.nn.one_hot(eaten["ate_colour"], c.NUM_COLOURS, dtype=bool)[:, :, None]
+            & jax.nn.one_hot(eaten["ate_stage"], c.NUM_STAGES, dtype=bool)[:, None, :]
+        )
+        step_in_trial = state.step_in_trial + 1
+        dead = dynamics.orchard_dead(orchard)
+        trial_done = (step_in_trial >= self.trial_steps) | dead
+        episode_done = trial_done & (state.trial >= self.num_trials - 1)
+
+        played = state.replace(
+            agent_pos=positions,
+            agent_dir=agent_dir,
+            frozen=frozen,
+            cooldown=cooldown,
+            orchard=orchard,
+            step_in_trial=step_in_trial,
+            time=state.time + 1,
+            trial_return=state.trial_return + pay,
+            trial_eaten=state.trial_eaten + ate.astype(jnp.int32),
+            last_action=action,
+            last_ate_colour=eaten["ate_colour"],
+            last_ate_stage=eaten["ate_stage"],
+            last_pay=pay,
+            last_hit_by=jnp.where(hit, jnp.argmax(hits, axis=0), -1).astype(jnp.int32),
+            known_pay=state.known_pay | learned,
+            done=episode_done,
+        )
+        next_trial = self._start_trial(key_trial, played).replace(trial=state.trial + 1)
+        new_trial = trial_done & ~episode_done
+        next_state = jax.tree.map(lambda n, p: jnp.where(new_trial, n, p), next_trial, played)
+
+        rewards = {a: pay[i] for i, a in enumerate(self.agents)}
+        dones = {a: episode_done for a in self.agents}
+        dones["__all__"] = episode_done
+        infos = {
+            "trial_done": trial_done,
+            "trial": state.trial,
+            "step_in_trial": step_in_trial,
+            "orchard_dead": dead,
+            "num_apples": jnp.sum(orchard.apple, dtype=jnp.int32),
+            "ate": ate,
+            "ate_tree": eaten["ate_tree"],
+            "ate_colour": eaten["ate_colour"],
+            "ate_stage": eaten["ate_stage"],
+            "ate_pay": pay,
+            "emptied_eaten": eaten["emptied_eaten"],
+            "rotted": grown.rotted,
+            "regrown": grown.regrown,
+            "regrown_after_rot": grown.regrown_after_rot,
+            "zap_fired": firing,
+            "zap_hits": hits,
+            "zapped": hit,
+            "frozen": ~free,
+            "invalid_action": ~legal,
+            "action": action,
+        }
+        return self.get_obs(next_state), next_state, rewards, dones, infos
+
+    # ------------------------------------------------------------------ observations
+    def get_obs(self, state: HarvestState) -> dict[str, jax.Array]:
+        obs = observation.observe(state)
+        if self.observation_mode == "one_hot":
+            obs = observation.one_hot(obs)
+        return {a: obs[i] for i, a in enumerate(self.agents)}
+
+    def action_mask(self, state: HarvestState) -> dict[str, jax.Array]:
+        mask = self.legal_actions(state)
+        return {a: mask[i] for i, a in enumerate(self.agents)}
+
+    def observation_space(self, agent: str) -> Box:
+        return self._obs_space
+
+    def action_space(self, agent: str) -> Discrete:
+        return self._action_space
+
+    def global_state(self, state: HarvestState) -> jax.Array:
+        """float32[H * W * 2 + 2 * A]: the whole map's codes, plus every agent's frozen and
+        cooldown counters (the critic sees what no single agent can)."""
+        layers = observation.map_layers(state).reshape(-1).astype(jnp.float32)
+        timers = jnp.concatenate([state.frozen, state.cooldown]).astype(jnp.float32)
+        return jnp.concatenate([layers, timers])
+
+    # ------------------------------------------------------------------ extras
+    def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
+        from dilemmax.envs.open_harvest.metrics import episode_metrics
+
+        return episode_metrics(rollout, self.agents, self.num_trials)
+
+    def scripted_policies(self) -> dict:
+        from dilemmax.envs.open_harvest.policies import POLICIES
+
+        return dict(POLICIES)
+
+    def text_protocol(self, **options):
+        from dilemmax.envs.open_harvest.text import HarvestTextProtocol
+
+        return HarvestTextProtocol(self, **options)
+
+    def render_ansi(self, state: HarvestState) -> str:
+        from dilemmax.envs.open_harvest.rendering import render_ansi
+
+        return render_ansi(state)
+
+    def render_rgb(self, state: HarvestState):
+        from dilemmax.envs.open_harvest.rendering import render_rgb
+
+        return render_rgb(state)
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenHarvestEnv(num_agents={self.num_agents}, observation={self.observation_mode!r},"
+            f" split={self.split!r}, pool_seed={self.pool_seed})"
+        )
+
+
+def observation_one_hot_channels() -> int:
+    """Channels of the one-hot observation: 27 cell codes + 9 agent codes."""
+    return observation.ONE_HOT_CHANNELS

@@ -1,0 +1,295 @@
+"""Procedural content of OpenHarvest: layouts, hidden rules, patch colours and their pools.
+
+Everything here is a pure function of a PRNG key, so the pools built from it are deterministic
+in their seed. Pools are built once per (seed, size) and cached, since every env instance of a
+process shares them.
+
+Layout: 6 patches (four 13-cell diamonds, two 6-cell triangles, each turned by a random number
+of quarter turns) placed at random on the 16 x 22 map, never on the spawn row and with trees of
+different patches at least ``PATCH_SEPARATION`` apart; 20 spawn cells on a random row.
+Placement is rejection sampling inside ``lax.while_loop``, so the generator stays jittable and
+vmappable.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs import pools
+from dilemmax.envs.open_harvest import constants as c
+from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestLayout, HarvestRule
+
+# ---------------------------------------------------------------- patch shapes
+
+
+def _diamond() -> np.ndarray:
+    """int32[13, 2]: cells within Manhattan distance 2 of the centre."""
+    cells = [(r, q) for r in range(-2, 3) for q in range(-2, 3) if abs(r) + abs(q) <= 2]
+    return np.array(cells, dtype=np.int32)
+
+
+def _triangle() -> np.ndarray:
+    """int32[6, 2]: a right triangle of 1 / 2 / 3 cells on three rows."""
+    return np.array([(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)], dtype=np.int32)
+
+
+def _turns(shape: np.ndarray) -> np.ndarray:
+    """int32[4, k, 2]: ``shape`` turned by 0-3 quarter turns clockwise, top-left at (0, 0)."""
+    out = []
+    cells = shape
+    for _ in range(4):
+        out.append(cells - cells.min(axis=0))
+        cells = np.stack([cells[:, 1], -cells[:, 0]], axis=1)  # (r, c) -> (c, -r)
+    return np.stack(out).astype(np.int32)
+
+
+SHAPES = {13: _diamond(), 6: _triangle()}
+PATCH_TURNS = tuple(_turns(SHAPES[size]) for size in c.PATCH_SIZES)  # per patch: [4, k, 2]
+
+# Offsets at Manhattan distance 1..2: a tree's 12-cell neighbourhood.
+NEIGHBOUR_OFFSETS = np.array(
+    [
+        (r, q)
+        for r in range(-2, 3)
+        for q in range(-2, 3)
+        if 0 < abs(r) + abs(q) <= c.NEIGHBOURHOOD_RADIUS
+    ],
+    dtype=np.int32,
+)
+# Offsets within the separation radius: cells a new patch may not use near an existing tree.
+_EXCLUSION_OFFSETS = np.array(
+    [
+        (r, q)
+        for r in range(-c.PATCH_SEPARATION, c.PATCH_SEPARATION + 1)
+        for q in range(-c.PATCH_SEPARATION, c.PATCH_SEPARATION + 1)
+        if abs(r) + abs(q) < c.PATCH_SEPARATION
+    ],
+    dtype=np.int32,
+)
+
+# ---------------------------------------------------------------- layouts
+
+
+def _forbidden_cells(placed: jax.Array | None, spawn_row: jax.Array) -> jax.Array:
+    """bool[H, W]: cells a new patch may not cover (near a placed tree, or on the spawn row).
+
+    Args:
+        placed: int32[n, 2], the trees placed so far (None before the first patch).
+    """
+    rows = jnp.arange(c.GRID_HEIGHT)[:, None]
+    forbidden = jnp.broadcast_to(rows == spawn_row, (c.GRID_HEIGHT, c.GRID_WIDTH))
+    if placed is None:
+        return forbidden
+    near = (placed[:, None, :] + jnp.asarray(_EXCLUSION_OFFSETS)[None]).reshape(-1, 2)
+    inside = (near >= 0).all(-1) & (near[:, 0] < c.GRID_HEIGHT) & (near[:, 1] < c.GRID_WIDTH)
+    flat = jnp.where(inside, near[:, 0] * c.GRID_WIDTH + near[:, 1], c.GRID_HEIGHT * c.GRID_WIDTH)
+    marked = jnp.zeros(c.GRID_HEIGHT * c.GRID_WIDTH, bool).at[flat].set(True, mode="drop")
+    return forbidden | marked.reshape(c.GRID_HEIGHT, c.GRID_WIDTH)
+
+
+def _place_patch(bits, placed, spawn_row, turned_shapes):
+    """Places one patch uniformly among the anchors where it fits.
+
+    Args:
+        bits: uint32[1 + H*W], this patch's random bits (one for the turn, one per anchor).
+        placed: int32[n, 2], the trees placed so far (None before the first patch).
+        turned_shapes: int32[4, k, 2], the patch's shape under each number of quarter turns.
+
+    Returns:
+        (cells int32[k, 2], turns int32[], fits bool[]); ``fits`` is False if no anchor fits.
+    """
+    turns = (bits[0] % 4).astype(jnp.int32)
+    shape = jnp.asarray(turned_shapes)[turns]  # [k, 2]
+    forbidden = _forbidden_cells(placed, spawn_row)
+    rows, cols = jnp.meshgrid(jnp.arange(c.GRID_HEIGHT), jnp.arange(c.GRID_WIDTH), indexing="ij")
+    anchors = jnp.stack([rows.reshape(-1), cols.reshape(-1)], axis=-1)  # [H*W, 2]
+    cells = anchors[:, None, :] + shape[None, :, :]  # [H*W, k, 2]
+    inside = (cells[..., 0] < c.GRID_HEIGHT) & (cells[..., 1] < c.GRID_WIDTH)
+    clipped_r = jnp.minimum(cells[..., 0], c.GRID_HEIGHT - 1)
+    clipped_c = jnp.minimum(cells[..., 1], c.GRID_WIDTH - 1)
+    fits = jnp.all(inside & ~forbidden[clipped_r, clipped_c], axis=-1)  # [H*W]
+    # The fitting anchor with the largest random score: uniform among the anchors that fit.
+    # (Scores are distinct with probability ~1 - 1e-5; a tie picks the lower anchor.)
+    choice = jnp.argmax(jnp.where(fits, bits[1:] >> 1, 0) + fits)
+    return cells[choice].astype(jnp.int32), turns, jnp.any(fits)
+
+
+_BITS_PER_PATCH = 1 + c.GRID_HEIGHT * c.GRID_WIDTH
+
+
+def _try_layout(key):
+    """One placement attempt: (tree_positions [T, 2], patch_turns [P], spawn_row, success).
+
+    All randomness comes from one draw of bits (fewer PRNG calls compile much faster).
+    """
+    bits = jax.random.bits(key, (1 + c.NUM_PATCHES * _BITS_PER_PATCH,), jnp.uint32)
+    spawn_row = (bits[0] % c.GRID_HEIGHT).astype(jnp.int32)
+    patch_bits = bits[1:].reshape(c.NUM_PATCHES, _BITS_PER_PATCH)
+    all_cells, all_turns, success = [], [], jnp.bool_(True)
+    for patch in range(c.NUM_PATCHES):  # static: 6 patches, largest first
+        placed = jnp.concatenate(all_cells) if all_cells else None
+        cells, turns, fits = _place_patch(patch_bits[patch], placed, spawn_row, PATCH_TURNS[patch])
+        all_cells.append(cells)
+        all_turns.append(turns)
+        success &= fits
+    return jnp.concatenate(all_cells), jnp.stack(all_turns), spawn_row, success
+
+
+def neighbour_table(tree_positions: jax.Array) -> jax.Array:
+    """int32[T, K]: for each tree, the trees at Manhattan distance 1-2, padded with ``T``."""
+    num_trees = tree_positions.shape[0]
+    dist = jnp.abs(tree_positions[:, None, :] - tree_positions[None, :, :]).sum(-1)
+    near = (dist > 0) & (dist <= c.NEIGHBOURHOOD_RADIUS)  # [T, T]
+    # Stable sort puts each row's neighbours first, in index order.
+    order = jnp.argsort(~near, axis=1, stable=True)[:, : c.NEIGHBOURHOOD_SIZE]
+    valid = jnp.take_along_axis(near, order, axis=1)
+    return jnp.where(valid, order, num_trees).astype(jnp.int32)
+
+
+def tree_index_grid(tree_positions: jax.Array) -> jax.Array:
+    """int32[H, W]: the index of the tree on each cell, -1 elsewhere."""
+    grid = jnp.full((c.GRID_HEIGHT, c.GRID_WIDTH), -1, jnp.int32)
+    idx = jnp.arange(tree_positions.shape[0], dtype=jnp.int32)
+    return grid.at[tree_positions[:, 0], tree_positions[:, 1]].set(idx)
+
+
+def generate_layout(key: jax.Array) -> HarvestLayout:
+    """A random layout (jittable; retries placement until every patch fits).
+
+    Raises nothing inside JAX: after ``MAX_LAYOUT_ATTEMPTS`` failures the last attempt is kept;
+    with the default map this never happens in practice (tests check a pool for overlaps).
+    """
+
+    def attempt(carry):
+        key, _, _, _, _, tries = carry
+        return (key, *_try_layout(jax.random.fold_in(key, tries)), tries + 1)
+
+    def keep_going(carry):
+        *_, success, tries = carry
+        return ~success & (tries < c.MAX_LAYOUT_ATTEMPTS)
+
+    init = (
+        key,
+        jnp.zeros((c.NUM_TREES, 2), jnp.int32),
+        jnp.zeros((c.NUM_PATCHES,), jnp.int32),
+        jnp.int32(0),
+        jnp.bool_(False),
+        jnp.int32(0),
+    )
+    _, trees, turns, spawn_row, _, _ = jax.lax.while_loop(keep_going, attempt, init)
+    spawn_cols = jnp.arange(c.NUM_SPAWNS, dtype=jnp.int32) + c.SPAWN_FIRST_COL
+    spawn_points = jnp.stack([jnp.full_like(spawn_cols, spawn_row), spawn_cols], axis=-1)
+    tree_patch = jnp.asarray(np.repeat(np.arange(c.NUM_PATCHES), c.PATCH_SIZES), jnp.int32)
+    return HarvestLayout(
+        tree_positions=trees,
+        tree_patch=tree_patch,
+        neighbours=neighbour_table(trees),
+        tree_index=tree_index_grid(trees),
+        walls=jnp.zeros((c.GRID_HEIGHT, c.GRID_WIDTH), bool),
+        spawn_points=spawn_points,
+        spawn_row=spawn_row,
+        patch_turns=turns,
+    )
+
+
+# ---------------------------------------------------------------- hidden rules
+
+
+def generate_rule(key: jax.Array) -> HarvestRule:
+    """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth."""
+    num_perms = c.STAGE_PERMUTATIONS.shape[0]
+    key_pay, key_regrow = jax.random.split(key)
+    shape = (c.NUM_COLOURS,)
+    return HarvestRule(
+        pay_perm=jax.random.randint(key_pay, shape, 0, num_perms, dtype=jnp.int32),
+        regrowth_perm=jax.random.randint(key_regrow, shape, 0, num_perms, dtype=jnp.int32),
+    )
+
+
+def rule_space_size() -> int:
+    """Distinct rules ``generate_rule`` can draw: one permutation row per colour, twice."""
+    return int(c.STAGE_PERMUTATIONS.shape[0]) ** (2 * c.NUM_COLOURS)
+
+
+def rule_index(rule: HarvestRule) -> jax.Array:
+    """int32[]: a rule's position in the rule space (mixed radix over its 10 permutation rows)."""
+    digits = jnp.concatenate([rule.pay_perm, rule.regrowth_perm])
+    radix = c.STAGE_PERMUTATIONS.shape[0]
+    weights = jnp.asarray(radix ** np.arange(digits.shape[0]), jnp.int32)
+    return jnp.sum(digits * weights).astype(jnp.int32)
+
+
+def rule_from_index(index) -> HarvestRule:
+    """Inverse of :func:`rule_index`."""
+    radix = c.STAGE_PERMUTATIONS.shape[0]
+    weights = jnp.asarray(radix ** np.arange(2 * c.NUM_COLOURS), jnp.int32)
+    digits = (jnp.asarray(index, jnp.int32) // weights) % radix
+    return HarvestRule(pay_perm=digits[: c.NUM_COLOURS], regrowth_perm=digits[c.NUM_COLOURS :])
+
+
+def rule_tables(rule: HarvestRule) -> tuple[jax.Array, jax.Array]:
+    """(pay float32[C, G], regrowth_multiplier float32[C, G]) of a rule."""
+    perms = jnp.asarray(c.STAGE_PERMUTATIONS)
+    pay = jnp.asarray(c.PAY_LEVELS, jnp.float32)[perms[rule.pay_perm]]
+    mult = jnp.asarray(c.REGROWTH_MULTIPLIERS, jnp.float32)[perms[rule.regrowth_perm]]
+    return pay, mult
+
+
+def sample_patch_colours(key: jax.Array) -> jax.Array:
+    """int32[P]: each patch's colour, uniform over the 5 colours, with replacement."""
+    return jax.random.randint(key, (c.NUM_PATCHES,), 0, c.NUM_COLOURS, dtype=jnp.int32)
+
+
+def make_config(
+    layout: HarvestLayout, rule: HarvestRule, patch_colours: jax.Array
+) -> HarvestConfig:
+    """The configuration of ``layout`` x ``rule`` x ``patch_colours`` with the paper's numbers."""
+    pay, mult = rule_tables(rule)
+    i32 = lambda v: jnp.asarray(v, jnp.int32)
+    return HarvestConfig(
+        layout=layout,
+        rule=rule,
+        patch_colours=jnp.asarray(patch_colours, jnp.int32),
+        pay=pay,
+        regrowth_multiplier=mult,
+        base_regrowth=jnp.asarray(c.BASE_REGROWTH, jnp.float32),
+        stage_length_min=i32(c.STAGE_LENGTH_MIN),
+        stage_length_max=i32(c.STAGE_LENGTH_MAX),
+        rot_regrow_min=i32(c.ROT_REGROW_MIN),
+        rot_regrow_max=i32(c.ROT_REGROW_MAX),
+        freeze_steps=i32(c.FREEZE_STEPS),
+        zap_cooldown=i32(c.ZAP_COOLDOWN),
+    )
+
+
+# ---------------------------------------------------------------- pools
+
+SPLITS = ("train", "held_out", "all")
+
+
+@functools.lru_cache(maxsize=8)
+def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
+    """{"all", "train", "held_out"} -> Pool of :class:`HarvestLayout` (cached per arguments)."""
+    pool = pools.build_pool(generate_layout, seed, size, unique=True)
+    train, held_out = pools.split_pool(pool, train_fraction)
+    return {"all": pool, "train": train, "held_out": held_out}
+
+
+@functools.lru_cache(maxsize=8)
+def rule_pools(seed: int, size: int, train_fraction: float) -> dict:
+    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments)."""
+    pool = pools.build_pool(generate_rule, seed, size, unique=True)
+    train, held_out = pools.split_pool(pool, train_fraction)
+    return {"all": pool, "train": train, "held_out": held_out}
+
+
+def sample_config(key: jax.Array, layout_pool, rule_pool) -> HarvestConfig:
+    """A configuration: a layout and a rule from the pools, patch colours drawn fresh."""
+    key_layout, key_rule, key_colours = jax.random.split(key, 3)
+    layout = pools.sample_from_pool(key_layout, layout_pool)
+    rule = pools.sample_from_pool(key_rule, rule_pool)
+    return make_config(layout, rule, sample_patch_colours(key_colours))
