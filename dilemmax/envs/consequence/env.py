@@ -167,9 +167,9 @@ class ConsequenceEnv(MultiAgentEnv):
     ) -> tuple[dict, ConsequenceState, dict, dict, dict]:
         chosen = jnp.stack([jnp.asarray(actions[a]).astype(jnp.int32) for a in self.agents])
         legal = self._is_legal(state, chosen)
-        key_contribute, key_vote = jax.random.split(key)
-        after_contribution = self._contribute(key_contribute, state, chosen, legal)
-        after_vote = self._vote(key_vote, state, chosen, legal)
+        # Only one of the two branches is kept, so they may share the step's randomness.
+        after_contribution = self._contribute(key, state, chosen, legal)
+        after_vote = self._vote(key, state, chosen, legal)
         is_vote = state.phase == C.PHASE_VOTE
         new_state, infos = jax.tree.map(
             lambda v, c: jnp.where(is_vote, v, c), after_vote, after_contribution
@@ -399,5 +399,7 @@ class ConsequenceEnv(MultiAgentEnv):
 
 def _pick_uniform(key: jax.Array, candidates: jax.Array) -> jax.Array:
     """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none)."""
-    choice = jax.random.categorical(key, jnp.where(candidates, 0.0, -jnp.inf))
-    return (jnp.arange(candidates.shape[0]) == choice) & candidates
+    count = jnp.sum(candidates)
+    # One uniform draw picks the k-th candidate, k uniform in 0..count - 1.
+    k = jnp.minimum(jnp.floor(jax.random.uniform(key) * count), count - 1).astype(jnp.int32)
+    return candidates & (jnp.cumsum(candidates) - 1 == k)

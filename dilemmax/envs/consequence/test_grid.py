@@ -16,7 +16,7 @@ from dilemmax.envs.consequence.generator import (
     make_config,
     resource_splits,
 )
-from dilemmax.envs.consequence.policies import all_zero
+from dilemmax.envs.consequence.policies import all_zero, threshold_aware
 from dilemmax.envs.rollout import run_episode, run_episodes
 
 
@@ -75,6 +75,15 @@ def test_whole_grid_all_rules_in_one_call():
     assert per["exploitation"][C.RP, canonical] == 1.0
     # The AON endgame eliminates everyone at once: never an exploitation.
     np.testing.assert_array_equal(per["exploitation"][C.AON], 0.0)
+
+
+def test_threshold_aware_play_saves_everyone_on_the_whole_grid():
+    """Richest-first covering meets every feasible T exactly in round one, under every rule."""
+    configs = cross_rules(context_grid(12, 3))
+    _, metrics = run_episodes(ConsequenceEnv(), threshold_aware, jax.random.key(1), 1, configs)
+    np.testing.assert_array_equal(metrics["fatality"], 0.0)
+    np.testing.assert_array_equal(metrics["length"], 1)
+    np.testing.assert_allclose(metrics["round_one_funding"], 1.0)  # exactly T, never more
 
 
 def test_metrics_ignore_padding(player):

@@ -72,10 +72,3 @@ def test_every_scripted_policy_plays_legally():
     # The sample reached vote phases and eliminations, so votes were checked too.
     assert bool(jnp.any(rollouts.infos["phase"] == C.PHASE_VOTE))
     assert float(jnp.mean(m["rule_eliminations"])) > 0
-
-
-def test_cooperative_policies_never_lose_anyone_without_trembles():
-    env = ConsequenceEnv()
-    _, m = run_episodes(env, P.threshold_aware, jax.random.key(2), 256)
-    np.testing.assert_array_equal(m["fatality"], 0.0)
-    np.testing.assert_allclose(m["round_one_funding"], 1.0)  # exactly T, never more
