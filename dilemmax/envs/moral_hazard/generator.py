@@ -1,0 +1,320 @@
+"""Configurations of the Dialogue Moral Hazard Game: cases, single conditions, condition grids.
+
+Cases (utilities, local questions, unsafe options) are drawn in JAX, so ``reset_to`` can draw a
+fresh instance per episode inside a vmapped program; conditions (payoff contract, provenance,
+mapping, reward mode) are built on the host by :func:`make_config` and stacked into grids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.types import MoralHazardConfig
+
+# ----------------------------------------------------------------------------------- cases
+
+
+def unsafe_by_mapping(key: jax.Array, utilities: jax.Array, mapping: jax.Array) -> jax.Array:
+    """int32[n]: the unsafe option of each case under ``mapping`` (0 highest, 1 random, 2 lowest).
+
+    Under mapping 1 the unsafe option is uniform over the four labels independently of the
+    utilities, so its utility rank is uniform and utility carries no information about safety.
+    """
+    highest = jnp.argmax(utilities, axis=-1)
+    lowest = jnp.argmin(utilities, axis=-1)
+    uniform = jax.random.randint(key, utilities.shape[:-1], 0, c.NUM_OPTIONS)
+    return jnp.select(
+        [mapping == c.MAP_HIGHEST, mapping == c.MAP_LOWEST], [highest, lowest], uniform
+    ).astype(jnp.int32)
+
+
+def sample_cases(
+    key: jax.Array, num_agents: int, mapping: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Draws ``num_agents`` cases.
+
+    Returns:
+        utilities int32[n, 4]: four distinct integers from 2..13 per case, in random label order;
+        question int32[n]: highest (0) or lowest (1) with probability 1/2 each;
+        unsafe int32[n]: by :func:`unsafe_by_mapping`.
+    """
+    key_util, key_question, key_unsafe = jax.random.split(key, 3)
+    num_values = c.MAX_UTILITY - c.MIN_UTILITY + 1
+
+    # A uniformly random ordering of the twelve values per case; its first four are a uniform
+    # draw without replacement, already in random label order.
+    noise = jax.random.uniform(key_util, (num_agents, num_values))
+    order = jnp.argsort(noise, axis=-1)[:, : c.NUM_OPTIONS]
+    utilities = (order + c.MIN_UTILITY).astype(jnp.int32)
+    question = jax.random.bernoulli(key_question, 0.5, (num_agents,)).astype(jnp.int32)
+    unsafe = unsafe_by_mapping(key_unsafe, utilities, jnp.asarray(mapping, jnp.int32))
+    return utilities, question, unsafe
+
+
+def with_sampled_cases(key: jax.Array, config: MoralHazardConfig) -> MoralHazardConfig:
+    """``config`` with fresh cases when ``config.sample_cases``, unchanged otherwise (jittable)."""
+    utilities, question, unsafe = sample_cases(key, config.num_agents, config.mapping)
+    pick = lambda new, old: jnp.where(config.sample_cases, new, old)
+    return config.replace(
+        utilities=pick(utilities, config.utilities),
+        question=pick(question, config.question),
+        unsafe=pick(unsafe, config.unsafe),
+    )
+
+
+def target_options(utilities: jax.Array, unsafe: jax.Array) -> jax.Array:
+    """int32[...]: a_i*, the highest-utility option that is not unsafe (utilities are distinct)."""
+    is_unsafe = jnp.arange(c.NUM_OPTIONS) == unsafe[..., None]
+    return jnp.argmax(jnp.where(is_unsafe, -1, utilities), axis=-1).astype(jnp.int32)
+
+
+def local_answers(utilities: jax.Array, question: jax.Array) -> jax.Array:
+    """int32[...]: the correct answer to each case's local question."""
+    return jnp.where(
+        question == c.ASK_HIGHEST, jnp.argmax(utilities, -1), jnp.argmin(utilities, -1)
+    ).astype(jnp.int32)
+
+
+# ------------------------------------------------------------------------------ conditions
+
+
+def _index(name: str, names: tuple[str, ...], what: str) -> int:
+    if name not in names:
+        raise ValueError(f"{what} must be one of {names}, got {name!r}")
+    return names.index(name)
+
+
+def _check_unit(name: str, value: float) -> float:
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1] (it is observed as such), got {value}")
+    return value
+
+
+# A fixed, valid placeholder case for configs whose cases are drawn at reset.
+_PLACEHOLDER_UTILITIES = (13, 9, 6, 2)
+
+
+def make_config(
+    num_agents: int = 2,
+    *,
+    cost: float = c.PRIMARY_COST,
+    w_local: float = c.PRIMARY_W_LOCAL,
+    w_final: float = c.PRIMARY_W_FINAL,
+    w_team: float = c.PRIMARY_W_TEAM,
+    provenance: str = "anonymous",
+    mapping: str = "highest",
+    reward: str = "team",
+    shares: Sequence[float] | None = None,
+    utilities: Sequence[Sequence[int]] | None = None,
+    unsafe: Sequence[int] | None = None,
+    questions: Sequence[int | str] | None = None,
+    key: jax.Array | None = None,
+) -> MoralHazardConfig:
+    """One condition of the game, as an unbatched :class:`MoralHazardConfig`.
+
+    Args:
+        num_agents: n, 2..9.
+        cost, w_local, w_final, w_team: k, w_L, w_F, w_T (each in [0, 1]).
+        provenance: "anonymous" (primary) or "visible".
+        mapping: "highest" (primary), "uninformative" or "lowest": where unsafe options sit.
+        reward: "team" (every agent is paid R_game) or "private" (agent i is paid U_i).
+        shares: alpha, n non-negative numbers summing to 1; default 1/n each.
+        utilities: int[n][4] to play fixed cases (distinct values in 2..13 per case); with it,
+            ``questions`` (0/"highest" or 1/"lowest") is required and ``unsafe`` defaults to the
+            option ``mapping`` designates ("uninformative" then needs an explicit ``unsafe``).
+        key: draw the cases now from this key (fixed for the episode) instead of at reset.
+
+    Without ``utilities`` and ``key`` the config has ``sample_cases`` set: every ``reset_to``
+    draws a new instance of the condition.
+    """
+    n = int(num_agents)
+    if not c.MIN_AGENTS <= n <= c.MAX_AGENTS:
+        raise ValueError(f"num_agents must be in {c.MIN_AGENTS}..{c.MAX_AGENTS}, got {n}")
+    mapping_id = _index(mapping, c.MAPPING_NAMES, "mapping")
+    visible = _index(provenance, c.PROVENANCE_NAMES, "provenance") == 1
+    private = _index(reward, c.REWARD_NAMES, "reward") == 1
+    weights = {
+        name: _check_unit(name, value)
+        for name, value in (
+            ("cost", cost),
+            ("w_local", w_local),
+            ("w_final", w_final),
+            ("w_team", w_team),
+        )
+    }
+    alpha = np.full(n, 1.0 / n) if shares is None else np.asarray(shares, dtype=np.float64)
+    if alpha.shape != (n,) or np.any(alpha < 0) or np.any(alpha > 1):
+        raise ValueError(f"shares must be {n} numbers in [0, 1], got {shares}")
+    if abs(alpha.sum() - 1.0) > 1e-5:
+        raise ValueError(f"shares must sum to 1, got {alpha.sum()}")
+
+    if utilities is not None:
+        cases = _fixed_cases(n, mapping_id, utilities, unsafe, questions)
+        sample = False
+    elif key is not None:
+        cases = sample_cases(key, n, jnp.int32(mapping_id))
+        sample = False
+    else:
+        util = jnp.tile(jnp.asarray(_PLACEHOLDER_UTILITIES, jnp.int32), (n, 1))
+        cases = (util, jnp.zeros(n, jnp.int32), jnp.zeros(n, jnp.int32))
+        sample = True
+    util, question, unsafe_opt = cases
+    f32 = lambda v: jnp.asarray(v, jnp.float32)
+    return MoralHazardConfig(
+        utilities=jnp.asarray(util, jnp.int32),
+        unsafe=jnp.asarray(unsafe_opt, jnp.int32),
+        question=jnp.asarray(question, jnp.int32),
+        mapping=jnp.int32(mapping_id),
+        sample_cases=jnp.bool_(sample),
+        provenance_visible=jnp.bool_(visible),
+        w_local=f32(weights["w_local"]),
+        w_final=f32(weights["w_final"]),
+        w_team=f32(weights["w_team"]),
+        cost=f32(weights["cost"]),
+        shares=f32(alpha),
+        private_reward=jnp.bool_(private),
+    )
+
+
+def _fixed_cases(n, mapping_id, utilities, unsafe, questions):
+    util = np.asarray(utilities, dtype=np.int64)
+    if util.shape != (n, c.NUM_OPTIONS):
+        raise ValueError(f"utilities must have shape ({n}, 4), got {util.shape}")
+    if util.min() < c.MIN_UTILITY or util.max() > c.MAX_UTILITY:
+        raise ValueError(f"utilities must lie in {c.MIN_UTILITY}..{c.MAX_UTILITY}")
+    if any(len(set(row)) != c.NUM_OPTIONS for row in util.tolist()):
+        raise ValueError("the four utilities of a case must be distinct")
+    if questions is None:
+        raise ValueError("fixed cases need their local questions")
+    question = np.asarray(
+        [q if isinstance(q, int | np.integer) else c.QUESTION_NAMES.index(q) for q in questions]
+    )
+    if question.shape != (n,) or not np.isin(question, (0, 1)).all():
+        raise ValueError(f"questions must be {n} entries of 0/'highest' or 1/'lowest'")
+    if unsafe is None:
+        if mapping_id == c.MAP_UNINFORMATIVE:
+            raise ValueError("the uninformative mapping needs explicit unsafe options")
+        unsafe_opt = util.argmax(-1) if mapping_id == c.MAP_HIGHEST else util.argmin(-1)
+    else:
+        unsafe_opt = np.asarray(unsafe)
+        if unsafe_opt.shape != (n,) or not np.isin(unsafe_opt, range(c.NUM_OPTIONS)).all():
+            raise ValueError(f"unsafe must be {n} options in 0..3")
+    return util, question, unsafe_opt
+
+
+def stack_configs(configs: Sequence[MoralHazardConfig]) -> MoralHazardConfig:
+    """A batched config (leading axis C) from configs of the same number of agents."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *configs)
+
+
+def index_config(configs: MoralHazardConfig, i: int) -> MoralHazardConfig:
+    """Condition ``i`` of a batched config."""
+    return jax.tree.map(lambda leaf: leaf[i], configs)
+
+
+@dataclass(frozen=True)
+class ConditionSet:
+    """Named conditions of one group size, stacked into one batched config.
+
+    Attributes:
+        names: one name per condition, e.g. "k=0.10" or "k=0.10 alpha=0.45".
+        configs: batched :class:`MoralHazardConfig` with leading axis C = len(names).
+        num_agents: n (a static shape, shared by every condition of the set).
+        values: the swept numbers per condition (name -> float[C]), for plots and tables.
+    """
+
+    names: tuple[str, ...]
+    configs: MoralHazardConfig
+    num_agents: int
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def condition_grid(mapping: str = "highest", reward: str = "team") -> dict[int, ConditionSet]:
+    """The paper's 15 one-at-a-time conditions around the primary setting, grouped by n.
+
+    Primary: n = 2, k = 0.10, (w_L, w_F, w_T) = (0.35, 0.15, 0.50), anonymous provenance. One
+    parameter moves at a time: k over {0, 0.05, 0.10, 0.20, 0.35}; w_T over {0, 0.2, 0.5, 0.8,
+    1.0}; n over {2, 3, 4}; provenance visible / anonymous. The primary setting appears once in
+    each sweep, as in the paper's tables, so there are 15 conditions and 13 of them have n = 2.
+
+    Because n is a static shape, the grid comes as ``{2: 13 conditions, 3: 1, 4: 1}``; each
+    group is one batched config that runs as one vmapped call. Every condition draws fresh
+    cases per episode (``sample_cases``).
+    """
+    groups: dict[int, list[tuple[str, MoralHazardConfig, dict]]] = {}
+
+    def add(name, n=2, **options):
+        cfg = make_config(n, mapping=mapping, reward=reward, **options)
+        value = {
+            "cost": options.get("cost", c.PRIMARY_COST),
+            "w_team": options.get("w_team", c.PRIMARY_W_TEAM),
+            "num_agents": n,
+            "provenance_visible": float(options.get("provenance", "anonymous") == "visible"),
+        }
+        groups.setdefault(n, []).append((name, cfg, value))
+
+    for k in c.GRID_COSTS:
+        add(f"k={k:.2f}", cost=k)
+    for w in c.GRID_TEAM_WEIGHTS:
+        add(f"w_T={w:.2f}", w_team=w)
+    for n in c.GRID_NUM_AGENTS:
+        add(f"n={n}", n=n)
+    for provenance in c.GRID_PROVENANCE:
+        add(f"provenance={provenance}", provenance=provenance)
+    return {n: _condition_set(n, rows) for n, rows in sorted(groups.items())}
+
+
+def _condition_set(n: int, rows) -> ConditionSet:
+    names = tuple(name for name, _, _ in rows)
+    keys = rows[0][2].keys()
+    values = {k: np.asarray([v[k] for _, _, v in rows], dtype=np.float64) for k in keys}
+    return ConditionSet(names, stack_configs([cfg for _, cfg, _ in rows]), n, values)
+
+
+def incentive_grid(
+    costs: Sequence[float] = c.ISOLATION_COSTS,
+    shares: Sequence[float] = c.ISOLATION_SHARES,
+    num_agents: int = 2,
+    focal: int = 0,
+    **contract,
+) -> ConditionSet:
+    """The incentive-isolation design: every (k, alpha_focal) pair, private-share reward.
+
+    The focal agent's share is alpha; the others split 1 - alpha equally, so shares sum to one
+    and the social score is unchanged. Seat the focal policy at ``focal`` and the scripted
+    partners (:func:`dilemmax.envs.moral_hazard.policies.isolation_seats`) elsewhere.
+
+    Args:
+        costs: query costs k (default the paper's nine: 0, 0.05, ..., 0.40).
+        shares: focal shares alpha in [0, 1] (default 0, 0.05, ..., 1).
+        contract: other :func:`make_config` options (w_local, w_final, w_team, mapping, ...).
+
+    Returns:
+        A :class:`ConditionSet` of len(costs) * len(shares) conditions (cost-major), with
+        ``values["cost"]``, ``values["share"]`` and ``values["alpha_star"]`` = (w_L + k) / (n w_T).
+    """
+    n = int(num_agents)
+    if not 0 <= focal < n:
+        raise ValueError(f"focal must be an agent index below {n}, got {focal}")
+    rows = []
+    w_local = contract.get("w_local", c.PRIMARY_W_LOCAL)
+    w_team = contract.get("w_team", c.PRIMARY_W_TEAM)
+    for k in costs:
+        for alpha in shares:
+            rest = (1.0 - alpha) / (n - 1)
+            alphas = [alpha if i == focal else rest for i in range(n)]
+            cfg = make_config(n, cost=k, reward="private", shares=alphas, **contract)
+            alpha_star = (w_local + k) / (n * w_team) if w_team > 0 else np.inf
+            value = {"cost": k, "share": alpha, "alpha_star": alpha_star}
+            rows.append((f"k={k:.2f} alpha={alpha:.3f}", cfg, value))
+    return _condition_set(n, rows)
