@@ -289,6 +289,12 @@ def pair_effects(rule: Rule) -> jax.Array:
 
 
 # ----------------------------------------------------------------------------- pools
+@functools.lru_cache(maxsize=8)
+def _batched_attempt(height: int, width: int):
+    """The compiled, vmapped :func:`try_layout` of one grid size (compiled once per process)."""
+    return jax.jit(jax.vmap(lambda key: try_layout(key, height, width)))
+
+
 def build_layout_pool(
     seed: int = C.LAYOUT_POOL_SEED,
     size: int = C.LAYOUT_POOL_SIZE,
@@ -303,7 +309,7 @@ def build_layout_pool(
     until there are ``size`` of them, so the pool is a pure function of ``(seed, size)`` (and
     ``chunk``).
     """
-    attempt = jax.jit(jax.vmap(lambda k: try_layout(k, height, width)))
+    attempt = _batched_attempt(height, width)
     root = jax.random.PRNGKey(seed)
     kept, num_kept = [], 0
     for round_index in range(C.MAX_LAYOUT_ROUNDS):

@@ -93,7 +93,21 @@ def render_rgb(state: OpenCleanupState, scale: int = 8) -> np.ndarray:
 
     positions = np.asarray(state.positions)
     colours = AGENT_RGB[np.arange(positions.shape[0]) % len(AGENT_RGB)]
+    # Tint the cells of the shots fired in the last step.
+    last = np.asarray(state.shot_time) == int(state.trial_step) - 1
+    cells = np.asarray(state.shot_cells)[last].reshape(-1, 2)
+    height, width = np.asarray(state.grid).shape
+    inside = (
+        (cells[:, 0] >= 0) & (cells[:, 0] < height) & (cells[:, 1] >= 0) & (cells[:, 1] < width)
+    )
+    beam = np.zeros((height, width), bool)
+    beam[cells[inside, 0], cells[inside, 1]] = True
     frame = grid_render.render_cells(
-        cell_colours(state), positions, np.asarray(state.orientations), colours, scale=scale
+        cell_colours(state),
+        positions,
+        np.asarray(state.orientations),
+        colours,
+        scale=scale,
+        highlight=beam,
     )
     return np.asarray(frame, np.uint8)
