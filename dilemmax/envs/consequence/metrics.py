@@ -10,7 +10,8 @@ Definitions (paper Sections 3, 5, 11-13), for one episode with n agents:
 * ``targeted_elimination``: under RP (PP), the rule eliminated the survivor holding the least
   (most) remaining resources at some failed round: the named extreme bore the loss. Always 0
   under AON, RE and DV, which name no extreme (their victims by wealth are in
-  ``deaths_by_rank``). Endgame eliminations of everyone never count.
+  ``deaths_by_rank``). Endgame eliminations of everyone never count, so with R = 1 it is only
+  defined under ``endgame="rule"`` (the one-shot ablation).
 * ``exploitation``: the rule eliminated a rank-identified agent (one holding the least or the
   most remaining resources among the survivors at that moment) while the survivors that stayed
   kept enough resources to cover the shortfall T - F themselves.
