@@ -86,7 +86,10 @@ class ConsequenceTextProtocol(TextProtocol):
         """The one sentence that states what happens after a short round."""
         w = self.words
         if self._kills_all_at_end(rule):
-            when = f"If the fund is still short at the end of a round before round {num_rounds},"
+            when = (
+                "If the fund is still short at the end of a round before the last one "
+                f"(round {num_rounds}),"
+            )
         else:
             when = "If the fund is still short at the end of a round,"
         neutral = self.clause == "neutral"
