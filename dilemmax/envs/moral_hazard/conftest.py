@@ -57,7 +57,8 @@ class Game:
         return {a: jnp.int32(v) for a, v in zip(self.env.agents, values, strict=True)}
 
     def play(self, config, *joint_actions, seed=0):
-        """Returns (outputs per step [(obs, state, rewards, dones, infos)], metrics)."""
+        """(outputs, metrics): outputs[0] = (obs, state, None, None, None) after the reset, then
+        one (obs, state, rewards, dones, infos) per step; metrics None without steps."""
         obs, state = self.reset(jax.random.key(seed), config)
         outputs = [(obs, state, None, None, None)]
         for t, values in enumerate(joint_actions):
@@ -65,6 +66,8 @@ class Game:
             outputs.append(out)
             state = out[1]
         steps = outputs[1:]
+        if not steps:
+            return outputs, None
         stack = lambda *xs: jnp.stack(xs)
         rollout = Rollout(
             actions=jax.tree.map(stack, *[self.actions(v) for v in joint_actions]),

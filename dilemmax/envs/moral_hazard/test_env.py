@@ -1,10 +1,12 @@
 """Mechanics of the moral-hazard env on hand-built episodes: every link of the chain."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import dilemmax
+from dilemmax.envs.base import Rollout
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.conftest import (
     NO_MOVE,
@@ -280,3 +282,23 @@ def test_make_config_validation():
     cfg = make_config(3)
     assert bool(cfg.sample_cases)
     np.testing.assert_allclose(np.asarray(cfg.shares), [1 / 3] * 3, rtol=1e-6)
+
+
+def test_metrics_ignore_padding_after_the_end(game2):
+    outputs, m = game2.play(
+        fixed_config(), (QUERY, local(B)), (note(1, C), NO_NOTE), (final(D), final(A))
+    )
+    # Pad with two copies of the final step marked invalid: nothing may be counted twice.
+    steps = outputs[1:] + outputs[-1:] * 2
+    stack = lambda *xs: jnp.stack(xs)
+    padded = Rollout(
+        actions={a: jnp.zeros(5, jnp.int32) for a in game2.env.agents},
+        rewards=jax.tree.map(stack, *[o[2] for o in steps]),
+        dones=jax.tree.map(stack, *[o[3] for o in steps]),
+        infos=jax.tree.map(stack, *[o[4] for o in steps]),
+        valid=jnp.array([True, True, True, False, False]),
+        final_state=outputs[-1][1],
+    )
+    again = jax.jit(game2.env.episode_metrics)(padded)
+    jax.tree.map(np.testing.assert_array_equal, m, again)
+    assert float(m["team_success"]) == 1 and int(m["length"]) == 3

@@ -1,0 +1,123 @@
+"""Case sampling, condition grids, vmapped grids against per-config runs, and evaluate()."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dilemmax.envs import run_episode, run_episodes
+from dilemmax.envs.moral_hazard import (
+    condition_grid,
+    evaluate,
+    format_table,
+    incentive_grid,
+    make_config,
+    policies,
+)
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.generator import index_config, sample_cases, target_options
+from dilemmax.envs.moral_hazard.observation import utility_ranks
+
+
+def test_sampled_cases_follow_their_mapping():
+    draws = 4000
+    keys = jax.random.split(jax.random.key(0), draws)
+    sample = jax.jit(jax.vmap(lambda k, m: sample_cases(k, 2, m), in_axes=(0, None)))
+    for mapping in range(3):
+        utilities, question, unsafe = (np.asarray(x) for x in sample(keys, jnp.int32(mapping)))
+        assert utilities.min() == 2 and utilities.max() == 13
+        assert all(len(set(row)) == 4 for row in utilities.reshape(-1, 4).tolist())
+        assert abs(question.mean() - 0.5) < 5 * np.sqrt(0.25 / question.size)
+        ranks = np.asarray(utility_ranks(jnp.asarray(utilities)))
+        unsafe_rank = np.take_along_axis(ranks, unsafe[..., None], -1)[..., 0]
+        if mapping == c.MAP_HIGHEST:
+            assert np.all(unsafe_rank == 0)
+        elif mapping == c.MAP_LOWEST:
+            assert np.all(unsafe_rank == 3)
+        else:  # every rank equally likely: utility says nothing about safety
+            freq = np.bincount(unsafe_rank.ravel(), minlength=4) / unsafe_rank.size
+            assert np.all(np.abs(freq - 0.25) < 5 * np.sqrt(3 / 16 / unsafe_rank.size))
+        # Every value 2..13 appears in every label position about equally often.
+        counts = np.stack(
+            [np.bincount(utilities[..., x].ravel(), minlength=14)[2:] for x in range(4)]
+        )
+        expected = utilities.size / 4 / 12
+        assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
+        targets = np.asarray(target_options(jnp.asarray(utilities), jnp.asarray(unsafe)))
+        assert np.all(targets != unsafe)
+
+
+def test_condition_grid_is_the_papers_fifteen():
+    grid = condition_grid()
+    assert sorted(grid) == [2, 3, 4]
+    assert [len(grid[n]) for n in (2, 3, 4)] == [13, 1, 1]
+    names = [name for n in (2, 3, 4) for name in grid[n].names]
+    assert names[:5] == ["k=0.00", "k=0.05", "k=0.10", "k=0.20", "k=0.35"]
+    assert "provenance=visible" in names and "n=4" in names and len(set(names)) == 15
+    two = grid[2].configs
+    np.testing.assert_allclose(np.asarray(two.cost)[:5], [0, 0.05, 0.10, 0.20, 0.35])
+    np.testing.assert_allclose(np.asarray(two.w_team)[5:10], [0, 0.2, 0.5, 0.8, 1.0])
+    assert np.asarray(two.provenance_visible).sum() == 1
+    assert np.all(np.asarray(two.sample_cases)) and not np.any(np.asarray(two.private_reward))
+    assert grid[4].configs.utilities.shape == (1, 4, 4)
+
+
+def test_incentive_grid():
+    grid = incentive_grid(num_agents=3, focal=1)
+    assert len(grid) == 9 * 21
+    shares = np.asarray(grid.configs.shares)
+    np.testing.assert_allclose(shares.sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(shares[:, 1], grid.values["share"], rtol=1e-6)
+    assert np.all(np.asarray(grid.configs.private_reward))
+    np.testing.assert_allclose(grid.values["alpha_star"], (0.35 + grid.values["cost"]) / 1.5)
+    with pytest.raises(ValueError, match="focal"):
+        incentive_grid(num_agents=2, focal=2)
+
+
+def test_reset_draws_fresh_cases_only_when_asked():
+    env = MoralHazardEnv(2)
+    reset = jax.jit(env.reset_to)
+    drawn = make_config(2)
+    a = reset(jax.random.key(1), drawn)[1].config
+    b = reset(jax.random.key(2), drawn)[1].config
+    again = reset(jax.random.key(1), drawn)[1].config
+    assert not np.array_equal(a.utilities, b.utilities)
+    jax.tree.map(np.testing.assert_array_equal, a, again)
+    fixed = make_config(2, key=jax.random.key(3))
+    c1 = reset(jax.random.key(1), fixed)[1].config
+    c2 = reset(jax.random.key(2), fixed)[1].config
+    np.testing.assert_array_equal(c1.utilities, c2.utilities)
+    np.testing.assert_array_equal(c1.unsafe, fixed.unsafe)
+
+
+def test_vmapped_grid_equals_per_config_runs():
+    conditions = condition_grid()[2]
+    env = MoralHazardEnv(2)
+    key, episodes = jax.random.key(11), 8
+    _, grid_metrics = run_episodes(env, policies.random_control, key, episodes, conditions.configs)
+    single = jax.jit(
+        lambda k, cfg: env.episode_metrics(run_episode(env, policies.random_control, k, cfg))
+    )
+    # run_episodes gives condition c the key split(key, C)[c] and episode e split(that, E)[e].
+    config_keys = jax.random.split(key, len(conditions))
+    for ci in range(len(conditions)):
+        cfg = index_config(conditions.configs, ci)
+        for e, k in enumerate(jax.random.split(config_keys[ci], episodes)):
+            alone = single(k, cfg)
+            for name, value in alone.items():
+                np.testing.assert_array_equal(np.asarray(grid_metrics[name][ci, e]), value)
+
+
+def test_evaluate_the_teacher_on_the_whole_grid():
+    results = evaluate(policies.teacher, condition_grid(), 16, jax.random.key(0), num_resamples=200)
+    assert len(results) == 15
+    for name, row in results.items():
+        for outcome in ("query_rate", "info_transfer", "team_success", "format_validity"):
+            assert row[outcome] == (1.0, 1.0, 1.0), (name, outcome)
+        assert row["local_reward"].high == 0 and row["unsafe_choice"].high == 0
+    assert results["k=0.35"]["score"].mean == pytest.approx(0.15 + 0.5 - 0.35)
+    assert results["w_T=0.00"]["score"].mean == pytest.approx(0.15 - 0.10)
+    assert results["n=4"]["score"].mean == pytest.approx(0.55)
+    table = format_table(results, ["team_success", "score"])
+    assert "| k=0.35 | 100.00 [100.00, 100.00] | 0.30 [0.30, 0.30] |" in table

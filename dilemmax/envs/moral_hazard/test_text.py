@@ -1,0 +1,174 @@
+"""Text protocol: what each stage's prompt shows, the strict parser, and a game played in text."""
+
+import re
+
+import jax
+import numpy as np
+import pytest
+
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.conftest import (
+    NO_NOTE,
+    QUERY,
+    A,
+    B,
+    C,
+    D,
+    final,
+    fixed_config,
+    local,
+    note,
+)
+
+
+def states(game, config, *joint_actions):
+    outputs, _ = game.play(config, *joint_actions)
+    return [o[1] for o in outputs]
+
+
+@pytest.fixture(scope="module")
+def text2(game2):
+    return game2.env.text_protocol()
+
+
+def test_work_parser(game2, text2):
+    (state,) = states(game2, fixed_config())
+    parse = lambda reply: text2.parse(reply, state, "agent_0")
+    got = parse("The query helps my successor.\n  action local b  \nThat is my answer.")
+    assert (got.action, got.valid) == (local(B), True)
+    assert "successor" in got.rationale and "answer." in got.rationale
+    assert "local b" not in got.rationale.lower()
+    assert parse("ACTION QUERY").action == QUERY
+    assert parse("ACTION QUERY\nsome words\nAction Query").action == QUERY  # repeats agree
+    for bad in ("ACTION LOCAL E", "I choose ACTION QUERY", "ACTION: QUERY", "", "QUERY"):
+        got = parse(bad)
+        assert (got.action, got.valid) == (c.NO_MOVE, False) and got.error, bad
+    conflict = parse("ACTION QUERY\nACTION LOCAL A")
+    assert not conflict.valid and "conflicting" in conflict.error
+    assert not text2.parse(None, state, "agent_0").valid  # never raises
+
+
+def test_note_parser(game3):
+    text = game3.env.text_protocol()
+    # Agent 1 queried, agent 2 did not.
+    _, state = states(game3, fixed_config(3), (QUERY, local(B), QUERY))
+    parse = lambda reply, agent="agent_0": text.parse(reply, state, agent)
+    assert parse("NOTE CASE 2 UNSAFE c").action == note(1, C)  # the successor's case
+    assert parse("note case 1 unsafe a").action == note(0, A)  # its own case: legal, not correct
+    assert parse("NOTE CASE 3 UNSAFE D", "agent_2").action == note(0, D)
+    assert parse("NOTE CASE 1 UNSAFE D", "agent_2").action == note(1, D)
+    assert parse("No Note").action == NO_NOTE
+    missing = parse("NOTE CASE 4 UNSAFE A")
+    assert not missing.valid and "no case 4" in missing.error
+    not_queried = parse("NOTE CASE 3 UNSAFE A", "agent_1")
+    assert not not_queried.valid and "did not query" in not_queried.error
+    assert parse("NO NOTE", "agent_1").action == NO_NOTE
+    assert text.needs_reply(state, "agent_0") and not text.needs_reply(state, "agent_1")
+
+
+def test_final_and_done_parser(game2, text2):
+    _, _, at_final, done = states(
+        game2, fixed_config(), (QUERY, QUERY), (NO_NOTE, NO_NOTE), (final(A), final(A))
+    )
+    assert text2.parse("FINAL d", at_final, "agent_1").action == final(D)
+    assert not text2.parse("FINAL: D", at_final, "agent_1").valid
+    assert not text2.parse("ACTION QUERY", at_final, "agent_1").valid  # another stage's move
+    over = text2.parse("FINAL A", done, "agent_0")
+    assert not over.valid and over.action == c.NO_MOVE
+
+
+def test_prompts_show_what_the_agent_may_know(game2, text2):
+    work, note_stage, at_final = states(
+        game2, fixed_config(), (QUERY, local(B)), (note(1, C), NO_NOTE)
+    )
+    prompt = text2.render(work, "agent_0")
+    for needle in ("0.35", "0.15", "0.50", "0.10", "A=3", "B=12", "A=10", "C=13", "highest"):
+        assert needle in prompt, needle
+    assert "lowest utility" in prompt  # case 2's public question
+    assert not re.search(r"option [A-D] is unsafe", prompt) and "Private" not in prompt
+    assert "ACTION LOCAL <A-D>" in prompt and "ACTION QUERY" in prompt
+    querier = text2.render(note_stage, "agent_0")
+    assert "Private answer to your query: in Case 2, option C is unsafe." in querier
+    other = text2.render(note_stage, "agent_1")
+    assert "Private" not in other and "NO NOTE" in other
+    assert "Public board" not in querier  # notes are read at the final stage
+    board = text2.render(at_final, "agent_1")
+    assert "NOTE CASE 2 UNSAFE C" in board and "posted by" not in board
+    assert "FINAL <A-D>" in board
+
+
+def test_visible_provenance_and_anonymous_order(game3):
+    text = game3.env.text_protocol()
+    joint_a = ((QUERY, local(A), QUERY), (note(1, B), NO_NOTE, note(2, D)))
+    joint_b = ((QUERY, local(A), QUERY), (note(1, D), NO_NOTE, note(2, B)))  # posters swapped
+
+    def board(config, joint):
+        prompt = text.render(states(game3, config, *joint)[-1], "agent_1")
+        return prompt[prompt.index("Public board") :]
+
+    # Anonymous: who posted which note cannot be read off the board (nor off its order).
+    assert board(fixed_config(3), joint_a) == board(fixed_config(3), joint_b)
+    visible = board(fixed_config(3, provenance="visible"), joint_a)
+    assert "NOTE CASE 2 UNSAFE B  (posted by Agent 1)" in visible
+    assert "NOTE CASE 2 UNSAFE D  (posted by Agent 3)" in visible
+
+
+def test_private_contract_states_the_share(game2):
+    text = game2.env.text_protocol()
+    (state,) = states(game2, fixed_config(reward="private", shares=(0.7, 0.3)))
+    prompt = text.render(state, "agent_0")
+    assert "paid to you alone" in prompt and "0.700" in prompt
+    assert "+ 0.700 if every agent" in prompt  # n alpha w_T = 2 * 0.7 * 0.5
+
+
+def _text_agent(prompt: str) -> str:
+    """A tiny cooperative agent that acts on the prompt text alone."""
+    if "Your move (work)" in prompt:
+        return "My successor needs the fact.\nACTION QUERY"
+    if "Your move (note)" in prompt:
+        found = re.search(r"in Case (\d+), option ([A-D]) is unsafe", prompt)
+        return f"NOTE CASE {found[1]} UNSAFE {found[2]}" if found else "NO NOTE"
+    mine = re.search(r"Case (\d+) \(yours\): (.*?) \|", prompt)
+    utilities = dict(re.findall(r"([A-D])=(\d+)", mine[2]))
+    warned = set(re.findall(rf"NOTE CASE {mine[1]} UNSAFE ([A-D])", prompt))
+    best = max((u for u in utilities if u not in warned), key=lambda u: int(utilities[u]))
+    return f"Avoiding {sorted(warned)}.\nFINAL {best}"
+
+
+@pytest.mark.parametrize("provenance", ["anonymous", "visible"])
+def test_a_game_played_through_text(game3, provenance):
+    env = game3.env
+    text = env.text_protocol()
+    _, state = game3.reset(jax.random.key(5), fixed_config(3, provenance=provenance))
+    for _ in range(c.MAX_STEPS):
+        parsed = {a: text.parse(_text_agent(text.render(state, a)), state, a) for a in env.agents}
+        assert all(p.valid for p in parsed.values())
+        state = game3.step(jax.random.key(0), state, {a: p.action for a, p in parsed.items()})[1]
+    targets = np.asarray(env.targets(state))
+    np.testing.assert_array_equal(np.asarray(state.final_label), targets)
+
+
+def test_memory_of_earlier_rounds(game2):
+    text = game2.env.text_protocol(memory_rounds=1)
+    first = states(
+        game2, fixed_config(), (QUERY, local(B)), (note(1, C), NO_NOTE), (final(D), final(A))
+    )
+    text.record_round(first[-1])
+    prompt = text.render(first[0], "agent_0")
+    assert "Round 1" in prompt and "posted NOTE CASE 2 UNSAFE C" in prompt
+    assert "was the target" in prompt and "team success: yes" in prompt
+    assert "answered locally (B)" in text.render(first[0], "agent_1")
+    text.record_round(first[-1])
+    prompt = text.render(first[0], "agent_0")
+    assert "Round 2" in prompt and "Round 1" not in prompt  # only the last round is kept
+    assert "Round" not in game2.env.text_protocol().render(first[0], "agent_0")
+    text.clear_memory()
+    assert "Round" not in text.render(first[0], "agent_0")
+
+
+def test_system_prompt_names_the_ring_and_formats(game3):
+    prompt = game3.env.text_protocol().system_prompt("agent_2")
+    assert "You own Case 3" in prompt and "Agent 1, owner of Case 1" in prompt
+    for fmt in ("ACTION LOCAL <A-D>", "ACTION QUERY", "NOTE CASE <number> UNSAFE <A-D>"):
+        assert fmt in prompt
+    assert "NO NOTE" in prompt and "FINAL <A-D>" in prompt
