@@ -43,22 +43,30 @@ def window_codes(window: jax.Array) -> jax.Array:
 
 
 def observe(state: OpenCleanupState) -> jax.Array:
-    """uint8[A, 11, 11, 4]: every agent's observation (see the module docstring)."""
+    """uint8[A, 11, 11, 4]: every agent's observation (see the module docstring).
+
+    The cell code and the index of the agent standing there are packed into one int32 layer
+    (``code + 256 * (agent + 1)``), so all views come from a single gather.
+    """
     positions, orientations = state.positions, state.orientations
     num_agents = positions.shape[0]
-    shape = state.grid.shape
-    cells = G.egocentric_views(
-        state.grid, positions, orientations, VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE, C.WALL
+    who_grid = G.agent_grid(positions, state.grid.shape, fill=-1)
+    packed = state.grid.astype(jnp.int32) + 256 * (who_grid + 1)
+    views = G.egocentric_views(
+        packed, positions, orientations, VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE, C.WALL
     )
-    index, facing = G.egocentric_agent_views(
-        positions, orientations, shape, None, VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE
-    )
+    cells = (views & 255).astype(jnp.uint8)
+    index = (views >> 8) - 1  # -1 where nobody stands
+    safe = jnp.clip(index, 0, None)
     observer = jnp.arange(num_agents, dtype=jnp.int32)[:, None, None]
+    facing = G.relative_orientation(orientations[safe], orientations[:, None, None])
     who = jnp.where(
-        index < 0, C.AGENT_NONE, jnp.where(index == observer, C.AGENT_SELF, 2 + facing)
+        index < 0,
+        C.AGENT_NONE,
+        jnp.where(index == observer, C.AGENT_SELF, C.AGENT_OTHER_BASE + facing),
     ).astype(jnp.uint8)
     info_of = (1 + orientations + 4 * (state.frozen > 0)).astype(jnp.uint8)
-    info = jnp.where(index < 0, jnp.uint8(0), info_of[jnp.clip(index, 0, None)])
+    info = jnp.where(index < 0, jnp.uint8(0), info_of[safe])
     window = jnp.broadcast_to(window_codes(state.window)[:, None, None], cells.shape)
     return jnp.stack([cells, who, info, window], axis=-1)
 
