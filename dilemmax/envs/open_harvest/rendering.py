@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dilemmax.envs import grid_render
+from dilemmax.envs import grid, grid_render
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.observation import terrain_codes
 from dilemmax.envs.open_harvest.types import HarvestState
@@ -55,18 +55,24 @@ def agent_letter(index: int) -> str:
 
 
 def render_rgb(state: HarvestState, scale: int = 8) -> np.ndarray:
-    """uint8[H * scale, W * scale, 3]: the whole map, agents drawn facing their way."""
+    """uint8[H * scale, W * scale, 3]: the whole map, agents drawn as arrowheads facing their
+    way (grey while frozen), the cells of beams fired on the last step tinted."""
     codes = np.asarray(terrain_codes(state))
     frozen = np.asarray(state.frozen) > 0
     num_agents = frozen.shape[0]
     colours = np.resize(_AGENT_RGB, (num_agents, 3))
     colours = np.where(frozen[:, None], _FROZEN_RGB, colours).astype(np.uint8)
+    # Beams fired on the last step are tinted (a zapper does not move on the step it fires).
+    beams = grid.beam_mask(
+        state.agent_pos, state.agent_dir, state.last_action == c.ZAP, codes.shape
+    )
     frame = grid_render.render_cells(
         _PALETTE[codes],
         np.asarray(state.agent_pos),
         np.asarray(state.agent_dir),
         colours,
         scale=scale,
+        highlight=np.asarray(beams),
     )
     return np.asarray(frame, np.uint8)
 

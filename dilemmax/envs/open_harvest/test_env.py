@@ -208,11 +208,13 @@ def test_illegal_actions_are_stays_and_are_flagged(env, step, hand_state):
         np.testing.assert_array_equal(got, want)
 
 
-def test_same_key_same_trajectory_and_jit_equals_no_jit(env, step, reset_to):
-    config = env.sample_config(jax.random.key(11))
-    _, state = reset_to(KEY, config)
-    actions = [act(env, agent_0=a, agent_1=b, agent_2=c.ZAP, agent_3=3, agent_4=4)
-               for a, b in ((0, 1), (6, 2))]  # fmt: skip
+def test_same_key_same_trajectory_and_jit_equals_no_jit(env, step, hand_state):
+    # Two steps in which agent 0 eats, agent 1 zaps agent 2 and the others move and turn.
+    state = place(place(_ring(hand_state), 0, 5, 3), 1, 13, 5, facing=1)
+    actions = [
+        act(env, agent_0=c.NORTH_ACTION, agent_1=c.ZAP, agent_3=c.TURN_LEFT, agent_4=c.WEST_ACTION),
+        act(env, agent_0=c.EAST_ACTION, agent_1=c.NORTH_ACTION, agent_3=c.SOUTH_ACTION),
+    ]
     keys = jax.random.split(jax.random.key(3), len(actions))
 
     def play(step_fn):
@@ -223,9 +225,11 @@ def test_same_key_same_trajectory_and_jit_equals_no_jit(env, step, reset_to):
         return out
 
     jitted, again, eager = play(step), play(step), play(env.step_env)
-    for x, y, z in zip(
+    assert bool(jitted[0][4]["ate"][0]) and bool(jitted[0][4]["zapped"][2])
+    leaves = zip(
         jax.tree.leaves(jitted), jax.tree.leaves(again), jax.tree.leaves(eager), strict=True
-    ):
+    )
+    for x, y, z in leaves:
         np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(x, z)
 
