@@ -18,11 +18,12 @@ from 0. Definitions (after the paper's Section 4 and Appendix C):
 - ``early_cleaning`` float32[K]: cells cleared or lightened in the first 50 steps of each trial.
 - ``pickups`` / ``working_tools`` float32[K, A]: pick-ups, and pick-ups that completed a recipe
   (the window became one of the 7 working pairs); ``pickups_per_tool`` float32[K] is the team's
-  ratio (NaN where no working tool was made). Two is the minimum unless the sliding window
-  completes a recipe with one pick-up.
+  ratio (0 where no working tool was made: check ``working_tools``). Two is the minimum unless
+  the sliding window completes a recipe with one pick-up.
 - ``test_shot_share`` float32[K]: the paper's "explore" share, defined for any policy: among
   the team's shots at waste with a full window, the share made with a pair the shooter had never
-  before fired at waste in this episode (a first test of that pair; NaN with no such shots).
+  before fired at waste in this episode (a first test of that pair); 0 with no such shots, and
+  ``shots_at_waste`` float32[K] gives the denominator. Every metric is finite.
 - ``return`` float32[A] and ``length`` int32[] over the whole episode, as every env reports.
 """
 
@@ -72,9 +73,8 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
     tried_before = (jnp.cumsum(at_waste, axis=0) - at_waste) > 0
     first_test = jnp.sum(at_waste * ~tried_before, axis=-1)  # [T, A]
     shots = jnp.sum(at_waste, axis=-1)
-    test_share = M.safe_divide(
-        jnp.sum(per_trial(first_test), -1), jnp.sum(per_trial(shots), -1), jnp.nan
-    )
+    shots_per_trial = jnp.sum(per_trial(shots), -1)
+    test_share = M.safe_divide(jnp.sum(per_trial(first_test), -1), shots_per_trial)
 
     pickups = per_trial((infos["picked_up"] >= 0).astype(jnp.float32))
     tools = per_trial(infos["made_tool"].astype(jnp.float32))
@@ -96,6 +96,7 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
         "early_cleaning": early,
         "pickups": pickups,
         "working_tools": tools,
-        "pickups_per_tool": M.safe_divide(jnp.sum(pickups, -1), jnp.sum(tools, -1), jnp.nan),
+        "pickups_per_tool": M.safe_divide(jnp.sum(pickups, -1), jnp.sum(tools, -1)),
         "test_shot_share": test_share,
+        "shots_at_waste": shots_per_trial,
     }

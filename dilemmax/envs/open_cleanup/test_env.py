@@ -149,10 +149,12 @@ def test_metrics_closed_form():
     assert m["early_cleaning"].tolist() == [3, 3]
     assert m["recipes_known"].tolist() == [[1, 1, 0, 0, 0], [1, 1, 1, 1, 0]]
     assert m["pickups"][:, 4].tolist() == [2, 1] and m["working_tools"][:, 4].tolist() == [1, 0]
-    assert m["pickups_per_tool"][0] == 2.0 and np.isnan(m["pickups_per_tool"][1])
+    assert m["pickups_per_tool"].tolist() == [2.0, 0.0]  # no working tool in trial 1
     # Trial 0: shots (0,3) new, (1,5) new, (1,5) repeat -> 2/3; trial 1: (0,3) repeat, (3,7)
     # new, (2,9) new -> 2/3.
     assert m["test_shot_share"] == pytest.approx([2 / 3, 2 / 3])
+    assert m["shots_at_waste"].tolist() == [3, 3]
+    assert all(np.isfinite(v).all() for v in m.values())
 
 
 def test_episode_with_scripted_policies(env):
