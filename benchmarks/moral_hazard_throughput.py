@@ -111,7 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 1024, 65536])
     parser.add_argument("--agents", type=int, nargs="+", default=[2, 9])
-    parser.add_argument("--steps", type=int, default=60, help="scanned steps per call")
+    parser.add_argument("--steps", type=int, default=30, help="scanned steps per call")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

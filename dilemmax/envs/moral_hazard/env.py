@@ -55,7 +55,7 @@ import jax.numpy as jnp
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
-from dilemmax.envs.moral_hazard.observation import ObsLayout, encode
+from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_all
 from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
@@ -107,12 +107,21 @@ class MoralHazardEnv(MultiAgentEnv):
         drawn = generator.with_sampled_cases(key, self.default_config.replace(sample_cases=True))
         return drawn.replace(sample_cases=jnp.bool_(False))
 
+    def reset(self, key: jax.Array):
+        """A new episode of the default condition (cases drawn once, from ``key``).
+
+        Same distribution as ``reset_to(k, sample_config(k'))``, without drawing twice.
+        """
+        return self.reset_to(key, self.default_config.replace(sample_cases=jnp.bool_(True)))
+
     def reset_to(self, key: jax.Array, config: MoralHazardConfig):
         if config.utilities.shape != (self.num_agents, c.NUM_OPTIONS):
             raise ValueError(
                 f"config is for {config.utilities.shape[0]} agents, env has {self.num_agents}"
             )
+        # The state keeps the cases actually played, as a fixed-case config.
         config = generator.with_sampled_cases(key, config)
+        config = config.replace(sample_cases=jnp.zeros_like(config.sample_cases))
         n = self.num_agents
         none = jnp.full(n, -1, jnp.int32)
         state = MoralHazardState(
@@ -263,7 +272,7 @@ class MoralHazardEnv(MultiAgentEnv):
 
     # ------------------------------------------------------------------ views
     def get_obs(self, state: MoralHazardState) -> dict[str, jax.Array]:
-        stacked = jax.vmap(encode, in_axes=(None, 0))(state, jnp.arange(self.num_agents))
+        stacked = encode_all(state)
         return {a: stacked[i] for i, a in enumerate(self.agents)}
 
     def action_mask(self, state: MoralHazardState) -> dict[str, jax.Array]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from dilemmax.envs.moral_hazard import constants as c
@@ -141,77 +142,78 @@ def utility_ranks(utilities: jax.Array) -> jax.Array:
     return jnp.sum(greater, axis=-1).astype(jnp.int32)
 
 
-def ring_roll(x: jax.Array, shift: jax.Array) -> jax.Array:
-    """Rows of ``x`` ([n, ...]) reordered so row d is row (shift + d) mod n."""
-    n = x.shape[0]
-    return x[(shift + jnp.arange(n)) % n]
+def ring_index(num_agents: int) -> np.ndarray:
+    """int[n, n] (static): entry [i, d] is (i + d) mod n, agent i's ring offset d."""
+    i = np.arange(num_agents)
+    return (i[:, None] + i[None, :]) % num_agents
 
 
-def encode(state: MoralHazardState, agent: int) -> jax.Array:
-    """float32[D]: agent ``agent``'s observation of ``state`` (see the module table)."""
+def encode_all(state: MoralHazardState) -> jax.Array:
+    """float32[n, D]: every agent's observation of ``state`` (see the module table).
+
+    Built for all agents at once with agent-major arrays and static ring indices (no per-agent
+    vmap, whose dynamic gathers cost more than the rest of a step at n = 9).
+    """
     cfg = state.config
     n = cfg.num_agents
     f32 = jnp.float32
-    stage = jax.nn.one_hot(state.stage, c.NUM_STAGES, dtype=f32)
-    utilities = cfg.utilities[agent].astype(f32) / c.MAX_UTILITY
-    ranks = jax.nn.one_hot(utility_ranks(cfg.utilities[agent]), c.NUM_OPTIONS, dtype=f32)
-    question = jax.nn.one_hot(cfg.question[agent], 2, dtype=f32)
+    ring = ring_index(n)
+    hot = lambda x, k: jax.nn.one_hot(x, k, dtype=f32)
 
+    stage = jnp.broadcast_to(hot(state.stage, c.NUM_STAGES), (n, c.NUM_STAGES))
+    utilities = cfg.utilities.astype(f32) / c.MAX_UTILITY
+    ranks = hot(utility_ranks(cfg.utilities), c.NUM_OPTIONS).reshape(n, -1)
+    question = hot(cfg.question, 2)
     worked = state.stage > c.WORK
-    local, query = state.chose_local[agent], state.queried[agent]
-    work = jnp.stack([local, query, worked & ~local & ~query]).astype(f32)
-    successor = (agent + 1) % n
-    learned = jax.nn.one_hot(cfg.unsafe[successor], c.NUM_OPTIONS, dtype=f32) * query
+    local, query = state.chose_local, state.queried
+    work = jnp.stack([local, query, worked & ~local & ~query], axis=-1).astype(f32)
+    learned = hot(cfg.unsafe[ring[:, 1]], c.NUM_OPTIONS) * query[:, None]
 
     # The board: notes become readable once the note stage has been played.
     posted = (state.note_case >= 0) & (state.stage >= c.FINAL)
-    offsets = (state.note_case - agent) % n  # case named by each poster, as an offset from me
-    note_hot = (
-        jax.nn.one_hot(offsets, n, dtype=f32)[:, :, None]
-        * jax.nn.one_hot(state.note_option, c.NUM_OPTIONS, dtype=f32)[:, None, :]
-        * posted[:, None, None]
-    )  # [poster, case offset, option]
-    counts = jnp.sum(note_hot, axis=0)
-    warned = (counts > 0).astype(f32)
-    warn_share = counts / n
-    poster_rows = (
-        jnp.concatenate(
-            [
-                jax.nn.one_hot(offsets, n, dtype=f32),
-                jax.nn.one_hot(state.note_option, c.NUM_OPTIONS, dtype=f32),
-            ],
-            axis=-1,
-        )
-        * (posted & cfg.provenance_visible)[:, None]
+    option_hot = hot(state.note_option, c.NUM_OPTIONS) * posted[:, None]  # [poster, option]
+    counts = jnp.einsum("pc,px->cx", hot(state.note_case, n), option_hot)  # [case, option]
+    by_offset = counts[ring]  # [agent, case offset, option]
+    warned = (by_offset > 0).astype(f32).reshape(n, -1)
+    warn_share = (by_offset / n).reshape(n, -1)
+    # Poster rows, reordered per observer: row d is poster (i + d) mod n, its case as an offset
+    # from the observer i.
+    visible = (posted & cfg.provenance_visible)[ring]  # [agent, d]
+    case_offset = (state.note_case[ring] - jnp.arange(n)[:, None]) % n  # [agent, d]
+    posters = (
+        jnp.concatenate([hot(case_offset, n), option_hot[ring] * posted[ring][..., None]], axis=-1)
+        * visible[..., None]
     )
-    posters = ring_roll(poster_rows, jnp.int32(agent))
 
-    contract = jnp.clip(
-        jnp.stack(
-            [
-                cfg.w_local,
-                cfg.w_final,
-                cfg.w_team,
-                cfg.cost,
-                cfg.shares[agent],
-                cfg.private_reward.astype(f32),
-                cfg.provenance_visible.astype(f32),
-            ]
-        ).astype(f32),
-        0.0,
-        1.0,
-    )
+    contract = jnp.stack(
+        [
+            jnp.broadcast_to(cfg.w_local, (n,)),
+            jnp.broadcast_to(cfg.w_final, (n,)),
+            jnp.broadcast_to(cfg.w_team, (n,)),
+            jnp.broadcast_to(cfg.cost, (n,)),
+            cfg.shares,
+            jnp.broadcast_to(cfg.private_reward, (n,)).astype(f32),
+            jnp.broadcast_to(cfg.provenance_visible, (n,)).astype(f32),
+        ],
+        axis=-1,
+    ).astype(f32)
     return jnp.concatenate(
         [
             stage,
             utilities,
-            ranks.reshape(-1),
+            ranks,
             question,
             work,
             learned,
-            warned.reshape(-1),
-            warn_share.reshape(-1),
-            posters.reshape(-1),
-            contract,
-        ]
+            warned,
+            warn_share,
+            posters.reshape(n, -1),
+            jnp.clip(contract, 0.0, 1.0),
+        ],
+        axis=-1,
     )
+
+
+def encode(state: MoralHazardState, agent: int) -> jax.Array:
+    """float32[D]: agent ``agent``'s observation of ``state``."""
+    return encode_all(state)[agent]
