@@ -37,7 +37,11 @@ class OrchardEvents:
 
 
 def _uniform_int(bits: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
-    """int32[...]: integers in [low, high] from uint32 random bits (bias < 1e-8)."""
+    """int32[...]: integers in [low, high] from random bits: ``low + bits % span``.
+
+    Exact when the span divides the bits' range (a rot delay of 2-5 from 8 bits); otherwise the
+    bias is below span / range (< 1e-8 for a stage length from 32 bits).
+    """
     span = (high - low + 1).astype(jnp.uint32)
     return low + (bits % span).astype(jnp.int32)
 
@@ -52,17 +56,22 @@ def stage_of(age: jax.Array, stage_length: jax.Array) -> jax.Array:
     return jnp.minimum(age // stage_length, c.NUM_STAGES - 1).astype(jnp.int32)
 
 
-def lay_orchard(bits: jax.Array, config: HarvestConfig) -> Orchard:
+def draw_stage_lengths(bits: jax.Array, config: HarvestConfig) -> jax.Array:
+    """int32[...]: stage lengths uniform in [min, max] (15-20) from uint32 random bits."""
+    return _uniform_int(bits, config.stage_length_min, config.stage_length_max)
+
+
+def lay_orchard(stage_length: jax.Array) -> Orchard:
     """A fresh orchard at a trial start: an unripe apple (age 0) on every tree.
 
     Args:
-        bits: uint32[T], random bits for the apples' stage lengths.
+        stage_length: int32[T], the new apples' stage lengths.
     """
-    num_trees = config.layout.tree_patch.shape[0]
+    num_trees = stage_length.shape[0]
     return Orchard(
         apple=jnp.ones((num_trees,), bool),
         age=jnp.zeros((num_trees,), jnp.int32),
-        stage_length=_uniform_int(bits, config.stage_length_min, config.stage_length_max),
+        stage_length=stage_length.astype(jnp.int32),
         eaten_stage=jnp.full((num_trees,), -1, jnp.int32),
         regrow_timer=jnp.zeros((num_trees,), jnp.int32),
     )
@@ -131,7 +140,7 @@ def advance_orchard(
         occupied: bool[T], trees with an agent standing on them (no apple grows there).
     """
     num_trees = orchard.apple.shape[0]
-    bits = jax.random.bits(key, (3, num_trees), jnp.uint32)
+    bits = jax.random.bits(key, (2, num_trees), jnp.uint32)
 
     n = apples_nearby(orchard.apple, config.layout.neighbours)
 
@@ -146,16 +155,17 @@ def advance_orchard(
     due = waiting & (timer == 0)
     regrown_after_rot = due & ~occupied
     timer = jnp.where(due & occupied, 1, timer)
-    delay = _uniform_int(bits[0], config.rot_regrow_min, config.rot_regrow_max)
+    # bits[0]: its high 24 bits decide regrowth, its low 8 bits a rot delay; bits[1]: lengths.
+    delay = _uniform_int(bits[0] & 0xFF, config.rot_regrow_min, config.rot_regrow_max)
     timer = jnp.where(rotted, delay, timer)
 
     # Eaten cells regrow with a probability set by the apples around them.
     eaten_empty = ~orchard.apple & ~waiting & (orchard.eaten_stage >= 0) & ~occupied
     p = regrowth_probability(n, config.tree_colour, orchard.eaten_stage, config)
-    regrown = eaten_empty & (_unit_float(bits[1]) < p)
+    regrown = eaten_empty & (_unit_float(bits[0]) < p)
 
     new = regrown | regrown_after_rot
-    new_length = _uniform_int(bits[2], config.stage_length_min, config.stage_length_max)
+    new_length = draw_stage_lengths(bits[1], config)
     orchard = Orchard(
         apple=apple | new,
         age=jnp.where(new, 0, age),

@@ -36,7 +36,7 @@ from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, observation
-from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState
+from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -113,9 +113,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             agent_dir=jnp.zeros((a,), jnp.int32),
             frozen=jnp.zeros((a,), jnp.int32),
             cooldown=jnp.zeros((a,), jnp.int32),
-            orchard=dynamics.lay_orchard(
-                jnp.zeros(config.layout.tree_patch.shape, jnp.uint32), config
-            ),
+            orchard=dynamics.lay_orchard(jnp.ones(config.layout.tree_patch.shape, jnp.int32)),
             trial=jnp.int32(0),
             step_in_trial=jnp.int32(0),
             time=jnp.int32(0),
@@ -128,25 +126,37 @@ class OpenHarvestEnv(MultiAgentEnv):
             last_hit_by=jnp.full((a,), -1, jnp.int32),
             known_pay=jnp.zeros((a, c.NUM_COLOURS, c.NUM_STAGES), bool),
             done=jnp.bool_(False),
+            starts=self._draw_trial_starts(key, config),
         )
-        state = self._start_trial(key, state)
+        state = self._start_trial(state, jnp.int32(0))
         return self.get_obs(state), state
 
-    def _start_trial(self, key: jax.Array, state: HarvestState) -> HarvestState:
-        """The state at a trial start: orchard re-laid, agents on random spawn points facing
-        random ways."""
+    def _draw_trial_starts(self, key: jax.Array, config: HarvestConfig) -> TrialStarts:
+        """Spawn cells, facings and apple stage lengths of all the episode's trial starts."""
         key_spawn, key_bits = jax.random.split(key)
-        layout = state.config.layout
-        a, num_trees = self.num_agents, layout.tree_patch.shape[0]
-        bits = jax.random.bits(key_bits, (num_trees + a,), jnp.uint32)
+        layout = config.layout
+        a, k, num_trees = self.num_agents, self.num_trials, layout.tree_patch.shape[0]
         spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
-        positions = grid.sample_spawn_positions(key_spawn, layout.spawn_points, spawn_valid, a)
-        return state.replace(
+        positions = jax.vmap(grid.sample_spawn_positions, in_axes=(0, None, None, None))(
+            jax.random.split(key_spawn, k), layout.spawn_points, spawn_valid, a
+        )
+        bits = jax.random.bits(key_bits, (k, num_trees + a), jnp.uint32)
+        return TrialStarts(
             agent_pos=positions,
-            agent_dir=(bits[num_trees:] % 4).astype(jnp.int32),
+            agent_dir=(bits[:, num_trees:] % 4).astype(jnp.int32),
+            stage_length=dynamics.draw_stage_lengths(bits[:, :num_trees], config),
+        )
+
+    def _start_trial(self, state: HarvestState, trial: jax.Array) -> HarvestState:
+        """``state`` at the start of ``trial``: orchard re-laid, agents on their spawn cells."""
+        a = self.num_agents
+        return state.replace(
+            agent_pos=state.starts.agent_pos[trial],
+            agent_dir=state.starts.agent_dir[trial],
             frozen=jnp.zeros((a,), jnp.int32),
             cooldown=jnp.zeros((a,), jnp.int32),
-            orchard=dynamics.lay_orchard(bits[:num_trees], state.config),
+            orchard=dynamics.lay_orchard(state.starts.stage_length[trial]),
+            trial=jnp.asarray(trial, jnp.int32),
             step_in_trial=jnp.int32(0),
             trial_return=jnp.zeros((a,), jnp.float32),
             trial_eaten=jnp.zeros((a,), jnp.int32),
@@ -161,7 +171,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         return mask.at[:, c.STAY].set(True)
 
     def step_env(self, key: jax.Array, state: HarvestState, actions: Mapping[str, jax.Array]):
-        key_move, key_spawn, key_orchard, key_trial = jax.random.split(key, 4)
+        key_move, key_spawn, key_orchard = jax.random.split(key, 3)
         config, layout = state.config, state.config.layout
         chosen = jnp.stack([jnp.asarray(actions[a], jnp.int32) for a in self.agents])
         free = state.frozen == 0
@@ -230,7 +240,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             known_pay=state.known_pay | learned,
             done=episode_done,
         )
-        next_trial = self._start_trial(key_trial, played).replace(trial=state.trial + 1)
+        next_trial = self._start_trial(played, jnp.minimum(state.trial + 1, self.num_trials - 1))
         new_trial = trial_done & ~episode_done
         next_state = jax.tree.map(lambda n, p: jnp.where(new_trial, n, p), next_trial, played)
 

@@ -80,7 +80,7 @@ def test_rot_delays_and_stage_lengths_cover_their_ranges_uniformly():
     assert values.tolist() == [2, 3, 4, 5]
     assert np.allclose(counts / delays.size, 0.25, atol=0.01)
     bits = jax.random.bits(jax.random.key(1), (100, T), jnp.uint32)
-    laid = jax.vmap(lambda b: dynamics.lay_orchard(b, CONFIG))(bits)
+    laid = dynamics.lay_orchard(dynamics.draw_stage_lengths(bits, CONFIG).reshape(-1))
     assert bool(laid.apple.all()) and not bool(laid.age.any())
     values, counts = np.unique(np.asarray(laid.stage_length), return_counts=True)
     assert values.tolist() == list(range(c.STAGE_LENGTH_MIN, c.STAGE_LENGTH_MAX + 1))

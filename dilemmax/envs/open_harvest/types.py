@@ -131,6 +131,22 @@ class Orchard:
 
 
 @struct.dataclass
+class TrialStarts:
+    """Where every trial of the episode starts, drawn once at reset so a step never spends
+    random numbers on a reset it rarely needs (``K`` trials).
+
+    Attributes:
+        agent_pos: int32[K, A, 2], distinct spawn cells.
+        agent_dir: int32[K, A], orientations.
+        stage_length: int32[K, T], the stage lengths of the apples laid at each trial start.
+    """
+
+    agent_pos: jax.Array
+    agent_dir: jax.Array
+    stage_length: jax.Array
+
+
+@struct.dataclass
 class HarvestState:
     """The full state of an OpenHarvest episode.
 
@@ -155,6 +171,7 @@ class HarvestState:
         known_pay: bool[A, C, G], colour-stage pairs the agent has eaten this episode (what it
             can know of the pay rule).
         done: bool[], the episode is over.
+        starts: the pre-drawn trial starts (:class:`TrialStarts`).
     """
 
     config: HarvestConfig
@@ -175,3 +192,4 @@ class HarvestState:
     last_hit_by: jax.Array
     known_pay: jax.Array
     done: jax.Array
+    starts: TrialStarts
