@@ -74,29 +74,33 @@ _EXCLUSION_OFFSETS = np.array(
 # ---------------------------------------------------------------- layouts
 
 
-def _forbidden_cells(placed: jax.Array | None, spawn_row: jax.Array) -> jax.Array:
+def _forbidden_cells(trees: jax.Array, placed: jax.Array, spawn_row: jax.Array) -> jax.Array:
     """bool[H, W]: cells a new patch may not cover (near a placed tree, or on the spawn row).
 
     Args:
-        placed: int32[n, 2], the trees placed so far (None before the first patch).
+        trees: int32[T, 2], tree cells; only those flagged in ``placed`` count.
+        placed: bool[T].
     """
     rows = jnp.arange(c.GRID_HEIGHT)[:, None]
     forbidden = jnp.broadcast_to(rows == spawn_row, (c.GRID_HEIGHT, c.GRID_WIDTH))
-    if placed is None:
-        return forbidden
-    near = (placed[:, None, :] + jnp.asarray(_EXCLUSION_OFFSETS)[None]).reshape(-1, 2)
-    inside = (near >= 0).all(-1) & (near[:, 0] < c.GRID_HEIGHT) & (near[:, 1] < c.GRID_WIDTH)
-    flat = jnp.where(inside, near[:, 0] * c.GRID_WIDTH + near[:, 1], c.GRID_HEIGHT * c.GRID_WIDTH)
-    marked = jnp.zeros(c.GRID_HEIGHT * c.GRID_WIDTH, bool).at[flat].set(True, mode="drop")
+    near = trees[:, None, :] + jnp.asarray(_EXCLUSION_OFFSETS)[None]  # [T, E, 2]
+    inside = (near >= 0).all(-1) & (near[..., 0] < c.GRID_HEIGHT) & (near[..., 1] < c.GRID_WIDTH)
+    inside &= placed[:, None]
+    flat = jnp.where(
+        inside, near[..., 0] * c.GRID_WIDTH + near[..., 1], c.GRID_HEIGHT * c.GRID_WIDTH
+    )
+    marked = (
+        jnp.zeros(c.GRID_HEIGHT * c.GRID_WIDTH, bool).at[flat.reshape(-1)].set(True, mode="drop")
+    )
     return forbidden | marked.reshape(c.GRID_HEIGHT, c.GRID_WIDTH)
 
 
-def _place_patch(bits, placed, spawn_row, turned_shapes):
+def _place_patch(bits, trees, placed, spawn_row, turned_shapes):
     """Places one patch uniformly among the anchors where it fits.
 
     Args:
         bits: uint32[1 + H*W], this patch's random bits (one for the turn, one per anchor).
-        placed: int32[n, 2], the trees placed so far (None before the first patch).
+        trees, placed: int32[T, 2] and bool[T], the trees placed so far.
         turned_shapes: int32[4, k, 2], the patch's shape under each number of quarter turns.
 
     Returns:
@@ -104,7 +108,7 @@ def _place_patch(bits, placed, spawn_row, turned_shapes):
     """
     turns = (bits[0] % 4).astype(jnp.int32)
     shape = jnp.asarray(turned_shapes)[turns]  # [k, 2]
-    forbidden = _forbidden_cells(placed, spawn_row)
+    forbidden = _forbidden_cells(trees, placed, spawn_row)
     rows, cols = jnp.meshgrid(jnp.arange(c.GRID_HEIGHT), jnp.arange(c.GRID_WIDTH), indexing="ij")
     anchors = jnp.stack([rows.reshape(-1), cols.reshape(-1)], axis=-1)  # [H*W, 2]
     cells = anchors[:, None, :] + shape[None, :, :]  # [H*W, k, 2]
@@ -121,22 +125,49 @@ def _place_patch(bits, placed, spawn_row, turned_shapes):
 _BITS_PER_PATCH = 1 + c.GRID_HEIGHT * c.GRID_WIDTH
 
 
+def _patch_groups() -> list[tuple[int, int, int]]:
+    """(first patch, number of patches, size) of each run of equal-sized patches."""
+    groups, first = [], 0
+    for patch in range(1, c.NUM_PATCHES + 1):
+        if patch == c.NUM_PATCHES or c.PATCH_SIZES[patch] != c.PATCH_SIZES[first]:
+            groups.append((first, patch - first, c.PATCH_SIZES[first]))
+            first = patch
+    return groups
+
+
 def _try_layout(key):
     """One placement attempt: (tree_positions [T, 2], patch_turns [P], spawn_row, success).
 
-    All randomness comes from one draw of bits (fewer PRNG calls compile much faster).
+    Patches are placed one after the other, largest first; equal-sized patches share one loop
+    body, and all randomness comes from one draw of bits, which keeps compilation short.
     """
     bits = jax.random.bits(key, (1 + c.NUM_PATCHES * _BITS_PER_PATCH,), jnp.uint32)
     spawn_row = (bits[0] % c.GRID_HEIGHT).astype(jnp.int32)
     patch_bits = bits[1:].reshape(c.NUM_PATCHES, _BITS_PER_PATCH)
-    all_cells, all_turns, success = [], [], jnp.bool_(True)
-    for patch in range(c.NUM_PATCHES):  # static: 6 patches, largest first
-        placed = jnp.concatenate(all_cells) if all_cells else None
-        cells, turns, fits = _place_patch(patch_bits[patch], placed, spawn_row, PATCH_TURNS[patch])
-        all_cells.append(cells)
-        all_turns.append(turns)
-        success &= fits
-    return jnp.concatenate(all_cells), jnp.stack(all_turns), spawn_row, success
+    carry = (
+        jnp.zeros((c.NUM_TREES, 2), jnp.int32),
+        jnp.zeros((c.NUM_TREES,), bool),
+        jnp.zeros((c.NUM_PATCHES,), jnp.int32),
+        jnp.bool_(True),
+    )
+    offset = 0
+    for first, count, size in _patch_groups():  # static: diamonds, then triangles
+
+        def place(i, carry, first=first, size=size, offset=offset):
+            trees, placed, turns, success = carry
+            patch = first + i
+            cells, turn, fits = _place_patch(
+                patch_bits[patch], trees, placed, spawn_row, PATCH_TURNS[first]
+            )
+            start = offset + i * size
+            trees = jax.lax.dynamic_update_slice(trees, cells, (start, 0))
+            placed = jax.lax.dynamic_update_slice(placed, jnp.ones((size,), bool), (start,))
+            return trees, placed, turns.at[patch].set(turn), success & fits
+
+        carry = jax.lax.fori_loop(0, count, place, carry)
+        offset += count * size
+    trees, _, turns, success = carry
+    return trees, turns, spawn_row, success
 
 
 def neighbour_table(tree_positions: jax.Array) -> jax.Array:
