@@ -6,11 +6,12 @@
   either, it moves or turns at random. It never picks up, fires or cleans. It reads only the
   observation array (any ``observation`` kind of the env).
 - ``informed_cleaner`` (an upper reference, privileged): reads the full state through
-  ``observation.state``, so it knows the hidden recipes. While any waste is left it cleans: it
-  keeps the working tool it holds while that tool has work on the map, otherwise it takes the
-  effect with the most cells to act on, picks up that recipe's two tools in order at the nearest
+  ``observation.state``, so it knows the hidden recipes. While at least 10 % of the river is
+  polluted it cleans: it keeps the working tool it holds while that tool has work on the map,
+  otherwise agent i takes the (i mod k)-th busiest of the k effects with work (a division of
+  labour without communication), picks up that recipe's two tools in order at the nearest
   stations, walks next to the nearest cell the tool acts on, faces it and fires (it fires
-  whenever its beam covers such a cell). With a clean river it plays ``greedy``.
+  whenever its beam covers such a cell). Below 10 % pollution it plays ``greedy``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import observation as O
 
 _RANDOM_MOVE_PROB = 0.05  # breaks ties and deadlocks between scripted agents
+# The informed cleaner harvests while the polluted share of the river is below this (apples then
+# grow at 75 % or more of their top rate) and cleans above it.
+CLEAN_ABOVE = 0.1
 
 
 def _decode(array: jax.Array):
@@ -122,7 +126,11 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     pair = D.window_pair(state.window[me][None])[0]
     held = jnp.where(pair >= 0, config.pair_effect[jnp.clip(pair, 0, None)], C.NO_EFFECT)
     held_work = jnp.where(held < C.NUM_EFFECTS, work[jnp.clip(held, 0, C.NUM_EFFECTS - 1)], 0)
-    goal = jnp.where(held_work > 0, held, jnp.argmax(work))
+    # Division of labour without communication: agent i takes the (i mod k)-th busiest of the k
+    # effects that have work, unless the tool in hand still has work.
+    order = jnp.argsort(-work)
+    busy = jnp.maximum(jnp.sum(work > 0), 1)
+    goal = jnp.where(held_work > 0, held, order[me % busy])
     targets = acts_on[jnp.clip(goal, 0, C.NUM_EFFECTS - 1)]
     holding_goal = held == goal
 
@@ -169,7 +177,9 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     )
 
     action = jnp.where(holding_goal, clean_action, craft_action)
-    action = jnp.where(jnp.any(work > 0), action, greedy_policy(k_greedy, observation))
+    share = D.pollution(grid, config.river_mask, C.NUM_RIVER + C.NUM_STREAM)
+    clean_now = jnp.any(work > 0) & (share >= CLEAN_ABOVE)
+    action = jnp.where(clean_now, action, greedy_policy(k_greedy, observation))
     return jnp.where(observation.mask[action], action, C.STAY_ACTION).astype(jnp.int32)
 
 

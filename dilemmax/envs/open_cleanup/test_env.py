@@ -188,10 +188,13 @@ def test_greedy_walks_to_the_nearest_visible_apple(env):
 
 def test_informed_cleaner_crafts_then_fires(env):
     grid = ground()
-    grid[5, 8] = C.WASTE_BASE + 2 * 3 + C.DARK  # dark green, straight ahead of (6, 8) facing north
+    grid[5, 6:11] = C.WASTE_BASE + 2 * 3 + C.DARK  # dark green; (5, 8) is ahead of (6, 8) facing N
     grid[6, 8] = C.STATION_BASE + 2
     rule = make_rule(dark=(2, 0))
     base = hand_state(env, rule, grid, bottom_row(env, (6, 8)), [0] * env.num_agents)
+    # A river of those 5 cells: 5 / 37 polluted, above the 10 % at which the cleaner cleans.
+    river = jnp.zeros((H, W), bool).at[5, 6:11].set(True)
+    base = base.replace(config=base.config.replace(river_mask=river))
     for window, expected in (([-1, -1], C.PICK_UP_ACTION), ([2, 0], C.FIRE_ACTION)):
         state = base.replace(window=base.window.at[0].set(jnp.asarray(window)))
         view = observations_for(env, env.get_obs(state), state)["agent_0"]
