@@ -6,8 +6,13 @@ observation is summed into the scan carry so XLA cannot drop it. Compile time is
 (``lower().compile()``), the timed runs are blocked on their results, and the best of a few
 repeats is reported. Peak memory is the process's peak resident set size.
 
-Run: ``python benchmarks/open_harvest_throughput.py [--envs 1 64 256 1024] [--steps 400]``;
-prints a markdown table and writes it to ``benchmarks/results/open_harvest.md`` with ``--write``.
+It also plays the scripted baselines (greedy, sustainable, oracle, random) on the paper's
+settings with ``run_episodes`` and reports the paper's measures, as the reference for what
+restraint can earn (``--episodes 0`` skips them).
+
+Run: ``python benchmarks/open_harvest_throughput.py [--envs 1 64 256 1024] [--steps 400]
+[--episodes 16]``; prints markdown tables and writes them to
+``benchmarks/results/open_harvest.md`` with ``--write``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import jax.numpy as jnp
 
 import dilemmax
 from dilemmax.envs.open_harvest import constants as c
+from dilemmax.envs.rollout import run_episodes
 
 
 def make_runner(env, num_envs: int, num_steps: int, observation_sum: bool = True):
@@ -91,11 +97,33 @@ def pool_build_time() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def baselines(env, num_episodes: int) -> list[str]:
+    """Markdown rows: the paper's measures for each scripted policy (mean over episodes)."""
+    rows = []
+    for name, policy in env.scripted_policies().items():
+        start = time.perf_counter()
+        _, m = run_episodes(env, policy, jax.random.key(2026), num_episodes)
+        m = jax.device_get(m)
+        seconds = time.perf_counter() - start
+        per_trial = m["mean_return_per_trial"].mean(0)
+        rows.append(
+            f"| {name} | {m['return'].mean() / env.num_trials:.2f} | "
+            + " / ".join(f"{v:.1f}" for v in per_trial)
+            + f" | {m['orchard_lifetime'].mean():.0f} | {m['gini'].mean():.2f} | "
+            f"{100 * m['best_stage_share_team'].mean():.0f} | "
+            f"{100 * m['premature_share_team'].mean():.0f} | "
+            f"{m['points_per_apple_team'].mean():.2f} | {100 * m['payoffs_known'].mean():.0f} | "
+            f"{m['zaps_fired'].mean():.1f} | {seconds:.0f} |"
+        )
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 64, 256, 1024])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--episodes", type=int, default=16, help="episodes per baseline")
     parser.add_argument("--write", action="store_true", help="write benchmarks/results/...")
     args = parser.parse_args()
 
@@ -127,6 +155,23 @@ def main():
         )
     lines += ["", f"Building the default pools (256 layouts, 100,000 rules) in a fresh process, "
               f"imports included: {build_s:.1f} s."]  # fmt: skip
+    if args.episodes > 0:
+        lines += [
+            "",
+            "## Scripted baselines",
+            "",
+            f"{args.episodes} episodes per policy (5 agents, 5 trials of at most 400 steps, "
+            "configurations from the train split), all agents playing the same script. Return: "
+            "per agent per trial. Lifetime: step of the trial at which the orchard died (400 "
+            "if it lived). Best / premature: % of apples eaten at the best-paying stage of "
+            "their colour / before it. Known: % of the learnable pays tasted by the end. "
+            "Zaps: fired per agent per episode. Time: compile + run.",
+            "",
+            "| policy | return | return by trial | lifetime | Gini | best % | premature % | "
+            "points/apple | known % | zaps | time (s) |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        lines += baselines(env, args.episodes)
     table = "\n".join(lines)
     print(table)
     if args.write:
