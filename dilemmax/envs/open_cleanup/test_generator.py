@@ -100,7 +100,11 @@ def test_pools_are_deterministic_in_the_seed_and_split_disjoint():
 
 
 def test_config_lays_out_the_map(env):
-    config = env.sample_config(jax.random.PRNGKey(7))
+    # A grid of configurations is one vmap.
+    configs = jax.jit(jax.vmap(env.sample_config))(jax.random.split(jax.random.PRNGKey(8), 3))
+    assert configs.initial_grid.shape == (3, C.GRID_HEIGHT, C.GRID_WIDTH)
+    assert jnp.asarray(configs.p_spawn).shape == (3,)
+    config = jax.tree.map(lambda x: x[0], configs)
     grid = np.asarray(config.initial_grid)
     lay = config.layout
     river_codes = grid[np.asarray(lay.river)[:, 0], np.asarray(lay.river)[:, 1]]
@@ -112,7 +116,3 @@ def test_config_lays_out_the_map(env):
     assert (grid >= C.STATION_BASE).sum() == C.NUM_STATIONS
     assert (grid == C.WATER).sum() == C.NUM_CLEAN_START + C.NUM_STREAM
     assert int(np.asarray(config.river_mask).sum()) == C.NUM_RIVER
-    # A grid of configurations is one vmap.
-    configs = jax.vmap(env.sample_config)(jax.random.split(jax.random.PRNGKey(8), 3))
-    assert configs.initial_grid.shape == (3, C.GRID_HEIGHT, C.GRID_WIDTH)
-    assert jnp.asarray(configs.p_spawn).shape == (3,)
