@@ -86,19 +86,24 @@ VIEW_HEIGHT = VIEW_AHEAD + VIEW_BEHIND + 1
 VIEW_WIDTH = 2 * VIEW_SIDE + 1
 SELF_ROW, SELF_COL = VIEW_AHEAD, VIEW_SIDE  # the observer's own cell in its view
 
-# Channel 0 of an observation: one code per cell.
+# An observation is uint8[11, 11, 3]; channels 0-2 have the same meaning as OpenCleanup's.
+# Channel 0, the cell (agents do not hide what they stand on).
 CODE_WALL = 0  # a wall, or outside the map (the paper draws both as ##)
 CODE_GROUND = 1
 CODE_EMPTY_TREE = 2  # + colour: 2..6, a tree cell with no apple
 CODE_APPLE = 7  # + colour * 3 + stage: 7..21
-CODE_AGENT = 22  # + orientation relative to the observer (0 = same facing, 1 = turned right...)
-CODE_SELF = 26  # the observer's own cell
-NUM_CODES = 27
-# Channel 1: the agent on the cell, if any: 0 = none, else 1 + absolute orientation (0..3)
-# + 4 if that agent is frozen (1..8). The observer's own entry (at SELF_ROW, SELF_COL) therefore
-# says which way it faces and whether it is frozen, as the paper's text view does.
-NUM_AGENT_CODES = 9
-OBS_CHANNELS = 2
+NUM_CELL_CODES = 22
+# Channel 1, who stands there: nobody, the observer itself (always and only at [9, 5]), or
+# another agent: 2 + its facing relative to the observer (0 the same way, 1 the observer's
+# right, 2 towards the observer, 3 its left).
+WHO_NOBODY, WHO_SELF, WHO_OTHER = 0, 1, 2
+NUM_WHO_CODES = 6
+# Channel 2, agent info: 0 nobody, else 1 + the agent's absolute orientation (N, E, S, W) + 4 if
+# it is frozen. At [9, 5] this is the observer's own compass facing (which compass moves need)
+# and whether it is frozen, both of which its text view states too.
+NUM_INFO_CODES = 9
+OBS_CHANNELS = 3
+OBS_HIGH = NUM_CELL_CODES - 1  # the largest value in any channel
 
 # ---------------------------------------------------------------- pools
 DEFAULT_NUM_LAYOUTS = 256  # [spec]

@@ -47,8 +47,8 @@ class OpenHarvestEnv(MultiAgentEnv):
 
     Args:
         num_agents: number of agents (1-20; the paper uses 5).
-        observation: "codes" (uint8[11, 11, 2], see :mod:`.observation`) or "one_hot"
-            (float32[11, 11, 36]).
+        observation: "codes" (uint8[11, 11, 3], see :mod:`.observation`) or "one_hot"
+            (float32[11, 11, 37]).
         split: which part of the pools ``sample_config`` draws from: "train", "held_out" or
             "all".
         pool_seed: seed of the layout and rule pools.
@@ -94,7 +94,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         )[split]
         if observation == "codes":
             shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, c.OBS_CHANNELS)
-            self._obs_space = Box(0, c.NUM_CODES - 1, shape, jnp.uint8)
+            self._obs_space = Box(0, c.OBS_HIGH, shape, jnp.uint8)
         else:
             shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, observation_one_hot_channels())
             self._obs_space = Box(0.0, 1.0, shape, jnp.float32)
@@ -115,7 +115,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             cooldown=jnp.zeros((a,), jnp.int32),
             orchard=dynamics.lay_orchard(jnp.ones(config.layout.tree_patch.shape, jnp.int32)),
             trial=jnp.int32(0),
-            step_in_trial=jnp.int32(0),
+            trial_step=jnp.int32(0),
             time=jnp.int32(0),
             trial_return=jnp.zeros((a,), jnp.float32),
             trial_eaten=jnp.zeros((a,), jnp.int32),
@@ -157,7 +157,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             cooldown=jnp.zeros((a,), jnp.int32),
             orchard=dynamics.lay_orchard(state.starts.stage_length[trial]),
             trial=jnp.asarray(trial, jnp.int32),
-            step_in_trial=jnp.int32(0),
+            trial_step=jnp.int32(0),
             trial_return=jnp.zeros((a,), jnp.float32),
             trial_eaten=jnp.zeros((a,), jnp.int32),
         )
@@ -217,9 +217,9 @@ class OpenHarvestEnv(MultiAgentEnv):
             jax.nn.one_hot(eaten["ate_colour"], c.NUM_COLOURS, dtype=bool)[:, :, None]
             & jax.nn.one_hot(eaten["ate_stage"], c.NUM_STAGES, dtype=bool)[:, None, :]
         )
-        step_in_trial = state.step_in_trial + 1
+        trial_step = state.trial_step + 1
         dead = dynamics.orchard_dead(orchard)
-        trial_done = (step_in_trial >= self.trial_steps) | dead
+        trial_done = (trial_step >= self.trial_steps) | dead
         episode_done = trial_done & (state.trial >= self.num_trials - 1)
 
         played = state.replace(
@@ -228,7 +228,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             frozen=frozen,
             cooldown=cooldown,
             orchard=orchard,
-            step_in_trial=step_in_trial,
+            trial_step=trial_step,
             time=state.time + 1,
             trial_return=state.trial_return + pay,
             trial_eaten=state.trial_eaten + ate.astype(jnp.int32),
@@ -250,7 +250,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         infos = {
             "trial_done": trial_done,
             "trial": state.trial,
-            "step_in_trial": step_in_trial,
+            "trial_step": state.trial_step,
             "orchard_dead": dead,
             "num_apples": jnp.sum(orchard.apple, dtype=jnp.int32),
             "ate": ate,
@@ -289,8 +289,8 @@ class OpenHarvestEnv(MultiAgentEnv):
         return self._action_space
 
     def global_state(self, state: HarvestState) -> jax.Array:
-        """float32[H * W * 2 + 2 * A]: the whole map's codes, plus every agent's frozen and
-        cooldown counters (the critic sees what no single agent can)."""
+        """float32[H * W * 3 + 2 * A]: the whole map's three code channels (agents in absolute
+        orientation), plus every agent's frozen and cooldown counters."""
         layers = observation.map_layers(state).reshape(-1).astype(jnp.float32)
         timers = jnp.concatenate([state.frozen, state.cooldown]).astype(jnp.float32)
         return jnp.concatenate([layers, timers])
@@ -329,5 +329,5 @@ class OpenHarvestEnv(MultiAgentEnv):
 
 
 def observation_one_hot_channels() -> int:
-    """Channels of the one-hot observation: 27 cell codes + 9 agent codes."""
+    """Channels of the one-hot observation: 22 cell + 6 who + 9 agent-info codes."""
     return observation.ONE_HOT_CHANNELS

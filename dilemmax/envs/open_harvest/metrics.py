@@ -55,8 +55,8 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
     played = jnp.any(in_trial > 0, axis=0)  # [K]
 
     # A trial's last step carries its length; if the orchard died it died on that step.
-    step_in_trial = jnp.where(valid, infos["step_in_trial"], 0)
-    lifetime = jnp.max(in_trial * step_in_trial[:, None], axis=0).astype(jnp.int32)
+    steps_played = jnp.where(valid, infos["trial_step"] + 1, 0)
+    lifetime = jnp.max(in_trial * steps_played[:, None], axis=0).astype(jnp.int32)
     died = jnp.any((in_trial > 0) & infos["orchard_dead"][:, None], axis=0)
 
     gini_per_trial = jax.vmap(gini)(return_per_trial)

@@ -1,17 +1,18 @@
 """Observations of OpenHarvest: the 11 x 11 egocentric window as compact uint8 codes.
 
-An observation is ``uint8[11, 11, 2]`` (view row 0 = 9 cells ahead, the observer at [9, 5],
-facing up):
+An observation is ``uint8[11, 11, 3]`` (view row 0 = 9 cells ahead, the observer at [9, 5],
+facing up, view column 0 = 5 cells to its left). The channels mean what OpenCleanup's channels
+0-2 mean, so one network architecture reads both games:
 
-- channel 0, the cell code: 0 wall / off the map, 1 ground, 2 + colour an empty tree cell,
-  7 + 3 * colour + stage an apple, 22 + relative orientation another agent (0 faces the same
-  way as the observer, 1 faces the observer's right, 2 faces the observer, 3 its left),
-  26 the observer itself.
-- channel 1, the agent on the cell: 0 none, else 1 + its absolute orientation (N, E, S, W) + 4
-  if it is frozen. At [9, 5] this is the observer's own facing and frozen flag, which its text
-  view also states.
+- channel 0, the cell: 0 wall or off the map, 1 ground, 2 + colour an empty tree cell,
+  7 + 3 * colour + stage an apple (colours red, yellow, green, cyan, purple; stages unripe,
+  ripe, over-ripe). An agent does not hide the cell it stands on.
+- channel 1, who stands there: 0 nobody, 1 the observer, 2 + another agent's facing relative
+  to the observer (0 the same way, 1 the observer's right, 2 towards it, 3 its left).
+- channel 2, agent info: 0 nobody, else 1 + the agent's absolute orientation (N, E, S, W) + 4
+  if it is frozen. At [9, 5]: the observer's own facing and frozen flag.
 
-The one-hot view concatenates one-hot planes of both channels: float32[11, 11, 27 + 9].
+The one-hot view concatenates one-hot planes of the three channels: float32[11, 11, 22 + 6 + 9].
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dilemmax.envs import grid
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.types import HarvestState
 
-ONE_HOT_CHANNELS = c.NUM_CODES + c.NUM_AGENT_CODES
+ONE_HOT_CHANNELS = c.NUM_CELL_CODES + c.NUM_WHO_CODES + c.NUM_INFO_CODES
 
 
 def terrain_codes(state: HarvestState) -> jax.Array:
@@ -41,23 +42,27 @@ def terrain_codes(state: HarvestState) -> jax.Array:
 
 
 def agent_info_codes(state: HarvestState) -> jax.Array:
-    """uint8[A]: channel-1 code of each agent: 1 + orientation + 4 * frozen."""
+    """uint8[A]: channel-2 code of each agent: 1 + orientation + 4 * frozen."""
     return (1 + state.agent_dir + 4 * (state.frozen > 0)).astype(jnp.uint8)
 
 
 def map_layers(state: HarvestState) -> jax.Array:
-    """uint8[H, W, 2]: the map with agents painted in absolute orientation (channel 0: 22 + dir)."""
-    cells = grid.paint_agents(
-        terrain_codes(state), state.agent_pos, (c.CODE_AGENT + state.agent_dir).astype(jnp.uint8)
+    """uint8[H, W, 3]: the map's three channels, agents in absolute terms (channel 1 holds
+    2 + each agent's absolute orientation)."""
+    terrain = terrain_codes(state)
+    who = grid.paint_agents(
+        jnp.zeros(terrain.shape, jnp.uint8),
+        state.agent_pos,
+        (c.WHO_OTHER + state.agent_dir).astype(jnp.uint8),
     )
     info = grid.paint_agents(
-        jnp.zeros(cells.shape, jnp.uint8), state.agent_pos, agent_info_codes(state)
+        jnp.zeros(terrain.shape, jnp.uint8), state.agent_pos, agent_info_codes(state)
     )
-    return jnp.stack([cells, info], axis=-1)
+    return jnp.stack([terrain, who, info], axis=-1)
 
 
 def observe(state: HarvestState) -> jax.Array:
-    """uint8[A, 11, 11, 2]: every agent's observation (see the module docstring)."""
+    """uint8[A, 11, 11, 3]: every agent's observation (see the module docstring)."""
     views = grid.egocentric_views(
         map_layers(state),
         state.agent_pos,
@@ -67,22 +72,22 @@ def observe(state: HarvestState) -> jax.Array:
         side=c.VIEW_SIDE,
         pad_value=c.CODE_WALL,
     )
-    cells, info = views[..., 0], views[..., 1]
+    who = views[..., 1]
     # Agents were painted with absolute orientations; turn them into the observer's frame.
-    is_agent = (cells >= c.CODE_AGENT) & (cells < c.CODE_AGENT + 4)
     observer_dir = state.agent_dir.astype(jnp.uint8)[:, None, None]
-    relative = c.CODE_AGENT + (cells - c.CODE_AGENT - observer_dir) % 4
-    cells = jnp.where(is_agent, relative, cells).astype(jnp.uint8)
-    cells = cells.at[:, c.SELF_ROW, c.SELF_COL].set(c.CODE_SELF)
-    return jnp.stack([cells, info], axis=-1)
+    relative = c.WHO_OTHER + (who - c.WHO_OTHER - observer_dir) % 4
+    who = jnp.where(who >= c.WHO_OTHER, relative, who).astype(jnp.uint8)
+    who = who.at[:, c.SELF_ROW, c.SELF_COL].set(c.WHO_SELF)
+    return jnp.stack([views[..., 0], who, views[..., 2]], axis=-1)
 
 
 def one_hot(obs: jax.Array) -> jax.Array:
-    """float32[..., 11, 11, 36]: one-hot planes of both channels of uint8[..., 11, 11, 2]."""
+    """float32[..., 11, 11, 37]: one-hot planes of the three channels of uint8[..., 11, 11, 3]."""
     return jnp.concatenate(
         [
-            grid.one_hot_codes(obs[..., 0], c.NUM_CODES),
-            grid.one_hot_codes(obs[..., 1], c.NUM_AGENT_CODES),
+            grid.one_hot_codes(obs[..., 0], c.NUM_CELL_CODES),
+            grid.one_hot_codes(obs[..., 1], c.NUM_WHO_CODES),
+            grid.one_hot_codes(obs[..., 2], c.NUM_INFO_CODES),
         ],
         axis=-1,
     )

@@ -35,13 +35,15 @@ _NEIGHBOUR_OFFSETS = [
 ]
 
 
-def view_codes(array: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(cells uint8/int32[11, 11], agent_info [11, 11]) from a codes or a one-hot observation."""
+def view_codes(array: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(cell, who, info), each int32[11, 11], from a codes or a one-hot observation."""
     if array.shape[-1] == c.OBS_CHANNELS:
-        return array[..., 0].astype(jnp.int32), array[..., 1].astype(jnp.int32)
-    cells = jnp.argmax(array[..., : c.NUM_CODES], axis=-1)
-    info = jnp.argmax(array[..., c.NUM_CODES :], axis=-1)
-    return cells.astype(jnp.int32), info.astype(jnp.int32)
+        return tuple(array[..., k].astype(jnp.int32) for k in range(c.OBS_CHANNELS))
+    bounds = np.cumsum([0, c.NUM_CELL_CODES, c.NUM_WHO_CODES, c.NUM_INFO_CODES])
+    return tuple(
+        jnp.argmax(array[..., lo:hi], axis=-1).astype(jnp.int32)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    )
 
 
 def _shift(x: jax.Array, dr: int, dq: int, fill) -> jax.Array:
@@ -108,23 +110,24 @@ def _respect_mask(action: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.where(mask[action], action, c.STAY).astype(jnp.int32)
 
 
-def _terrain(cells):
-    apples = (cells >= c.CODE_APPLE) & (cells < c.CODE_AGENT)
+def _terrain(cells, who):
+    """(apples, open ground) bool[11, 11]: apple cells, and walkable cells with nobody on them."""
+    apples = cells >= c.CODE_APPLE
     open_ground = (cells == c.CODE_GROUND) | ((cells >= c.CODE_EMPTY_TREE) & (cells < c.CODE_APPLE))
-    return apples, open_ground
+    return apples, open_ground & (who == c.WHO_NOBODY)
 
 
 def greedy_policy(key: jax.Array, observation) -> jax.Array:
     """Walks to the nearest visible apple, whatever its stage, and eats it."""
-    cells, info = view_codes(observation.array)
-    apples, open_ground = _terrain(cells)
+    cells, who, info = view_codes(observation.array)
+    apples, open_ground = _terrain(cells, who)
     action = _navigate(key, apples, open_ground | apples, jnp.bool_(False), _facing(info))
     return _respect_mask(action, observation.mask)
 
 
 def _restrained(key, observation, stage_ok):
-    cells, info = view_codes(observation.array)
-    apples, open_ground = _terrain(cells)
+    cells, who, info = view_codes(observation.array)
+    apples, open_ground = _terrain(cells, who)
     eligible = apples & (apples_around(apples) >= 3) & stage_ok(cells)
     # Other apples are obstacles: walking onto one would eat it. With apples in sight but none
     # to take, mostly wait for them to ripen or regrow; now and then look elsewhere.

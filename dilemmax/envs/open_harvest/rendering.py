@@ -33,8 +33,8 @@ _ARROWS = "^>v<"
 
 
 def code_palette() -> np.ndarray:
-    """uint8[NUM_CODES, 3]: the colour of every terrain code (agents are drawn separately)."""
-    pal = np.zeros((c.NUM_CODES, 3), np.float32)
+    """uint8[NUM_CELL_CODES, 3]: the colour of every cell code (agents are drawn apart)."""
+    pal = np.zeros((c.NUM_CELL_CODES, 3), np.float32)
     pal[c.CODE_WALL] = _WALL_RGB
     pal[c.CODE_GROUND] = _GROUND_RGB
     for colour in range(c.NUM_COLOURS):
@@ -85,7 +85,7 @@ def cell_token(code: int) -> str:
         return ".."
     if c.CODE_EMPTY_TREE <= code < c.CODE_APPLE:
         return c.COLOUR_LETTERS[code - c.CODE_EMPTY_TREE].lower() + "_"
-    if c.CODE_APPLE <= code < c.CODE_AGENT:
+    if c.CODE_APPLE <= code < c.NUM_CELL_CODES:
         colour, stage = divmod(code - c.CODE_APPLE, c.NUM_STAGES)
         return c.COLOUR_LETTERS[colour] + c.STAGE_LETTERS[stage]
     return "??"
@@ -103,7 +103,7 @@ def render_ansi(state: HarvestState) -> str:
         tokens[r][q] = letter.lower() + "*" if frozen[i] > 0 else letter + _ARROWS[d]
     width = codes.shape[1]
     lines = [
-        f"trial {int(state.trial) + 1}, step {int(state.step_in_trial)}, "
+        f"trial {int(state.trial) + 1}, step {int(state.trial_step)}, "
         f"apples {int(np.sum(np.asarray(state.orchard.apple)))}",
         "points this trial: "
         + ", ".join(

@@ -151,16 +151,14 @@ def test_trial_ends_early_when_the_orchard_is_dead_and_resets_on_the_same_config
 ):
     tree = tree_at(hand_state.config, 4, 3)
     state = only_apple_at(place(hand_state, 0, 5, 3), tree, age=35)  # the last apple, over-ripe
-    state = state.replace(
-        step_in_trial=jnp.int32(57), known_pay=state.known_pay.at[3, 2, 0].set(True)
-    )
+    state = state.replace(trial_step=jnp.int32(57), known_pay=state.known_pay.at[3, 2, 0].set(True))
     _, after, rewards, dones, infos = step(KEY, state, act(env, agent_0=c.NORTH_ACTION))
     assert float(rewards["agent_0"]) == float(hand_state.config.pay[0, c.OVERRIPE])
     assert bool(infos["orchard_dead"]) and bool(infos["trial_done"])
-    assert int(infos["num_apples"]) == 0 and int(infos["step_in_trial"]) == 58
+    assert int(infos["num_apples"]) == 0 and int(infos["trial_step"]) == 57
     assert int(infos["trial"]) == 0 and not bool(dones["__all__"])
     # The next trial: same configuration, fresh orchard, agents back on spawn cells.
-    assert int(after.trial) == 1 and int(after.step_in_trial) == 0
+    assert int(after.trial) == 1 and int(after.trial_step) == 0
     assert bool(after.orchard.apple.all()) and not bool(after.orchard.age.any())
     assert (np.asarray(after.agent_pos)[:, 0] == SPAWN_ROW).all()
     assert not bool(after.frozen.any()) and not bool(after.cooldown.any())
@@ -185,15 +183,15 @@ def test_a_cell_waiting_after_rot_keeps_the_orchard_alive(env, step, hand_state)
 
 
 def test_trials_last_400_steps_and_the_fifth_ends_the_episode(env, step, hand_state):
-    state = hand_state.replace(step_in_trial=jnp.int32(399))
+    state = hand_state.replace(trial_step=jnp.int32(399))
     _, after, _, dones, infos = step(KEY, state, act(env))
     assert bool(infos["trial_done"]) and not bool(infos["orchard_dead"])
     assert int(after.trial) == 1 and not bool(dones["__all__"]) and not bool(after.done)
-    last = hand_state.replace(step_in_trial=jnp.int32(399), trial=jnp.int32(4))
+    last = hand_state.replace(trial_step=jnp.int32(399), trial=jnp.int32(4))
     _, after, _, dones, infos = step(KEY, last, act(env))
     assert bool(infos["trial_done"]) and bool(dones["__all__"]) and bool(after.done)
     assert all(bool(dones[a]) for a in env.agents)
-    assert int(after.trial) == 4 and int(after.step_in_trial) == 400  # the final state, kept
+    assert int(after.trial) == 4 and int(after.trial_step) == 400  # the final state, kept
 
 
 def test_illegal_actions_are_stays_and_are_flagged(env, step, hand_state):
@@ -237,44 +235,50 @@ def test_same_key_same_trajectory_and_jit_equals_no_jit(env, step, hand_state):
 def test_observation_codes_rotate_with_the_observer(env, hand_state):
     tree = tree_at(hand_state.config, 4, 3)
     state = place(place(hand_state, 0, 5, 3, facing=0), 1, 6, 3, facing=1)  # agent 1 behind
-    obs = observation.observe(state)
-    view, info = np.asarray(obs[0, ..., 0]), np.asarray(obs[0, ..., 1])
+    obs = np.asarray(observation.observe(state))
+    assert obs.shape == (5, 11, 11, 3) and obs.dtype == np.uint8
+    cell, who, info = obs[0, ..., 0], obs[0, ..., 1], obs[0, ..., 2]
+    me = (c.SELF_ROW, c.SELF_COL)
     apple_code = c.CODE_APPLE + 0 * c.NUM_STAGES + c.UNRIPE  # red (colour 0), unripe
-    assert view[c.SELF_ROW - 1, c.SELF_COL] == apple_code  # straight ahead when facing north
-    assert view[c.SELF_ROW, c.SELF_COL] == c.CODE_SELF and info[c.SELF_ROW, c.SELF_COL] == 1
+    assert cell[c.SELF_ROW - 1, c.SELF_COL] == apple_code  # straight ahead when facing north
+    assert who[me] == c.WHO_SELF and info[me] == 1 + 0 and cell[me] == c.CODE_GROUND
+    assert (who == c.WHO_SELF).sum() == 1
     # Agent 1, behind, faces east = the observer's right: relative orientation 1.
-    assert view[c.SELF_ROW + 1, c.SELF_COL] == c.CODE_AGENT + 1
+    assert who[c.SELF_ROW + 1, c.SELF_COL] == c.WHO_OTHER + 1
     assert info[c.SELF_ROW + 1, c.SELF_COL] == 1 + 1
     # Facing east, the cell to the north is on the observer's left.
-    east = observation.observe(place(state, 0, 5, 3, facing=1))
-    assert int(east[0, c.SELF_ROW, c.SELF_COL - 1, 0]) == apple_code
-    assert int(east[0, c.SELF_ROW, c.SELF_COL, 1]) == 1 + 1
-    # Agent 1's own view: it faces east, so agent 0 (north of it) is on its left, facing
-    # north = its left as well (relative orientation 3).
-    assert int(obs[1, c.SELF_ROW, c.SELF_COL - 1, 0]) == c.CODE_AGENT + 3
-    # An eaten tree shows as an empty cell of its colour; a frozen observer is flagged.
-    emptied = state.replace(
+    east = np.asarray(observation.observe(place(state, 0, 5, 3, facing=1)))
+    assert east[0, c.SELF_ROW, c.SELF_COL - 1, 0] == apple_code
+    assert east[0, c.SELF_ROW, c.SELF_COL, 2] == 1 + 1
+    # Agent 1 faces east, so agent 0 (north of it) is on its left and faces its left (3).
+    assert obs[1, c.SELF_ROW, c.SELF_COL - 1, 1] == c.WHO_OTHER + 3
+    # An agent on a tree cell does not hide it; an eaten tree shows as an empty cell of its
+    # colour; a frozen observer is flagged.
+    on_tree = place(state, 1, 4, 3)
+    emptied = on_tree.replace(
         orchard=state.orchard.replace(apple=state.orchard.apple.at[tree].set(False)),
         frozen=state.frozen.at[0].set(5),
     )
-    obs = observation.observe(emptied)
-    assert int(obs[0, c.SELF_ROW - 1, c.SELF_COL, 0]) == c.CODE_EMPTY_TREE + 0
-    assert int(obs[0, c.SELF_ROW, c.SELF_COL, 1]) == 1 + 0 + 4
+    obs = np.asarray(observation.observe(emptied))
+    assert obs[0, c.SELF_ROW - 1, c.SELF_COL].tolist() == [c.CODE_EMPTY_TREE + 0, c.WHO_OTHER, 1]
+    assert obs[0, c.SELF_ROW, c.SELF_COL, 2] == 1 + 0 + 4
     # Off the map reads as wall: agent 2 on the south edge facing north has row 16 behind it.
-    assert (np.asarray(obs[2, c.SELF_ROW + 1, :, 0]) == c.CODE_WALL).all()
+    assert (obs[2, c.SELF_ROW + 1, :, 0] == c.CODE_WALL).all()
+    assert bool(env.observation_space("agent_0").contains(obs[0]))
 
 
 def test_one_hot_observation_view(hand_state):
     env = OpenHarvestEnv(num_layouts=16, num_rules=64, observation="one_hot")
     space = env.observation_space("agent_0")
-    assert space.shape == (11, 11, 36) and space.dtype == jnp.float32
+    assert space.shape == (11, 11, 37) and space.dtype == jnp.float32
     obs = env.get_obs(hand_state)
-    codes = observation.observe(hand_state)
+    codes = np.asarray(observation.observe(hand_state))
+    bounds = [(0, 22), (22, 28), (28, 37)]
     for i, agent in enumerate(env.agents):
         assert bool(space.contains(obs[agent]))
-        assert np.asarray(obs[agent]).sum(-1).tolist() == [[2.0] * 11] * 11
-        np.testing.assert_array_equal(np.argmax(obs[agent][..., :27], -1), codes[i, ..., 0])
-        np.testing.assert_array_equal(np.argmax(obs[agent][..., 27:], -1), codes[i, ..., 1])
+        assert np.asarray(obs[agent]).sum(-1).tolist() == [[3.0] * 11] * 11
+        for k, (lo, hi) in enumerate(bounds):
+            np.testing.assert_array_equal(np.argmax(obs[agent][..., lo:hi], -1), codes[i, ..., k])
     with pytest.raises(ValueError, match="observation"):
         OpenHarvestEnv(observation="pixels")
 
@@ -283,7 +287,7 @@ def test_infos_have_a_fixed_structure(env, step, hand_state):
     _, _, _, _, infos = step(KEY, hand_state, act(env))
     a, t = env.num_agents, c.NUM_TREES
     shapes = {
-        "trial_done": (), "trial": (), "step_in_trial": (), "orchard_dead": (),
+        "trial_done": (), "trial": (), "trial_step": (), "orchard_dead": (),
         "num_apples": (), "ate": (a,), "ate_tree": (a,), "ate_colour": (a,), "ate_stage": (a,),
         "ate_pay": (a,), "emptied_eaten": (t,), "rotted": (t,), "regrown": (t,),
         "regrown_after_rot": (t,), "zap_fired": (a,), "zap_hits": (a, a), "zapped": (a,),

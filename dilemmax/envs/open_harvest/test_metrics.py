@@ -43,7 +43,7 @@ def _rollout() -> Rollout:
     fired[7, 0], hit[7, 2] = True, True  # padding
     infos = {
         "trial": jnp.array([0, 0, 0, 1, 1, 1, 1, 1]),
-        "step_in_trial": jnp.array([1, 2, 3, 1, 2, 3, 4, 5]),
+        "trial_step": jnp.array([0, 1, 2, 0, 1, 2, 3, 4]),
         "trial_done": jnp.array([0, 0, 1, 0, 0, 0, 1, 0], bool),
         "orchard_dead": jnp.array([0, 0, 1, 0, 0, 0, 0, 0], bool),
         "ate": jnp.asarray(ate),

@@ -18,15 +18,16 @@ ALL_LEGAL = jnp.ones(c.NUM_ACTIONS, bool)
 
 
 def view(facing=0, apples=(), agents=(), code=RED_UNRIPE):
-    """uint8[11, 11, 2]: open ground, the observer at [9, 5] facing ``facing``."""
+    """uint8[11, 11, 3]: open ground, the observer at [9, 5] facing ``facing``."""
     cells = np.full((11, 11), c.CODE_GROUND, np.uint8)
+    who = np.zeros((11, 11), np.uint8)
     info = np.zeros((11, 11), np.uint8)
     for r, q in apples:
         cells[r, q] = code
     for r, q in agents:
-        cells[r, q], info[r, q] = c.CODE_AGENT, 1
-    cells[c.SELF_ROW, c.SELF_COL], info[c.SELF_ROW, c.SELF_COL] = c.CODE_SELF, 1 + facing
-    return jnp.asarray(np.stack([cells, info], -1))
+        who[r, q], info[r, q] = c.WHO_OTHER, 1
+    who[c.SELF_ROW, c.SELF_COL], info[c.SELF_ROW, c.SELF_COL] = c.WHO_SELF, 1 + facing
+    return jnp.asarray(np.stack([cells, who, info], -1))
 
 
 def actions_of(policy, obs_array, mask=ALL_LEGAL, state=None, n=64):

@@ -323,7 +323,7 @@ class _Snapshot:
         self.frozen = np.asarray(state.frozen).astype(int)
         self.cooldown = np.asarray(state.cooldown).astype(int)
         self.trial = int(state.trial)
-        self.step = int(state.step_in_trial)
+        self.step = int(state.trial_step)
         self.time = int(state.time)
         self.trial_eaten = np.asarray(state.trial_eaten).astype(int)
         self.trial_return = np.asarray(state.trial_return).astype(float).round(4)

@@ -158,7 +158,7 @@ class HarvestState:
         cooldown: int32[A], steps before the agent's beam can fire again (0 = ready).
         orchard: the trees (:class:`Orchard`).
         trial: int32[], the current trial (0-based).
-        step_in_trial: int32[], steps played in the current trial.
+        trial_step: int32[], steps played in the current trial.
         time: int32[], steps played in the episode.
         trial_return: float32[A], points earned this trial.
         trial_eaten: int32[A], apples eaten this trial.
@@ -181,7 +181,7 @@ class HarvestState:
     cooldown: jax.Array
     orchard: Orchard
     trial: jax.Array
-    step_in_trial: jax.Array
+    trial_step: jax.Array
     time: jax.Array
     trial_return: jax.Array
     trial_eaten: jax.Array
