@@ -27,7 +27,7 @@ def _palette() -> np.ndarray:
                 rgb = rgb * (1 - weight) + target * weight
             palette[C.WASTE_BASE + hue * C.NUM_SHADES + shade] = rgb
     palette[C.ORCHARD] = (120, 90, 50)
-    palette[C.APPLE] = (200, 20, 40)
+    palette[C.APPLE] = (170, 240, 40)  # lime: apart from every waste hue
     station_greys = ((250, 250, 250), (200, 200, 200), (150, 150, 150), (40, 40, 40))
     for tool, grey in enumerate(station_greys):
         palette[C.STATION_BASE + tool] = grey
