@@ -159,6 +159,8 @@ def test_prompt_reports_what_was_eaten_and_a_zap(env, step, protocol, hand_state
     text = protocol.render(state, "agent_0")
     assert "You ate a red unripe apple: +1 points." in text
     assert "you ate 1 apples for 1 points" in text
+    assert "RULES YOU KNOW: points per apple you have been paid: red unripe -> 1." in text
+    assert "RULES YOU KNOW: you have not eaten anything" in protocol.render(state, "agent_1")
     state = place(state, 1, 4, 2, facing=1)  # agent 1 faces agent 0
     _, state, *_ = step(jax.random.key(1), state, act(env, agent_1=c.ZAP))
     text = protocol.render(state, "agent_0")

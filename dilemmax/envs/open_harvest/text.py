@@ -143,6 +143,7 @@ class HarvestTextProtocol(TextProtocol):
             f"{self.env.trial_steps}. This trial: you ate {s.trial_eaten[i]} apples for "
             f"{s.trial_return[i]:g} points.",
             "LAST STEP: " + self._last_step(s, i),
+            "RULES YOU KNOW: " + self._known_pays(state, i),
             "NOW: " + self._status(s, i),
         ]
         lines += self._in_view(s, i)
@@ -168,6 +169,20 @@ class HarvestTextProtocol(TextProtocol):
                 "spawn cell."
             )
         return " ".join(parts)
+
+    def _known_pays(self, state, i: int) -> str:
+        """The pays this agent has tasted itself this episode (never the hidden rest)."""
+        known = np.asarray(state.known_pay)[i]
+        pay = np.asarray(state.config.pay)
+        tasted = [
+            f"{c.COLOUR_NAMES[col]} {c.STAGE_NAMES[st]} -> {pay[col, st]:g}"
+            for col in range(c.NUM_COLOURS)
+            for st in range(c.NUM_STAGES)
+            if known[col, st]
+        ]
+        if not tasted:
+            return "you have not eaten anything yet this episode."
+        return "points per apple you have been paid: " + "; ".join(tasted) + "."
 
     def _status(self, s: _Snapshot, i: int) -> str:
         r, q = s.pos[i]
