@@ -16,13 +16,26 @@ One step, in order:
 3. An agent standing on an apple eats it and is paid ``pay[colour, stage]``.
 4. Zaps: each firing agent's beam covers the faced cell, the one beyond and the two beside the
    faced cell. Every agent it covers that is not already frozen is sent to a free spawn point
-   and frozen for 12 steps (frozen agents are immune, so nobody can be kept frozen forever).
-   The zapper's beam then cools down for 2 steps. Zaps cost and pay nothing.
+   and frozen for 12 steps, standing (and blocking) there; frozen agents are immune, so nobody
+   can be kept frozen forever. The zapper's beam then cools down for 2 steps (ZAP is illegal on
+   the 2 steps after firing). Zaps cost and pay nothing.
 5. The orchard ripens, rots and regrows (:mod:`dilemmax.envs.open_harvest.dynamics`).
 6. Trial bookkeeping: the trial ends at 400 steps or when the orchard is dead; then the orchard
    is re-laid (an unripe apple on every tree) and agents go back to spawn points, on the same
    configuration. ``infos["trial_done"]`` marks it; the end of the 5th trial is
    ``dones["__all__"]``.
+
+Actions (``Discrete(8)``): 0 north, 1 south, 2 east, 3 west (absolute moves, facing kept),
+4 turn left, 5 turn right, 6 zap, 7 stay.
+
+``infos`` (fixed structure; ``A`` agents, ``T`` trees): ``trial_done`` bool[], ``trial`` and
+``trial_step`` int32[] (the step's trial and its 0-based index in it), ``orchard_dead`` bool[],
+``num_apples`` int32[] after the step; per agent ``ate`` bool[A], ``ate_tree`` / ``ate_colour``
+/ ``ate_stage`` int32[A] (-1 if nothing), ``ate_pay`` float32[A], ``zap_fired`` bool[A],
+``zapped`` bool[A] (hit), ``zap_hits`` bool[A, A] ([zapper, target]), ``frozen`` bool[A] (could
+not act), ``invalid_action`` bool[A], ``action`` int32[A] (what was actually done); per tree
+``emptied_eaten``, ``rotted``, ``regrown`` (an eaten cell grew an apple) and
+``regrown_after_rot``, all bool[T].
 """
 
 from __future__ import annotations
