@@ -48,7 +48,8 @@ def _format_metric(value) -> str:
     value = np.asarray(value)
     if value.ndim == 0:
         return f"{float(value):.4g}"
-    return np.array2string(value, precision=4, separator=", ", max_line_width=100)
+    text = np.array2string(value, precision=4, separator=", ", max_line_width=100)
+    return text.replace("\n", "\n" + " " * 35)
 
 
 def _cmd_rollout(args) -> int:
@@ -117,8 +118,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def enable_compilation_cache() -> None:
+    """Keeps compiled programs on disk between runs (env builds and steps compile once)."""
+    import os
+
+    import jax
+
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
+        return
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dilemmax" / "jax"
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    enable_compilation_cache()
     return args.func(args)
 
 
