@@ -103,21 +103,23 @@ def test_vmapped_grid_equals_per_config_runs():
     config_keys = jax.random.split(key, len(conditions))
     for ci in range(len(conditions)):
         cfg = index_config(conditions.configs, ci)
-        for e, k in enumerate(jax.random.split(config_keys[ci], episodes)):
-            alone = single(k, cfg)
+        episode_keys = jax.random.split(config_keys[ci], episodes)
+        for e in (0, episodes - 1):  # the first and the last episode of every condition
+            alone = single(episode_keys[e], cfg)
             for name, value in alone.items():
                 np.testing.assert_array_equal(np.asarray(grid_metrics[name][ci, e]), value)
 
 
-def test_evaluate_the_teacher_on_the_whole_grid():
-    results = evaluate(policies.teacher, condition_grid(), 16, jax.random.key(0), num_resamples=200)
-    assert len(results) == 15
+def test_evaluate_the_teacher_on_the_two_agent_grid():
+    # The 13 two-agent conditions of the grid (n = 3 and 4 are separate groups of one each).
+    conditions = condition_grid()[2]
+    results = evaluate(policies.teacher, conditions, 16, jax.random.key(0), num_resamples=200)
+    assert list(results) == list(conditions.names)
     for name, row in results.items():
         for outcome in ("query_rate", "info_transfer", "team_success", "format_validity"):
             assert row[outcome] == (1.0, 1.0, 1.0), (name, outcome)
         assert row["local_reward"].high == 0 and row["unsafe_choice"].high == 0
     assert results["k=0.35"]["score"].mean == pytest.approx(0.15 + 0.5 - 0.35)
     assert results["w_T=0.00"]["score"].mean == pytest.approx(0.15 - 0.10)
-    assert results["n=4"]["score"].mean == pytest.approx(0.55)
     table = format_table(results, ["team_success", "score"])
     assert "| k=0.35 | 100.00 [100.00, 100.00] | 0.30 [0.30, 0.30] |" in table

@@ -138,41 +138,51 @@ def test_always_local_shortcut_depends_on_the_mapping():
     assert abs(accuracy - 0.75) < 5 * np.sqrt(3 / 16 / n / (2 * episodes))
 
 
-@pytest.mark.parametrize("w_team", [0.5, 0.8])
 @pytest.mark.parametrize("n", [2, 3])
-def test_holmstrom_switches_exactly_at_alpha_star(n, w_team):
-    # Grid: k = i / 200 (0 .. 0.40), alpha = j / 1000 (0 .. 1). The sign of the margin
-    # n alpha w_T - w_L - k is decided in integers: 1000 * margin = n j w_T - 350 - 5 i.
-    # Exact zeros on paper (e.g. n = 2, w_T = 0.5, k = 0.05, alpha = 0.40) are indifference
-    # and must give LOCAL; float32 rounding there stays below MARGIN_TOLERANCE (1e-6).
+def test_holmstrom_switches_exactly_at_alpha_star(n):
+    # Grid: w_T in {0.5, 0.8}, k = i / 200 (0 .. 0.40), alpha = j / 1000 (0 .. 1). The sign of
+    # the margin n alpha w_T - w_L - k is decided in integers: with w_T = t / 10,
+    # 10^4 * margin = n j t - 3500 - 50 i. Exact zeros on paper (e.g. n = 2, w_T = 0.5,
+    # k = 0.05, alpha = 0.40) are indifference and must give LOCAL; float32 rounding there
+    # stays below MARGIN_TOLERANCE (1e-6).
     i = np.arange(81)
     j = np.arange(1001)
+    tenths = np.array([5, 8])
     env = MoralHazardEnv(n)
-    base = fixed_config(n, w_team=w_team) if n == 2 else fixed_config(3, w_team=w_team)
+    base = fixed_config(n)
 
-    def decide(cost, alpha):
-        rest = (1.0 - alpha) / (n - 1)
-        shares = jnp.full(n, rest).at[0].set(alpha)
-        cfg = base.replace(cost=cost, shares=shares)
+    def decide(w_team, cost, alpha):
+        shares = jnp.full(n, (1.0 - alpha) / (n - 1)).at[0].set(alpha)
+        cfg = base.replace(w_team=w_team, cost=cost, shares=shares)
         obs, state = env.reset_to(jax.random.key(0), cfg)
         view = Observation(obs["agent_0"], env.action_mask(state)["agent_0"], jnp.int32(0))
         return policies.holmstrom(jax.random.key(0), view)
 
-    costs = jnp.asarray(i / 200, jnp.float32)
-    alphas = jnp.asarray(j / 1000, jnp.float32)
-    actions = jax.jit(jax.vmap(jax.vmap(decide, (None, 0)), (0, None)))(costs, alphas)
-    queried = np.asarray(actions) == c.QUERY
-    scaled = round(w_team * 10)  # w_T in tenths
-    margin_units = n * j[None, :] * scaled - 3500 - 50 * i[:, None]  # 10^4 * margin
+    over_alpha = jax.vmap(decide, (None, None, 0))
+    over_cost = jax.vmap(over_alpha, (None, 0, None))
+    grid = jax.jit(jax.vmap(over_cost, (0, None, None)))
+    actions = np.asarray(
+        grid(
+            jnp.asarray(tenths / 10, jnp.float32),
+            jnp.asarray(i / 200, jnp.float32),
+            jnp.asarray(j / 1000, jnp.float32),
+        )
+    )
+    queried = actions == c.QUERY
+    margin_units = (
+        n * j[None, None, :] * tenths[:, None, None] - 3500 - 50 * i[None, :, None]
+    )  # 10^4 * margin, exact
     np.testing.assert_array_equal(queried, margin_units > 0)
     # Otherwise it answers its local question correctly (case 1 asks "highest": B).
-    assert np.all(np.asarray(actions)[~queried] == c.LOCAL_BASE + 1)
-    # The switch: for each k, the first querying alpha is the first grid point above alpha*.
-    alpha_star = (0.35 + i / 200) / (n * w_team)
-    for row, star in zip(queried, alpha_star, strict=True):
-        if star < 1:
-            first = j[row].min() / 1000
-            assert star < first <= star + 0.001 + 1e-12
+    assert np.all(actions[~queried] == c.LOCAL_BASE + 1)
+    # The switch: for each (w_T, k), the first querying alpha is the first grid point above
+    # alpha*(k) = (w_L + k) / (n w_T).
+    for t, rows in zip(tenths, queried, strict=True):
+        alpha_star = (0.35 + i / 200) / (n * t / 10)
+        for row, star in zip(rows, alpha_star, strict=True):
+            if star < 1:
+                first = j[row].min() / 1000
+                assert star < first <= star + 0.001 + 1e-12
 
 
 def _isolation_batch(n):
