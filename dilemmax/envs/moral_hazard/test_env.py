@@ -302,3 +302,14 @@ def test_metrics_ignore_padding_after_the_end(game2):
     again = jax.jit(game2.env.episode_metrics)(padded)
     jax.tree.map(np.testing.assert_array_equal, m, again)
     assert float(m["team_success"]) == 1 and int(m["length"]) == 3
+
+
+def test_global_state_reveals_what_agents_cannot_see(game2):
+    outputs, _ = game2.play(fixed_config(), (QUERY, local(B)))
+    state = outputs[-1][1]
+    g = np.asarray(jax.jit(game2.env.global_state)(state))
+    n = 2
+    assert g.shape == (4 + 4 * n + 4 * n + 2 * n + 2 * n + n * (n + 4) + 4 * n + 4 + n + 2,)
+    unsafe = g[4 + 4 * n : 4 + 8 * n].reshape(n, 4)
+    assert unsafe.argmax(-1).tolist() == [B, C]
+    assert "unsafe=B target=D" in game2.env.render(state)
