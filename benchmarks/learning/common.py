@@ -36,7 +36,9 @@ def machine_note() -> str:
 
 
 def command_line() -> str:
-    return "python " + " ".join([str(Path(sys.argv[0]).relative_to(ROOT))] + sys.argv[1:])
+    script = Path(sys.argv[0]).resolve()
+    name = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    return "python " + " ".join([str(name)] + sys.argv[1:])
 
 
 def table(header: list[str], rows: list[list]) -> str:

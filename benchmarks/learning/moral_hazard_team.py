@@ -1,0 +1,177 @@
+"""Team reward, every agent learning: does the learned query rate match rational play?
+
+Setup: moral_hazard, n = 2, team reward (every agent is paid R_game), both seats learn with
+IPPO (shared parameters, agent-id input), one training run per (mapping, w_T, k, seed), all in
+one vmapped program. Settings: the three unsafe-option mappings at the primary w_T = 0.5, and
+the uninformative mapping at w_T = 1.0 (where querying pays for small k); k swept over
+{0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4}.
+
+Prediction (``dilemmax.envs.moral_hazard.theory.rational_team_query_rate``): with m of the n
+agents querying (and warning correctly) and the others answering locally, the expected score is
+V(m) = w_L (n - m)/n + w_F (m + (n - m) a)/n + w_T a^(n - m) - k m/n, where a is the chance
+that an agent without a warning still picks its target from the public utilities: 1 under the
+highest-unsafe mapping (the second-best option is always safe), 1 under the lowest-unsafe
+mapping, 3/4 under the uninformative one. The rational team query rate is argmax_m V(m) / n. The
+paper's k* = w_F + w_T - w_L = 0.30 is the same comparison with a = 0 (no guessing), which a
+learner is not bound by; both predictions are listed.
+
+Measured after training (sampled actions, fresh episodes): query rate, final accuracy, team
+success, score, and whether the team took the no-query shortcut (query rate < 0.1 with final
+accuracy > 0.9, i.e. targets found from utilities alone).
+
+    python benchmarks/learning/moral_hazard_team.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from common import RESULTS, command_line, machine_note, table
+
+from dilemmax.envs.moral_hazard import constants as mh
+from dilemmax.envs.moral_hazard.theory import rational_team_query_rate, team_route_values
+from dilemmax.train.config import make_config
+from dilemmax.train.ppo import make_train
+
+SETTINGS = [("highest", 0.5), ("uninformative", 0.5), ("lowest", 0.5), ("uninformative", 1.0)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--costs", type=float, nargs="+", default=[0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
+    )
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--timesteps", type=int, default=98_304)
+    parser.add_argument("--eval-episodes", type=int, default=256)
+    parser.add_argument("--out", default=str(RESULTS / "learning_moral_hazard_team.md"))
+    args = parser.parse_args()
+
+    config = make_config(
+        "moral_hazard",
+        "ippo",
+        {
+            "env_kwargs": {"num_agents": 2, "reward": "team"},
+            "train_grid": None,
+            "eval_grid": None,
+            "total_timesteps": args.timesteps,
+            "eval_episodes": args.eval_episodes,
+            "progress": False,
+        },
+    )
+    train = make_train(config)
+    trainer = train.trainer
+
+    def train_run(key, env_config):
+        # The whole runner state is returned on purpose: with only parameters or a scalar as
+        # outputs (the env states dead code), the XLA CPU runtime of jax 0.10 deadlocked at
+        # execution (0% CPU, every thread in a futex wait); so did train + evaluate fused.
+        state, _ = train(key, env_config)
+        return state
+
+    def eval_run(params, env_config, key):
+        outcomes = trainer.evaluate(params, env_config, jax.random.fold_in(key, 7))
+        names = ("query_rate", "final_accuracy", "team_success", "score", "local_reward")
+        return {k: outcomes[k].mean() for k in names}
+
+    # Training and evaluation are two programs, and training returns its whole runner state.
+    nested = lambda f, axes: jax.jit(jax.vmap(jax.vmap(f, in_axes=axes[1]), in_axes=axes[0]))
+    train_program = nested(train_run, ((0, 0), (0, None)))
+    eval_program = nested(eval_run, ((0, 0, 0), (0, 0, 0)))
+
+    def program(keys, env_config):
+        state = train_program(keys, env_config)
+        return eval_program(state.params, state.env_config, keys)
+
+    runs = [(m, w, k) for m, w in SETTINGS for k in args.costs]
+    env_config = {
+        "mapping": jnp.asarray([mh.MAPPING_NAMES.index(m) for m, _, _ in runs], jnp.int32),
+        "w_team": jnp.asarray([w for _, w, _ in runs], jnp.float32),
+        "cost": jnp.asarray([k for _, _, k in runs], jnp.float32),
+        # Cases are redrawn at reset under the overridden mapping (sample_config drew them
+        # under the env's default mapping).
+        "sample_cases": jnp.ones(len(runs), bool),
+    }
+    keys = jax.random.split(jax.random.PRNGKey(2024), len(runs) * args.seeds)
+    keys = keys.reshape(len(runs), args.seeds, -1)
+    t0 = time.perf_counter()
+    out = {k: np.asarray(v) for k, v in jax.device_get(program(keys, env_config)).items()}
+    seconds = time.perf_counter() - t0
+    print(f"{len(runs) * args.seeds} runs in {seconds:.0f}s", flush=True)
+
+    rows, raw = [], []
+    for i, (m, w, k) in enumerate(runs):
+        low, high = rational_team_query_rate(2, k, w_team=w, mapping=m)
+        paper_low, paper_high = rational_team_query_rate(2, k, w_team=w, mapping=None)
+        accuracy = {"highest": 1.0, "uninformative": 0.75, "lowest": 1.0}[m]
+        best = float(np.max(team_route_values(2, k, w_team=w, accuracy=accuracy)))
+        q = out["query_rate"][i]
+        acc = out["final_accuracy"][i]
+        match = low - 0.1 <= q.mean() <= high + 0.1
+        shortcut = q.mean() < 0.1 and acc.mean() > 0.9
+        rows.append(
+            [m, f"{w:.1f}", f"{k:.2f}", _span(low, high), _span(paper_low, paper_high),
+             float(q.mean()), " / ".join(f"{x:.2f}" for x in q), float(acc.mean()),
+             float(out["team_success"][i].mean()), float(out["score"][i].mean()), best,
+             "yes" if match else "NO", "yes" if shortcut else "no"]
+        )  # fmt: skip
+        raw.append(
+            {"mapping": m, "w_team": w, "cost": k, "rational": [low, high],
+             "paper": [paper_low, paper_high], "best_score": best,
+             **{name: out[name][i].tolist() for name in out}}
+        )  # fmt: skip
+    write_report(args, config, rows, raw, seconds)
+
+
+def _span(low: float, high: float) -> str:
+    return f"{low:.1f}" if low == high else f"{low:.1f}-{high:.1f}"
+
+
+def write_report(args, config, rows, raw, seconds) -> None:
+    header = [
+        "mapping", "w_T", "k", "rational rate", "paper (a=0)", "learned rate", "per seed",
+        "final acc.", "team success", "score", "best V", "matches", "no-query shortcut",
+    ]  # fmt: skip
+    matched = sum(r[-2] == "yes" for r in rows)
+    text = f"""# Learning evidence: moral_hazard team reward, both agents learning (IPPO)
+
+Command: `{command_line()}`
+
+Machine: {machine_note()}. {len(rows) * args.seeds} training runs in one vmapped program,
+{seconds:.0f} s wall; each run {config.num_updates} updates x {config.num_envs} envs x
+{config.num_steps} steps; seeds per row: {args.seeds} (keys split from `PRNGKey(2024)`).
+Evaluation: {args.eval_episodes} fresh episodes per run, sampled actions.
+
+How the prediction is computed: every agent is paid R_game, so a rational team plays the profile
+that maximises V(m) = w_L (n - m)/n + w_F (m + (n - m) a)/n + w_T a^(n - m) - k m/n over the
+number m of querying agents, where a is the probability that an agent without a warning picks
+its target from the public utilities alone: a = 1 under the highest-unsafe mapping (the
+second-highest option is always the target), a = 1 under the lowest-unsafe mapping (the top
+option is), a = 3/4 under the uninformative mapping (the top option is the target unless it is
+the unsafe one). "rational rate" = argmax_m V(m) / n from the env's information structure;
+"paper (a=0)" = the paper's comparison, which assumes an unwarned agent always misses and gives
+the k* = w_F + w_T - w_L switch. "best V" = the rational team's expected score. A row "matches"
+when the learned rate is within 0.1 of the rational rate (interval). "no-query shortcut": the
+team queries < 10% of the time yet final accuracy > 0.9, i.e. it reads safety off the
+utilities, as the paper reports prompt optimisation discovering.
+
+{matched} of {len(rows)} rows match the rational prediction.
+
+{table(header, rows)}
+
+Raw numbers: `{args.out.replace(".md", ".json").split("/")[-1]}`.
+"""
+    with open(args.out, "w") as f:
+        f.write(text)
+    with open(args.out.replace(".md", ".json"), "w") as f:
+        json.dump(raw, f, indent=1)
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
