@@ -109,7 +109,7 @@ def test_scripted_policies_play(env_id):
     # Every scripted policy in one compiled program: episode i seats policy i everywhere.
     def episode(index, key):
         policy = lambda k, o: jax.lax.switch(index, policies, k, o).astype(jnp.int32)
-        rollout = run_episode(env, policy, key)
+        rollout = run_episode(env, policy, key, num_steps=min(env.max_steps, 100))
         return rollout.valid.sum(), env.episode_metrics(rollout)
 
     indices = jnp.arange(len(policies))
