@@ -81,7 +81,7 @@ def _cmd_rollout(args) -> int:
     for name, value in summary.items():
         print(f"  {name:32s} {_format_metric(value)}")
     if args.gif:
-        print(f"  gif: {save_gif(result.frames, args.gif)}")
+        print(f"  gif: {save_gif(result.frames, args.gif, fps=args.fps, scale=args.gif_scale)}")
     if args.out:
         print(f"  transcript: {args.out}")
     if args.json:
@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", help="env option key=value (repeatable)")
     p.add_argument("--out", help="write every step to this JSONL transcript")
     p.add_argument("--gif", help="write the first episode as an animated GIF (grid games)")
+    p.add_argument("--gif-scale", type=int, default=3, help="pixel enlargement of GIF frames")
+    p.add_argument("--fps", type=int, default=8, help="GIF frames per second")
     p.add_argument("--json", help="write the metric summary to this JSON file")
     p.set_defaults(func=_cmd_rollout)
 

@@ -50,3 +50,13 @@ def test_configs_batch_and_mixed_policies():
     np.testing.assert_array_equal(result.metrics["return"][:, 0], [1, 1, 2, 2])
     np.testing.assert_array_equal(result.metrics["return"][:, 1], [0, 0, 0, 0])
     assert len(seen_text) > 0
+
+
+def test_save_gif_enlarges_and_keeps_every_frame(tmp_path):
+    from PIL import Image
+
+    from dilemmax.agents.arena import save_gif
+
+    frames = [np.zeros((4, 5, 3), np.uint8), np.full((4, 5, 3), 200, np.uint8)]
+    image = Image.open(save_gif(frames, tmp_path / "ep.gif", scale=3))
+    assert image.size == (15, 12) and image.n_frames == 2

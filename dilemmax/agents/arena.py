@@ -199,13 +199,14 @@ class _NullFile:
         pass
 
 
-def save_gif(frames: list[np.ndarray], path: str | Path, fps: int = 8) -> Path:
-    """Writes uint8[H, W, 3] frames as an animated GIF."""
+def save_gif(frames: list[np.ndarray], path: str | Path, fps: int = 8, scale: int = 1) -> Path:
+    """Writes uint8[H, W, 3] frames as an animated GIF, each pixel repeated ``scale`` times."""
     from PIL import Image
 
     if not frames:
         raise ValueError("no frames to write")
-    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in frames]
+    enlarge = lambda f: np.repeat(np.repeat(np.asarray(f, np.uint8), scale, 0), scale, 1)
+    images = [Image.fromarray(enlarge(f)) for f in frames]
     path = Path(path)
     images[0].save(path, save_all=True, append_images=images[1:], duration=1000 // fps, loop=0)
     return path
