@@ -14,12 +14,10 @@ carry). Usage:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import time
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, time_compiled
 
 import dilemmax
 from dilemmax.wrappers.vec import VecEnv
@@ -68,14 +66,8 @@ def make_runner(env, mode: str, num_envs: int, num_steps: int):
 
 def measure(env, mode: str, num_envs: int, num_steps: int, repeats: int = 3) -> dict:
     run = make_runner(env, mode, num_envs, num_steps)
-    start = time.perf_counter()
-    jax.block_until_ready(run(jax.random.key(0)))
-    compile_s = time.perf_counter() - start
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        total, ended = jax.block_until_ready(run(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    compile_s, best = time_compiled(run, repeats)
+    _, ended = run(jax.random.key(repeats))  # the last timed call's episode count
     return {
         "mode": mode,
         "num_envs": num_envs,
@@ -93,9 +85,7 @@ def main() -> None:
     args = parser.parse_args()
     env = dilemmax.make(args.env)
     print(f"# auto-reset cost: {args.env}, {args.num_envs} envs x {args.steps} steps")
-    machine = f"{platform.machine()}, {os.cpu_count()} cores"
-    backend = f"jax {jax.__version__} on {jax.default_backend()}"
-    print(f"# {machine}, {backend}, load {os.getloadavg()[0]:.2f}")
+    print(f"# {machine()}, {load()}")
     print("| mode | env-steps/s | compile s | episodes ended |")
     print("| --- | ---: | ---: | ---: |")
     for mode in ("vmap_step", "vecenv", "vmap_step_env"):

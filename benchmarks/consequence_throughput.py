@@ -13,14 +13,11 @@ finished episodes stay frozen).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, report, time_compiled
 
 from dilemmax.envs.consequence.env import ConsequenceEnv
 
@@ -64,27 +61,8 @@ def make_runner(env: ConsequenceEnv, num_envs: int, num_steps: int, auto_reset: 
 
 def measure(env, num_envs: int, num_steps: int, repeats: int, auto_reset: bool) -> float:
     """Best-of-``repeats`` env-steps per second, compilation excluded."""
-    run = make_runner(env, num_envs, num_steps, auto_reset)
-    jax.block_until_ready(run(jax.random.key(0)))  # compile and warm up
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    _, best = time_compiled(make_runner(env, num_envs, num_steps, auto_reset), repeats)
     return num_envs * num_steps / best
-
-
-def machine() -> str:
-    device = jax.devices()[0]
-    cpu = platform.processor() or platform.machine()
-    return f"{device.platform} ({device.device_kind}), {os.cpu_count()} CPU cores, {cpu}"
-
-
-def load() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "load: unknown"
 
 
 def main() -> None:
@@ -110,7 +88,7 @@ def main() -> None:
             "",
             f"Command: `python benchmarks/consequence_throughput.py --steps {args.steps} "
             f"--repeats {args.repeats}`  ",
-            f"Machine: {machine()}; jax {jax.__version__}  ",
+            f"Machine: {machine()}  ",
             f"Load before: `{load_before}`  ",
             f"Load after: `{load()}`",
             "",
@@ -125,9 +103,7 @@ def main() -> None:
             "",
         ]
     )
-    print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
+    report(table, args.out)
 
 
 if __name__ == "__main__":

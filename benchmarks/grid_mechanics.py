@@ -20,17 +20,16 @@ to only print).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, report, time_compiled
 
 from dilemmax.envs import grid
 
 HEIGHT, WIDTH, NUM_AGENTS = 12, 16, 5
+RESULTS = Path(__file__).parent / "results" / "grid_mechanics.md"
 
 
 def _initial_state(key, num_envs):
@@ -93,15 +92,7 @@ def make_runner(mode: str, num_envs: int, num_steps: int):
 
 def measure(mode: str, num_envs: int, num_steps: int, repeats: int) -> tuple[float, float]:
     """(compile seconds, best env-steps per second over ``repeats`` timed runs)."""
-    run = make_runner(mode, num_envs, num_steps)
-    start = time.perf_counter()
-    jax.block_until_ready(run(jax.random.key(0)))
-    compile_s = time.perf_counter() - start
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    compile_s, best = time_compiled(make_runner(mode, num_envs, num_steps), repeats)
     return compile_s, num_envs * num_steps / best
 
 
@@ -113,12 +104,12 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
-    load = os.getloadavg()
+    load_before = load()
     rows = []
     for mode in ("moves", "views", "moves+views"):
         compile_s, rate = measure(mode, args.num_envs, args.steps, args.repeats)
         rows.append(f"| {mode} | {args.num_envs} | {args.steps} | {rate:,.0f} | {compile_s:.1f} |")
-    load_after = os.getloadavg()
+    load_after = load()
 
     lines = [
         "# Grid mechanics throughput",
@@ -129,23 +120,15 @@ def main() -> None:
         f"{NUM_AGENTS} agents on a {HEIGHT} x {WIDTH} grid, 11 x 11 views; best of "
         f"{args.repeats} timed runs after a warm-up (compile excluded), blocked on, views summed.",
         "",
-        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"jax {jax.__version__} on {jax.default_backend()}",
-        f"- load average (1/5/15 min) before: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, "
-        f"after: {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}",
+        f"- machine: {machine()}",
+        f"- before: {load_before}; after: {load_after} (1 / 5 / 15 min)",
         "",
         "| work per env-step | envs | steps | env-steps/s | compile (s) |",
         "| --- | ---: | ---: | ---: | ---: |",
         *rows,
         "",
     ]
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_write:
-        out = Path(__file__).parent / "results" / "grid_mechanics.md"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(table)
-        print(f"written to {out}")
+    report("\n".join(lines), None if args.no_write else RESULTS)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,11 @@ of ``--repeats`` calls is kept. Three ways of stepping are timed:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import subprocess
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, report, time_compiled
 
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.wrappers.vec import VecEnv
@@ -82,29 +79,8 @@ def make_runner(env: MoralHazardEnv, mode: str, num_envs: int, num_steps: int):
 
 def measure(env, mode: str, num_envs: int, num_steps: int, repeats: int) -> tuple[float, float]:
     """(best env-steps per second, compile seconds)."""
-    run = make_runner(env, mode, num_envs, num_steps)
-    start = time.perf_counter()
-    jax.block_until_ready(run(jax.random.key(0)))
-    compile_s = time.perf_counter() - start
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(run(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    compile_s, best = time_compiled(make_runner(env, mode, num_envs, num_steps), repeats)
     return num_envs * num_steps / best, compile_s
-
-
-def machine() -> str:
-    device = jax.devices()[0]
-    cpu = platform.processor() or platform.machine()
-    return f"{device.platform} ({device.device_kind}), {os.cpu_count()} CPU cores, {cpu}"
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def main() -> None:
@@ -123,7 +99,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    load_before = uptime()
+    load_before = load()
     rows = []
     for n in args.agents:
         env = MoralHazardEnv(n)
@@ -146,9 +122,9 @@ def main() -> None:
             f"Command: `python benchmarks/moral_hazard_throughput.py --sizes {sizes} "
             f"--agents {agents} --steps {args.steps} --repeats {args.repeats} "
             f"--max-seats {args.max_seats}`  ",
-            f"Machine: {machine()}; jax {jax.__version__}  ",
+            f"Machine: {machine()}  ",
             f"Load before: `{load_before}`  ",
-            f"Load after: `{uptime()}`",
+            f"Load after: `{load()}`",
             "",
             "Default condition (primary contract, highest-unsafe mapping, cases drawn at every "
             "reset), uniform legal actions from the mask, "
@@ -165,9 +141,7 @@ def main() -> None:
             "",
         ]
     )
-    print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table)
+    report(table, args.out)
 
 
 if __name__ == "__main__":

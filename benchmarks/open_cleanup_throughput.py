@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import resource
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, peak_rss_mib, report, time_compiled
 
 import dilemmax
+
+RESULTS = Path(__file__).parent / "results" / "open_cleanup.md"
 
 
 def make_runner(env, num_envs: int, num_steps: int, mode: str = "full"):
@@ -67,17 +68,7 @@ def make_runner(env, num_envs: int, num_steps: int, mode: str = "full"):
 
 
 def measure(env, num_envs: int, num_steps: int, repeats: int, mode: str = "full") -> dict:
-    runner = make_runner(env, num_envs, num_steps, mode)
-    key = jax.random.key(0)
-    start = time.perf_counter()
-    compiled = runner.lower(key).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(compiled(key))  # warm-up
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    compile_s, best = time_compiled(make_runner(env, num_envs, num_steps, mode), repeats)
     return {
         "envs": num_envs,
         "steps": num_steps,
@@ -85,7 +76,7 @@ def measure(env, num_envs: int, num_steps: int, repeats: int, mode: str = "full"
         "compile_s": compile_s,
         "run_s": best,
         "env_steps_per_s": num_envs * num_steps / best,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -124,16 +115,13 @@ def main():
     profile = []
     if not args.no_profile:
         profile = [measure(env, 256, args.steps, args.repeats, m) for m in ("step", "obs")]
-    load = os.getloadavg()
     lines = [
         "# OpenCleanup throughput",
         "",
         f"Command: `python benchmarks/open_cleanup_throughput.py --envs "
         f"{' '.join(map(str, args.envs))} --steps {args.steps}`",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"jax {jax.__version__} on {jax.default_backend()}; load average after the run "
-        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min).",
+        f"Machine: {machine()}; after the run: {load()} (1 / 5 / 15 min).",
         "",
         "5 agents, paper settings (12 x 16, p_spawn 0.1, skew 1.0), random actions, "
         f"`vmap(step_env)` scanned over {args.steps} steps, observations (uint8[11, 11, 4] per "
@@ -168,12 +156,7 @@ def main():
         "fresh process, compilation of the layout generator included; once compiled, another "
         f"pair of pools of those sizes takes {rebuild_s:.2f} s.",
     ]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if args.write:
-        path = os.path.join(os.path.dirname(__file__), "results", "open_cleanup.md")
-        with open(path, "w") as f:
-            f.write(table)
+    report("\n".join(lines), RESULTS if args.write else None)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import resource
 import subprocess
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from timing import load, machine, peak_rss_mib, report, time_compiled
 
 import dilemmax
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, observation
 from dilemmax.envs.rollout import run_episodes
+
+RESULTS = Path(__file__).parent / "results" / "open_harvest.md"
 
 
 def make_runner(env, num_envs: int, num_steps: int, observation_sum: bool = True):
@@ -63,17 +65,7 @@ def make_runner(env, num_envs: int, num_steps: int, observation_sum: bool = True
 
 
 def measure(env, num_envs: int, num_steps: int, repeats: int) -> dict:
-    runner = make_runner(env, num_envs, num_steps)
-    key = jax.random.key(0)
-    start = time.perf_counter()
-    compiled = runner.lower(key).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(compiled(key))  # warm-up
-    best = float("inf")
-    for r in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(jax.random.key(r + 1)))
-        best = min(best, time.perf_counter() - start)
+    compile_s, best = time_compiled(make_runner(env, num_envs, num_steps), repeats)
     # The reset inside the program is a small share of one run; it is counted in the time.
     return {
         "envs": num_envs,
@@ -81,7 +73,7 @@ def measure(env, num_envs: int, num_steps: int, repeats: int) -> dict:
         "compile_s": compile_s,
         "run_s": best,
         "env_steps_per_s": num_envs * num_steps / best,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -143,12 +135,7 @@ def profile(env, num_envs: int = 256, num_steps: int = 200) -> list[str]:
             return jax.lax.scan(body, (s, jnp.int32(0)), keys)[0][1]
 
         fn = jax.jit(run)
-        jax.block_until_ready(fn(states, jax.random.key(1)))
-        best = float("inf")
-        for r in range(3):
-            start = time.perf_counter()
-            jax.block_until_ready(fn(states, jax.random.key(r + 2)))
-            best = min(best, time.perf_counter() - start)
+        _, best = time_compiled(lambda key, fn=fn: fn(states, key), repeats=3)
         rows.append(f"| {name} | {1000 * best / num_steps:.2f} |")
     return rows
 
@@ -187,16 +174,13 @@ def main():
     build_s = pool_build_time()
     env = dilemmax.make("open_harvest")
     rows = [measure(env, n, args.steps, args.repeats) for n in args.envs]
-    load = os.getloadavg()
     lines = [
         "# OpenHarvest throughput",
         "",
         f"Command: `python benchmarks/open_harvest_throughput.py --envs "
         f"{' '.join(map(str, args.envs))} --steps {args.steps}`",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"jax {jax.__version__} on {jax.default_backend()}; load average after the run "
-        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min).",
+        f"Machine: {machine()}; after the run: {load()} (1 / 5 / 15 min).",
         "",
         "5 agents, paper settings, random actions, `vmap(step_env)` scanned over "
         f"{args.steps} steps, observations summed into the carry; best of {args.repeats} runs.",
@@ -241,12 +225,7 @@ def main():
             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         lines += baselines(env, args.episodes)
-    table = "\n".join(lines)
-    print(table)
-    if args.write:
-        path = os.path.join(os.path.dirname(__file__), "results", "open_harvest.md")
-        with open(path, "w") as fh:
-            fh.write(table + "\n")
+    report("\n".join(lines), RESULTS if args.write else None)
 
 
 if __name__ == "__main__":
