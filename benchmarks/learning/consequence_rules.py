@@ -4,7 +4,7 @@ Setup: the benchmark game (n = 3, R = 3, W = 12), survival-lexicographic reward 
 agent maximises its own utility, scaled by 1/13 for training), seats drawn at random over
 wealth ranks. For each rule (AON, RE, DV, RP, PP) an IPPO population (3 agents, shared
 parameters with agent-id input) trains on contexts drawn uniformly from the 228-context grid
-under that rule; all (rule, seed) runs train in one vmapped program.
+under that rule; one compiled single-run program serves every (rule, seed) run.
 
 Evaluation: every one of the 228 contexts under the run's rule, ``--eval-episodes`` episodes
 each, sampled actions; the env's own metrics (fatality, targeted elimination, exploitation,
@@ -23,7 +23,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from common import RESULTS, command_line, machine_note, table
+from common import RESULTS, command_line, machine_note, run_grid, table
 
 import dilemmax
 from dilemmax.envs.consequence import constants as C
@@ -78,27 +78,16 @@ def main() -> None:
     trainer = train.trainer
 
     def train_run(key, env_config):
-        # The whole runner state is returned on purpose: with only parameters or a scalar as
-        # outputs (the env states dead code), the XLA CPU runtime of jax 0.10 deadlocked at
-        # execution (0% CPU, every thread in a futex wait); so did train + evaluate fused.
         state, metrics = train(key, env_config)
         returns = metrics["return/mean"]
-        return state, returns[:3].mean(), returns[-10:].mean()
+        return state, {"first_return": returns[:3].mean(), "train_return": returns[-10:].mean()}
 
     def eval_run(params, env_config, key):
         outcomes = trainer.evaluate(params, env_config, jax.random.fold_in(key, 7))
         return {k: outcomes[k].astype(jnp.float32).mean() for k in METRICS}
 
-    # Training and evaluation are two programs, and training returns its whole runner state.
-    nested = lambda f, axes: jax.jit(jax.vmap(jax.vmap(f, in_axes=axes[1]), in_axes=axes[0]))
-    train_program = nested(train_run, ((0, 0), (0, None)))
-    eval_program = nested(eval_run, ((0, 0, 0), (0, 0, 0)))
-
     def program(keys, env_config):
-        state, first, last = train_program(keys, env_config)
-        out = eval_program(state.params, state.env_config, keys)
-        out["first_return"], out["train_return"] = first, last
-        return out
+        return run_grid(train_run, eval_run, keys, env_config)
 
     env_config = {"rule": jnp.arange(C.NUM_RULES, dtype=jnp.int32)}
     keys = jax.random.split(jax.random.PRNGKey(7), C.NUM_RULES * args.seeds)
@@ -129,7 +118,7 @@ def write_report(args, config, out, baselines, seconds) -> None:
 Command: `{command_line()}`
 
 Machine: {machine_note()}. {C.NUM_RULES * args.seeds} training runs (5 rules x {args.seeds}
-seeds, keys split from `PRNGKey(7)`) in one vmapped program, {seconds:.0f} s wall; each run
+seeds, keys split from `PRNGKey(7)`), run one after another, {seconds:.0f} s wall; each run
 {config.num_updates} updates x {config.num_envs} envs x {config.num_steps} steps. Training
 contexts: uniform over the 228-context grid (W = 12, n = 3) under the run's rule, seats drawn at
 random over wealth ranks; reward: survival-lexicographic utility (M = 13), scaled by 1/13.

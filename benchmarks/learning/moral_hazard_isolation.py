@@ -6,7 +6,7 @@ Setup (the paper's incentive-isolation design, with a learner in the focal seat)
 - seat 0 learns with IPPO (it plays all three stages itself: work, note, final); seat 1 is the
   scripted ``isolation_partner`` (it queries, warns the focal case, reads the board), so
   F_focal = 1 either way, QUERY + a correct note gives T = 1 and LOCAL gives T = 0;
-- one independent training run per (k, alpha), all (alpha, seed) runs of one k in one vmapped
+- one independent training run per (k, alpha, seed), one after another with one compiled
   program; k in {0, 0.1, 0.2, 0.3}, alpha on a 0.025 grid.
 
 Measured: the trained focal agent's query rate (sampled actions, ``--eval-episodes`` fresh
@@ -25,7 +25,7 @@ import time
 
 import jax
 import numpy as np
-from common import RESULTS, command_line, machine_note, table  # noqa: E402  (script folder)
+from common import RESULTS, command_line, machine_note, run_grid, table  # noqa: E402  (script folder)
 
 from dilemmax.envs.moral_hazard import generator
 from dilemmax.envs.moral_hazard.theory import alpha_star
@@ -91,11 +91,8 @@ def main() -> None:
     trainer = train.trainer
 
     def train_run(key, env_config):
-        # The whole runner state is returned on purpose: with only parameters or a scalar as
-        # outputs (the env states dead code), the XLA CPU runtime of jax 0.10 deadlocked at
-        # execution (0% CPU, every thread in a futex wait); so did train + evaluate fused.
         state, metrics = train(key, env_config)
-        return state, metrics["return/learners"][-10:].mean()
+        return state, {"final_return": metrics["return/learners"][-10:].mean()}
 
     def eval_run(params, env_config, key):
         outcomes = trainer.evaluate(params, env_config, jax.random.fold_in(key, 7))
@@ -104,17 +101,8 @@ def main() -> None:
             "team_success": outcomes["team_success"].mean(),
         }
 
-    # vmap over alphas (outer) and seeds (inner). See train_run: the whole runner state is
-    # returned, and training and evaluation are two programs.
-    nested = lambda f, axes: jax.jit(jax.vmap(jax.vmap(f, in_axes=axes[1]), in_axes=axes[0]))
-    train_program = nested(train_run, ((0, 0), (0, None)))
-    eval_program = nested(eval_run, ((0, 0, 0), (0, 0, 0)))
-
     def program(keys, env_config):
-        state, final_return = train_program(keys, env_config)
-        out = eval_program(state.params, state.env_config, keys)
-        out["final_return"] = final_return
-        return out
+        return run_grid(train_run, eval_run, keys, env_config)
 
     results = {}
     started = time.perf_counter()

@@ -1,8 +1,8 @@
 """Team reward, every agent learning: does the learned query rate match rational play?
 
 Setup: moral_hazard, n = 2, team reward (every agent is paid R_game), both seats learn with
-IPPO (shared parameters, agent-id input), one training run per (mapping, w_T, k, seed), all in
-one vmapped program. Settings: the three unsafe-option mappings at the primary w_T = 0.5, and
+IPPO (shared parameters, agent-id input), one training run per (mapping, w_T, k, seed), one
+after another. Settings: the three unsafe-option mappings at the primary w_T = 0.5, and
 the uninformative mapping at w_T = 1.0 (where querying pays for small k); k swept over
 {0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4}.
 
@@ -31,7 +31,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from common import RESULTS, command_line, machine_note, table
+from common import RESULTS, command_line, machine_note, run_grid, table
 
 from dilemmax.envs.moral_hazard import constants as mh
 from dilemmax.envs.moral_hazard.theory import rational_team_query_rate, team_route_values
@@ -68,25 +68,16 @@ def main() -> None:
     trainer = train.trainer
 
     def train_run(key, env_config):
-        # The whole runner state is returned on purpose: with only parameters or a scalar as
-        # outputs (the env states dead code), the XLA CPU runtime of jax 0.10 deadlocked at
-        # execution (0% CPU, every thread in a futex wait); so did train + evaluate fused.
         state, _ = train(key, env_config)
-        return state
+        return state, {}
 
     def eval_run(params, env_config, key):
         outcomes = trainer.evaluate(params, env_config, jax.random.fold_in(key, 7))
         names = ("query_rate", "final_accuracy", "team_success", "score", "local_reward")
         return {k: outcomes[k].mean() for k in names}
 
-    # Training and evaluation are two programs, and training returns its whole runner state.
-    nested = lambda f, axes: jax.jit(jax.vmap(jax.vmap(f, in_axes=axes[1]), in_axes=axes[0]))
-    train_program = nested(train_run, ((0, 0), (0, None)))
-    eval_program = nested(eval_run, ((0, 0, 0), (0, 0, 0)))
-
     def program(keys, env_config):
-        state = train_program(keys, env_config)
-        return eval_program(state.params, state.env_config, keys)
+        return run_grid(train_run, eval_run, keys, env_config)
 
     runs = [(m, w, k) for m, w in SETTINGS for k in args.costs]
     env_config = {
@@ -142,7 +133,7 @@ def write_report(args, config, rows, raw, seconds) -> None:
 
 Command: `{command_line()}`
 
-Machine: {machine_note()}. {len(rows) * args.seeds} training runs in one vmapped program,
+Machine: {machine_note()}. {len(rows) * args.seeds} training runs (one after another),
 {seconds:.0f} s wall; each run {config.num_updates} updates x {config.num_envs} envs x
 {config.num_steps} steps; seeds per row: {args.seeds} (keys split from `PRNGKey(2024)`).
 Evaluation: {args.eval_episodes} fresh episodes per run, sampled actions.

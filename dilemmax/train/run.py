@@ -259,6 +259,9 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
     eval_keys = sorted(
         {k for r in records for k, v in r.items() if k.startswith("eval/") and isinstance(v, float)}
     )
+    # Metrics that moved during training first: they are the informative curves.
+    spread = lambda k: len({r[k] for r in records if isinstance(r.get(k), float)}) > 1
+    eval_keys.sort(key=lambda k: not spread(k))
     panels = [("return/learners", "training return (learners)"), ("loss/entropy", "entropy")]
     panels += [(k, k) for k in eval_keys[:6]]
     cols = 2
