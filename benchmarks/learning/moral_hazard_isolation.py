@@ -3,7 +3,8 @@
 Setup (the paper's incentive-isolation design, with a learner in the focal seat):
 - moral_hazard, n = 2, primary weights (w_L, w_F, w_T) = (0.35, 0.15, 0.50), highest-unsafe
   mapping, private-share reward U_i = w_L L_i + w_F F_i + n alpha_i w_T T - k Q_i;
-- seat 0 learns with IPPO (it plays all three stages itself: work, note, final); seat 1 is the
+- seat 0 learns its work move (LOCAL / QUERY) with IPPO; its note and final choice are scripted
+  (``with_scripted_followup``: correct warning after a query, then read the board); seat 1 is the
   scripted ``isolation_partner`` (it queries, warns the focal case, reads the board), so
   F_focal = 1 either way, QUERY + a correct note gives T = 1 and LOCAL gives T = 0;
 - one independent training run per (k, alpha, seed), one after another with one compiled
@@ -80,6 +81,9 @@ def main() -> None:
             "env_kwargs": {"num_agents": 2, "reward": "private", "mapping": "highest"},
             "learners": [0],
             "partner_policy": "isolation_partner",
+            # Only the work move (LOCAL / QUERY) is learned; after a query the focal agent posts
+            # the correct warning and reads the board (the paper's isolation design).
+            "learner_transform": "dilemmax.envs.moral_hazard.policies:with_scripted_followup",
             "train_grid": None,
             "eval_grid": None,
             "total_timesteps": args.timesteps,
@@ -180,8 +184,12 @@ Machine: {machine_note()}. Wall time {total_seconds:.0f} s for
 Setup: n = 2, primary weights (w_L, w_F, w_T) = (0.35, 0.15, 0.50), highest-unsafe mapping,
 private-share reward; seat 0 learns (IPPO, shared defaults of `make_config("moral_hazard")`:
 lr {config.lr}, entropy {config.ent_coef}, gamma {config.gamma}); seat 1 plays the scripted
-`isolation_partner`. The learner plays all three stages itself (work, note, final); its query
-only pays if it also learns to post the correct note. Query rate: sampled actions of the trained
+`isolation_partner`. Only the focal work move is learned (`learner_transform` =
+`with_scripted_followup`: after a query the correct warning is posted and the final choice reads
+the board; those scripted steps carry no policy gradient). A first attempt that let the learner
+play note and final too never queried at any alpha: the note is only reached after a query, and
+with an untrained note a query pays less than LOCAL, so the policy abandons QUERY before the
+note is learned. Query rate: sampled actions of the trained
 policy over {args.eval_episodes} fresh episodes per run, averaged over seeds. Crossing: linear
 interpolation of the first upward crossing of 50%.
 

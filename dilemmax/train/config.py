@@ -32,6 +32,11 @@ class TrainConfig:
         with ``env.sample_config``.
         learners: indices of the seats that learn (None: all); the other seats play
         ``partner_policy`` (a name in ``env.scripted_policies()`` or "random"/"first_legal").
+        learner_transform: "module:function" of a policy transformer (policy -> policy) that
+        scripts some of a learner's decisions, e.g. the moral-hazard
+        ``dilemmax.envs.moral_hazard.policies:with_scripted_followup`` (only the work move is
+        learned). Where the transformed policy does not call the learner, the scripted action is
+        played and the step is left out of the policy loss.
         reward: "individual" (each learner its own reward) or "team" (the mean over all agents);
         reward_scale multiplies the rewards the learners train on (logged returns stay raw).
 
@@ -56,6 +61,7 @@ class TrainConfig:
     eval_grid: str | None = None
     learners: list[int] | None = None
     partner_policy: str = "random"
+    learner_transform: str | None = None
     reward: str = "individual"
     reward_scale: float = 1.0
 

@@ -18,6 +18,7 @@ several configurations of a sweep, in one program, and checkpoints are that pytr
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -80,6 +81,7 @@ class Transition(NamedTuple):
     critic_in: jax.Array  # global state float32[E, D] (MAPPO) or a dummy float32[E, 0] (IPPO)
     episode_return: jax.Array  # float32[E, A], return of the episode that ended here
     episode_done: jax.Array  # bool[E]
+    acted: jax.Array  # float32[L, E], 1 where the learner chose (not a scripted transform)
 
 
 def _stack(d: dict, agents: list[str]) -> jax.Array:
@@ -92,6 +94,16 @@ def resolve_policy(env, name: str) -> Callable:
     if name not in policies:
         raise ValueError(f"unknown partner policy {name!r}; available: {sorted(policies)}")
     return policies[name]
+
+
+def _load_transform(path: str | None):
+    """The policy transformer named ``"module:function"``, or None."""
+    if not path:
+        return None
+    module_name, _, name = path.partition(":")
+    if not name:
+        raise ValueError(f"learner_transform must be 'module:function', got {path!r}")
+    return getattr(importlib.import_module(module_name), name)
 
 
 class Trainer:
@@ -119,6 +131,7 @@ class Trainer:
         self.partners = [i for i in range(self.num_agents) if i not in self.learners]
         self.partner_fn = resolve_policy(self.env, config.partner_policy) if self.partners else None
 
+        self.transform = _load_transform(config.learner_transform)
         first = self.agents[self.learners[0]]
         self.obs_space = self.env.observation_space(first)
         self.num_actions = int(self.env.action_space(first).n)
@@ -233,6 +246,24 @@ class Trainer:
             actions[agent] = actions[agent].astype(jnp.int32)
         return actions
 
+    def _transformed(self, key, obs, masks, env_state, action):
+        """Learner actions after ``learner_transform``: (int32[L, E], acted float32[L, E])."""
+        scripted = self.transform(lambda k, o: jnp.int32(-1))
+        base = env_state.env_states.env_state
+        out, acted = [], []
+        for j, seat in enumerate(self.learners):
+            agent = self.agents[seat]
+
+            def one(k, o, m, st, seat=seat):
+                return scripted(k, Observation(o, m, jnp.int32(seat), st)).astype(jnp.int32)
+
+            keys = jax.random.split(jax.random.fold_in(key, seat), self.config.num_envs)
+            chosen = jax.vmap(one)(keys, obs[agent], masks[agent], base)
+            own = chosen == -1
+            out.append(jnp.where(own, action[j], chosen))
+            acted.append(own.astype(jnp.float32))
+        return jnp.stack(out), jnp.stack(acted)
+
     def _env_step(self, vec: VecEnv, params, carry, _):
         env_state, obs, key = carry
         key, key_act, key_partner, key_step = jax.random.split(key, 4)
@@ -249,6 +280,9 @@ class Trainer:
         critic_x, critic_axis = self._critic_input(vec, env_state, obs_l)
         value = self._apply(self.critic, params["critic"], critic_x, ids, critic_axis)
 
+        acted = jnp.ones(action.shape, jnp.float32)
+        if self.transform is not None:
+            action, acted = self._transformed(key_partner, obs, masks, env_state, action)
         actions = {a: action[j] for j, a in enumerate(learner_agents)}
         if self.partners:
             base = env_state.env_states.env_state
@@ -274,6 +308,7 @@ class Trainer:
             stored_critic_in,
             infos["returned_episode_returns"],
             dones["__all__"],
+            acted,
         )
         return (next_state, next_obs, key), transition
 
@@ -309,23 +344,27 @@ class Trainer:
         clipped = batch.value + jnp.clip(value - batch.value, -c.clip_eps, c.clip_eps)
         value_loss = 0.5 * jnp.maximum((value - targets) ** 2, (clipped - targets) ** 2).mean()
 
+        # Steps a learner_transform scripted carry no policy gradient (weight 0).
+        w = batch.acted
+        mean = lambda x: (x * w).sum() / jnp.maximum(w.sum(), 1.0)
         if c.normalize_advantages:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv_mean = mean(adv)
+            adv = (adv - adv_mean) / (jnp.sqrt(mean((adv - adv_mean) ** 2)) + 1e-8)
         log_ratio = log_prob - batch.log_prob
         ratio = jnp.exp(log_ratio)
         surrogate = jnp.minimum(
             ratio * adv, jnp.clip(ratio, 1.0 - c.clip_eps, 1.0 + c.clip_eps) * adv
         )
-        actor_loss = -surrogate.mean()
-        entropy = dist.entropy().mean()
+        actor_loss = -mean(surrogate)
+        entropy = mean(dist.entropy())
         total = actor_loss + c.vf_coef * value_loss - c.ent_coef * entropy
         stats = {
             "loss/total": total,
             "loss/actor": actor_loss,
             "loss/value": value_loss,
             "loss/entropy": entropy,
-            "loss/approx_kl": ((ratio - 1.0) - log_ratio).mean(),
-            "loss/clip_frac": (jnp.abs(ratio - 1.0) > c.clip_eps).mean(),
+            "loss/approx_kl": mean((ratio - 1.0) - log_ratio),
+            "loss/clip_frac": mean((jnp.abs(ratio - 1.0) > c.clip_eps).astype(jnp.float32)),
         }
         return total, stats
 
@@ -338,7 +377,7 @@ class Trainer:
         data = (
             traj._replace(obs=to_lte(traj.obs), mask=to_lte(traj.mask), action=to_lte(traj.action))
             ._replace(log_prob=to_lte(traj.log_prob), value=to_lte(traj.value))
-            ._replace(reward=to_lte(traj.reward)),
+            ._replace(reward=to_lte(traj.reward), acted=to_lte(traj.acted)),
             to_lte(adv),
             to_lte(targets),
         )
@@ -362,6 +401,7 @@ class Trainer:
             critic_in=split(batch.critic_in, 1),
             episode_return=split(batch.episode_return, 1),
             episode_done=split(batch.episode_done, 1),
+            acted=split(batch.acted, 2),
         )
         minibatches = (mb, split(adv_l, 2), split(targets_l, 2))
 
@@ -473,6 +513,8 @@ class Trainer:
         env = self.eval_env()
         env.overrides = dict(env_config)
         policy = self.policy_fn(params, greedy)
+        if self.transform is not None:
+            policy = self.transform(policy)
         seats = [policy if i in self.learners else self.partner_fn for i in range(self.num_agents)]
         grid = config_grid(env.inner, self.config.eval_grid)
         if grid is not None:
