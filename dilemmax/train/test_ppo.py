@@ -223,3 +223,20 @@ def test_checkpoint_round_trips_and_resume_is_bit_exact(tmp_path):
     assert [r["chunk"] for r in records] == [0, 1, 2, 3]
     assert (tmp_path / "resumed" / "curve.png").stat().st_size > 0
     assert "eval/return" in records[1]
+
+
+def script_everything(policy):
+    """A learner transform that never lets the learner choose (always action 0)."""
+    return lambda key, observation: jnp.int32(0)
+
+
+def test_steps_scripted_by_a_learner_transform_carry_no_policy_gradient():
+    config = toy_config(learner_transform="dilemmax.train.test_ppo:script_everything")
+    trainer = Trainer(config, env=ToyEnv())
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
+    new_state, metrics = jax.jit(trainer.update)(state)
+    same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), state.params, new_state.params)
+    assert all(jax.tree.leaves(same["actor"]))  # nothing the actor chose: no actor update
+    assert not all(jax.tree.leaves(same["critic"]))  # the critic still learns values
+    # Scripted action 0 hits target 0 only: a third of the maximum on average.
+    assert float(metrics["return/mean"]) < 1.5
