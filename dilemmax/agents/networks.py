@@ -169,6 +169,18 @@ def _with_agent_id(spec: NetworkSpec, h: jax.Array, agent_id: jax.Array, num_age
     return jnp.concatenate([h, jnp.broadcast_to(one_hot, h.shape[:-1] + (num_agents,))], -1)
 
 
+def _torso(head: nn.Module, obs: jax.Array, agent_id: jax.Array) -> jax.Array:
+    """Encoder, agent id and one hidden layer, shared by the actor and the critic.
+
+    Called inside the head's compact ``__call__``, so its layers belong to the head (and keep the
+    names Encoder_0 / Dense_0 that checkpoints store).
+    """
+    h = Encoder(head.spec, head.obs_shape, head.obs_dtype, head.num_codes)(obs)
+    h = _with_agent_id(head.spec, h, agent_id, head.num_agents)
+    dense = nn.Dense(head.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))
+    return _activation(head.spec.activation)(dense(h))
+
+
 class Actor(nn.Module):
     """Policy network: (observation, agent index) -> logits float32[B..., N]."""
 
@@ -181,11 +193,7 @@ class Actor(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, agent_id: jax.Array) -> jax.Array:
-        h = Encoder(self.spec, self.obs_shape, self.obs_dtype, self.num_codes)(obs)
-        h = _with_agent_id(self.spec, h, agent_id, self.num_agents)
-        h = _activation(self.spec.activation)(
-            nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(h)
-        )
+        h = _torso(self, obs, agent_id)
         # A small output scale starts the policy near uniform over the legal actions.
         return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
 
@@ -205,11 +213,7 @@ class Critic(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, agent_id: jax.Array) -> jax.Array:
-        h = Encoder(self.spec, self.obs_shape, self.obs_dtype, self.num_codes)(obs)
-        h = _with_agent_id(self.spec, h, agent_id, self.num_agents)
-        h = _activation(self.spec.activation)(
-            nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(h)
-        )
+        h = _torso(self, obs, agent_id)
         return nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(h)[..., 0]
 
 

@@ -153,6 +153,20 @@ class TrainConfig:
 
 # Per-env defaults: sized so that the default run of each env finishes on a laptop CPU and
 # shows learning. The grid games take the held-out split for evaluation.
+# The two OpenSocialJax games share map scale, horizon and held-out evaluation.
+_GRID_GAME_DEFAULTS: dict[str, Any] = {
+    "total_timesteps": 2_000_000,
+    "num_envs": 16,
+    "num_steps": 128,
+    "lr": 5e-4,
+    "ent_coef": 0.01,
+    "gamma": 0.99,
+    "hidden": 128,
+    "eval_env_kwargs": {"split": "held_out"},
+    "eval_episodes": 2,
+    "log_every": 5,
+}
+
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "moral_hazard": {
         "total_timesteps": 300_000,
@@ -176,30 +190,8 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         "eval_grid": "context_grid",
         "reward_scale": 1.0 / 13.0,
     },
-    "open_cleanup": {
-        "total_timesteps": 2_000_000,
-        "num_envs": 16,
-        "num_steps": 128,
-        "lr": 5e-4,
-        "ent_coef": 0.01,
-        "gamma": 0.99,
-        "hidden": 128,
-        "eval_env_kwargs": {"split": "held_out"},
-        "eval_episodes": 2,
-        "log_every": 5,
-    },
-    "open_harvest": {
-        "total_timesteps": 2_000_000,
-        "num_envs": 16,
-        "num_steps": 128,
-        "lr": 5e-4,
-        "ent_coef": 0.01,
-        "gamma": 0.99,
-        "hidden": 128,
-        "eval_env_kwargs": {"split": "held_out"},
-        "eval_episodes": 2,
-        "log_every": 5,
-    },
+    "open_cleanup": _GRID_GAME_DEFAULTS,
+    "open_harvest": _GRID_GAME_DEFAULTS,
 }
 
 
