@@ -8,6 +8,11 @@ Two encoders cover every dilemmax observation:
   the result. Embedding beats feeding the codes as numbers (codes are categories, not
   magnitudes) and beats one-hot planes on memory.
 
+The 3x3 convolutions are :class:`Conv3x3`: XLA's convolution on accelerators, and on CPU the
+same arithmetic written as patch extraction plus one matmul. XLA:CPU runs convolutions inside a
+loop body (a ``lax.scan``, which is where every PPO update runs) 10-20x slower than at top level
+(jax-ml/jax#12868); ``benchmarks/results/learning_conv_cpu.md`` has the figures.
+
 Parameters are shared across agents with a one-hot agent-id input (the default), or kept
 separate per agent (the trainer then stacks one parameter set per agent on a leading axis).
 
@@ -42,6 +47,9 @@ class NetworkSpec:
         embed_dim: embedding size per channel code (grid observations).
         conv_features: output channels of each 3x3 convolution (grid observations).
         agent_id: feed a one-hot agent index to the networks (useful with shared parameters).
+        conv_impl: "xla" (``lax.conv``), "im2col" (patches + matmul) or "auto" (im2col on the
+            CPU backend, xla elsewhere). Both compute the same function with the same
+            parameters, so a checkpoint trained with one runs with the other.
     """
 
     hidden: int = 64
@@ -50,6 +58,7 @@ class NetworkSpec:
     embed_dim: int = 8
     conv_features: tuple[int, ...] = field(default=(16, 32))
     agent_id: bool = True
+    conv_impl: str = "auto"
 
     @classmethod
     def from_dict(cls, values: dict) -> NetworkSpec:
@@ -110,6 +119,56 @@ class VectorEncoder(nn.Module):
         return x
 
 
+CONV_IMPLS = ("auto", "xla", "im2col")
+
+
+def _patches_3x3(x: jax.Array) -> jax.Array:
+    """The 3x3 neighbourhood of every cell, zero-padded: float[b, H, W, C] -> float[b, H, W, 9C].
+
+    Feature index ``(3 * i + j) * C + c`` holds channel c of the cell at offset (i - 1, j - 1),
+    the row-major flattening of a ``[3, 3, C, F]`` convolution kernel. Built from slices, whose
+    gradients are pads and adds (no convolution appears in the backward pass either).
+    """
+    height, width = x.shape[1:3]
+    padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    shifted = [padded[:, i : i + height, j : j + width] for i in range(3) for j in range(3)]
+    return jnp.concatenate(shifted, axis=-1)
+
+
+def resolve_conv_impl(impl: str) -> str:
+    """The implementation ("xla" or "im2col") that ``impl`` stands for; "auto" picks by backend."""
+    if impl not in CONV_IMPLS:
+        raise ValueError(f"unknown conv_impl {impl!r}; use one of {CONV_IMPLS}")
+    if impl == "auto":
+        return "im2col" if jax.default_backend() == "cpu" else "xla"
+    return impl
+
+
+class Conv3x3(nn.Module):
+    """3x3 convolution, stride 1, SAME zero padding: float[b, H, W, C] -> float32[b, H, W, F].
+
+    Parameters ``kernel`` float32[3, 3, C, F] and ``bias`` float32[F], as ``flax.linen.Conv``.
+    """
+
+    features: int
+    impl: str = "auto"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        kernel = self.param(
+            "kernel", nn.initializers.lecun_normal(), (3, 3, channels, self.features)
+        )
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+        if resolve_conv_impl(self.impl) == "im2col":
+            y = _patches_3x3(x) @ kernel.reshape(9 * channels, self.features)
+        else:
+            y = jax.lax.conv_general_dilated(
+                x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            )
+        return y + bias
+
+
 class GridEncoder(nn.Module):
     """Embedding + CNN over integer codes. Input: int[B..., H, W, C]; output float32[B..., hidden].
 
@@ -134,8 +193,9 @@ class GridEncoder(nn.Module):
         x = embed(jnp.clip(x, 0, self.num_codes - 1) + offsets)  # [b, H, W, C, D]
         x = x.reshape(x.shape[0], height, width, channels * self.spec.embed_dim)
         act = _activation("relu")
-        for features in self.spec.conv_features:
-            x = act(nn.Conv(features, (3, 3), padding="SAME")(x))
+        for i, features in enumerate(self.spec.conv_features):
+            # Named as flax.linen.Conv would be, so parameter trees keep their layout.
+            x = act(Conv3x3(features, self.spec.conv_impl, name=f"Conv_{i}")(x))
         x = x.reshape(x.shape[0], -1)
         x = act(nn.Dense(self.spec.hidden, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
         return x.reshape(*batch, self.spec.hidden)

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from dilemmax.agents.networks import NetworkSpec
+from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
 
 
 @dataclass
@@ -87,6 +87,7 @@ class TrainConfig:
     embed_dim: int = 8
     conv_features: list[int] = field(default_factory=lambda: [16, 32])
     agent_id: bool = True
+    conv_impl: str = "auto"
 
     seed: int = 0
     num_seeds: int = 1
@@ -121,6 +122,7 @@ class TrainConfig:
             embed_dim=self.embed_dim,
             conv_features=tuple(self.conv_features),
             agent_id=self.agent_id,
+            conv_impl=self.conv_impl,
         )
 
     def validate(self) -> None:
@@ -133,6 +135,8 @@ class TrainConfig:
                 f"num_envs ({self.num_envs}) must be a multiple of num_minibatches "
                 f"({self.num_minibatches}): minibatches split the envs"
             )
+        if self.conv_impl not in CONV_IMPLS:
+            raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {self.conv_impl!r}")
         if self.shard not in ("auto", "on", "off", True, False):
             raise ValueError(f"shard must be 'auto', 'on' or 'off', got {self.shard!r}")
 
