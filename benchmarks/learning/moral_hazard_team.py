@@ -19,7 +19,14 @@ Measured after training (sampled actions, fresh episodes): query rate, final acc
 success, score, and whether the team took the no-query shortcut (query rate < 0.1 with final
 accuracy > 0.9, i.e. targets found from utilities alone).
 
+``--followup scripted`` learns only the work move (LOCAL / QUERY): after a query the correct
+warning is posted and every final choice reads the board (``with_scripted_followup``), so the
+learners play exactly the game V(m) describes, whose pure equilibria are
+``theory.team_equilibria``. Comparing the two modes separates "the work incentive is
+misjudged" from "warnings never become worth reading" (the babbling equilibrium).
+
     python benchmarks/learning/moral_hazard_team.py
+    python benchmarks/learning/moral_hazard_team.py --followup scripted --settings uninformative:1.0
 """
 
 from __future__ import annotations
@@ -34,11 +41,26 @@ import numpy as np
 from common import RESULTS, command_line, machine_note, run_grid, table
 
 from dilemmax.envs.moral_hazard import constants as mh
-from dilemmax.envs.moral_hazard.theory import rational_team_query_rate, team_route_values
+from dilemmax.envs.moral_hazard.theory import (
+    rational_team_query_rate,
+    team_equilibria,
+    team_route_values,
+)
 from dilemmax.train.config import make_config
 from dilemmax.train.ppo import make_train
 
 SETTINGS = [("highest", 0.5), ("uninformative", 0.5), ("lowest", 0.5), ("uninformative", 1.0)]
+SCRIPTED_FOLLOWUP = "dilemmax.envs.moral_hazard.policies:with_scripted_followup"
+
+
+def parse_setting(text: str) -> tuple[str, float]:
+    """A setting written mapping:w_T, e.g. uninformative:1.0."""
+    mapping, _, w_team = text.partition(":")
+    if mapping not in mh.MAPPING_NAMES or not w_team:
+        raise argparse.ArgumentTypeError(
+            f"setting {text!r} must be mapping:w_T with mapping in {mh.MAPPING_NAMES}"
+        )
+    return mapping, float(w_team)
 
 
 def main() -> None:
@@ -49,8 +71,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--timesteps", type=int, default=98_304)
     parser.add_argument("--eval-episodes", type=int, default=256)
-    parser.add_argument("--out", default=str(RESULTS / "learning_moral_hazard_team.md"))
+    parser.add_argument("--followup", choices=["learned", "scripted"], default="learned")
+    parser.add_argument(
+        "--settings", type=parse_setting, nargs="+", default=SETTINGS, help="mapping:w_T ..."
+    )
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.out is None:
+        suffix = "" if args.followup == "learned" else "_scripted_followup"
+        args.out = str(RESULTS / f"learning_moral_hazard_team{suffix}.md")
 
     config = make_config(
         "moral_hazard",
@@ -62,6 +91,7 @@ def main() -> None:
             "total_timesteps": args.timesteps,
             "eval_episodes": args.eval_episodes,
             "progress": False,
+            "learner_transform": SCRIPTED_FOLLOWUP if args.followup == "scripted" else None,
         },
     )
     train = make_train(config)
@@ -79,7 +109,7 @@ def main() -> None:
     def program(keys, env_config):
         return run_grid(train_run, eval_run, keys, env_config)
 
-    runs = [(m, w, k) for m, w in SETTINGS for k in args.costs]
+    runs = [(m, w, k) for m, w in args.settings for k in args.costs]
     env_config = {
         "mapping": jnp.asarray([mh.MAPPING_NAMES.index(m) for m, _, _ in runs], jnp.int32),
         "w_team": jnp.asarray([w for _, w, _ in runs], jnp.float32),
@@ -98,22 +128,26 @@ def main() -> None:
     rows, raw = [], []
     for i, (m, w, k) in enumerate(runs):
         low, high = rational_team_query_rate(2, k, w_team=w, mapping=m)
+        equilibria = team_equilibria(2, k, w_team=w, mapping=m)
         paper_low, paper_high = rational_team_query_rate(2, k, w_team=w, mapping=None)
         accuracy = {"highest": 1.0, "uninformative": 0.75, "lowest": 1.0}[m]
         best = float(np.max(team_route_values(2, k, w_team=w, accuracy=accuracy)))
         q = out["query_rate"][i]
         acc = out["final_accuracy"][i]
         match = low - 0.1 <= q.mean() <= high + 0.1
+        at_equilibrium = min(abs(q.mean() - e) for e in equilibria) <= 0.1
         shortcut = q.mean() < 0.1 and acc.mean() > 0.9
         rows.append(
             [m, f"{w:.1f}", f"{k:.2f}", _span(low, high), _span(paper_low, paper_high),
+             ", ".join(f"{e:.1f}" for e in equilibria),
              float(q.mean()), " / ".join(f"{x:.2f}" for x in q), float(acc.mean()),
              float(out["team_success"][i].mean()), float(out["score"][i].mean()), best,
-             "yes" if match else "NO", "yes" if shortcut else "no"]
+             "yes" if match else "NO", "yes" if at_equilibrium else "NO",
+             "yes" if shortcut else "no"]
         )  # fmt: skip
         raw.append(
             {"mapping": m, "w_team": w, "cost": k, "rational": [low, high],
-             "paper": [paper_low, paper_high], "best_score": best,
+             "paper": [paper_low, paper_high], "equilibria": equilibria, "best_score": best,
              **{name: out[name][i].tolist() for name in out}}
         )  # fmt: skip
     write_report(args, config, rows, raw, seconds)
@@ -125,11 +159,20 @@ def _span(low: float, high: float) -> str:
 
 def write_report(args, config, rows, raw, seconds) -> None:
     header = [
-        "mapping", "w_T", "k", "rational rate", "paper (a=0)", "learned rate", "per seed",
-        "final acc.", "team success", "score", "best V", "matches", "no-query shortcut",
+        "mapping", "w_T", "k", "rational rate", "paper (a=0)", "work-game equilibria",
+        "learned rate", "per seed", "final acc.", "team success", "score", "best V",
+        "matches optimum", "at an equilibrium", "no-query shortcut",
     ]  # fmt: skip
-    matched = sum(r[-2] == "yes" for r in rows)
+    matched = sum(r[-3] == "yes" for r in rows)
+    stable = sum(r[-2] == "yes" for r in rows)
+    learned = (
+        "work move, warning and final choice"
+        if args.followup == "learned"
+        else ("work move only (warning and final choice scripted: `with_scripted_followup`)")
+    )
     text = f"""# Learning evidence: moral_hazard team reward, both agents learning (IPPO)
+
+Learned decisions: {learned}.
 
 Command: `{command_line()}`
 
@@ -147,11 +190,17 @@ option is), a = 3/4 under the uninformative mapping (the top option is the targe
 the unsafe one). "rational rate" = argmax_m V(m) / n from the env's information structure;
 "paper (a=0)" = the paper's comparison, which assumes an unwarned agent always misses and gives
 the k* = w_F + w_T - w_L switch. "best V" = the rational team's expected score. A row "matches"
-when the learned rate is within 0.1 of the rational rate (interval). "no-query shortcut": the
+when the learned rate is within 0.1 of the rational rate (interval). "work-game equilibria":
+the query rates m/n where V(m) is a local maximum (`theory.team_equilibria`: no single agent
+gains by switching when warnings are written and read correctly); "at an equilibrium" when the
+learned rate is within 0.1 of one. With learned warnings and final choices, "nobody queries and
+nobody reads the board" is a further (babbling) equilibrium for every k, since an unread warning
+is worth nothing and a query forgoes w_L. "no-query shortcut": the
 team queries < 10% of the time yet final accuracy > 0.9, i.e. it reads safety off the
 utilities, as the paper reports prompt optimisation discovering.
 
-{matched} of {len(rows)} rows match the rational prediction.
+{matched} of {len(rows)} rows match the team-optimal prediction; {stable} of {len(rows)} sit at a
+work-game equilibrium.
 
 {table(header, rows)}
 

@@ -47,3 +47,24 @@ def test_uninformative_mapping_query_rate_depends_on_group_size():
     assert theory.rational_team_query_rate(2, 0.10, mapping="uninformative") == (0.0, 0.0)
     low, _ = theory.rational_team_query_rate(9, 0.0, w_team=1.0, mapping="uninformative")
     assert low == 1.0
+
+
+def test_team_equilibria_are_local_maxima_of_the_route_values():
+    # Uninformative mapping, w_T = 1, n = 2: V = (1.025, 1.00625, 1.05) at k = 0.1, so both
+    # "nobody" and "everybody" are stable; at k = 0 only everybody is, at k = 0.2 only nobody.
+    eq = lambda k: theory.team_equilibria(2, k, w_team=1.0, mapping="uninformative")
+    assert eq(0.0) == [1.0]
+    assert eq(0.1) == [0.0, 1.0]
+    assert eq(0.2) == [0.0]
+    # The paper's blind-guess case at the primary weights, k = 0.1: V = (0.35, 0.2, 0.55).
+    assert theory.team_equilibria(2, 0.1, mapping=None) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("mapping", ["highest", "uninformative", "lowest", None])
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_team_optimum_is_always_an_equilibrium(mapping, n):
+    for k in np.linspace(0.0, 0.5, 11):
+        for w_team in (0.5, 1.0):
+            low, high = theory.rational_team_query_rate(n, k, w_team=w_team, mapping=mapping)
+            eq = theory.team_equilibria(n, k, w_team=w_team, mapping=mapping)
+            assert low in eq and high in eq

@@ -94,3 +94,36 @@ def rational_team_query_rate(
     values = team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
     best = np.flatnonzero(values >= values.max() - atol)
     return best.min() / num_agents, best.max() / num_agents
+
+
+def team_equilibria(
+    num_agents: int,
+    cost: float = c.PRIMARY_COST,
+    w_local: float = c.PRIMARY_W_LOCAL,
+    w_final: float = c.PRIMARY_W_FINAL,
+    w_team: float = c.PRIMARY_W_TEAM,
+    mapping: str | None = "highest",
+    atol: float = 1e-9,
+) -> list[float]:
+    """The query rates m / n of the pure Nash equilibria of the work decision under R_game.
+
+    The warnings and final choices are taken as played well (as in :func:`team_route_values`);
+    only the LOCAL / QUERY move is strategic. Everyone is paid the same V(m), so a querier who
+    stops moves the team to V(m - 1) and a local answerer who starts moves it to V(m + 1): a
+    profile with m queriers is an equilibrium exactly when V(m) is a local maximum over m. The
+    team optimum (:func:`rational_team_query_rate`) is always one of them; when V dips in
+    between, "nobody queries" can be another, and independent learners may settle on either.
+
+    When the notes and final choices are learned too, "nobody queries, nobody reads the board"
+    is an equilibrium of the whole game for every k >= 0 (a babbling equilibrium: an unread
+    warning is worth nothing, so a query only forgoes w_L), whatever this function returns.
+    """
+    accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
+    values = team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
+    stable = [
+        m
+        for m in range(num_agents + 1)
+        if (m == 0 or values[m] >= values[m - 1] - atol)
+        and (m == num_agents or values[m] >= values[m + 1] - atol)
+    ]
+    return [m / num_agents for m in stable]
