@@ -37,10 +37,6 @@ from dilemmax.envs.base import Rollout
 from dilemmax.envs.open_cleanup import constants as C
 
 
-def _stack(per_agent: dict, agents: list[str]) -> jax.Array:
-    return jnp.stack([per_agent[a] for a in agents], axis=-1)
-
-
 def _first_in_trial(flag: jax.Array, trial: jax.Array, step: jax.Array, num_trials: int):
     """int32[K]: the trial step of the first True of ``flag`` (bool[T]) in each trial, else -1."""
     in_trial = flag[:, None] & (trial[:, None] == jnp.arange(num_trials)[None, :])
@@ -54,8 +50,9 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
     trial, step, done = infos["trial"], infos["trial_step"], infos["trial_done"]
     per_trial = lambda x: M.per_trial_sum(x, done, valid, num_trials)  # noqa: E731
 
-    rewards = _stack(rollout.rewards, agents)  # [T, A]
-    returns = per_trial(rewards)
+    # Apples eaten, the game's payoff (rewards also carry the optional clean_reward shaping).
+    apples = infos["ate"].astype(jnp.float32)  # [T, A]
+    returns = per_trial(apples)
     cleared = infos["cleared"].astype(jnp.float32)  # [T, A]
     changed = infos["cleared"] + infos["lightened"]
     cleaning = per_trial(cleared)

@@ -9,7 +9,14 @@ import pytest
 
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
-from dilemmax.envs.open_cleanup.conftest import actions_of, hand_state, jit_step, make_rule
+from dilemmax.envs.open_cleanup.conftest import (
+    SMALL,
+    actions_of,
+    hand_state,
+    jit_step,
+    make_rule,
+)
+from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
 
 H, W = C.GRID_HEIGHT, C.GRID_WIDTH
 GREEN = 2
@@ -48,6 +55,25 @@ def test_recipe_turns_dark_into_mid(env):
     assert int(infos["lightened"][0]) == 1 and int(infos["cleared"][0]) == 0
     assert int(infos["shot_pair"][0]) == C.pair_index(2, 0)
     assert np.array_equal(np.asarray(new.shot_after[0, :2]), [waste(GREEN, C.MID)] * 2)
+
+
+def test_clean_reward_shaping_pays_each_shade_removed_but_apples_stay_the_payoff():
+    shaped = OpenCleanupEnv(clean_reward=0.25, **SMALL)
+    grid = ground()
+    grid[5, 6] = waste(GREEN, C.DARK)
+    grid[5, 7] = waste(GREEN, C.DARK)  # the beam reaches both: two shades removed
+    grid[4, 3] = C.APPLE  # agent 1, at (5, 3), steps north onto it
+    positions = parked(shaped)
+    positions[1] = [5, 3]
+    rule = make_rule(dark=(2, 0))
+    state = hand_state(
+        shaped, rule, grid, positions, [1] * shaped.num_agents, [[2, 0]] + [[-1, -1]] * 4
+    )
+    acts = [C.FIRE_ACTION, C.NORTH_ACTION] + [C.STAY_ACTION] * (shaped.num_agents - 2)
+    _, new, rewards, _, infos = step(shaped, state, *acts)
+    assert int(infos["lightened"][0]) == 2 and bool(infos["ate"][1])
+    assert float(rewards["agent_0"]) == 0.5 and float(rewards["agent_1"]) == 1.0
+    assert new.trial_return.tolist()[:2] == [0.0, 1.0]  # the bonus is not a payoff
 
 
 def test_mid_to_light_and_hue_cleaner(env):
