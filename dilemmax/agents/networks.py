@@ -4,8 +4,8 @@ Two encoders cover every dilemmax observation:
 
 - :class:`VectorEncoder`, an MLP over a flat float (or small-integer) vector;
 - :class:`GridEncoder`, for egocentric grid views of integer codes ``uint8[H, W, C]``: every
-  channel's code is embedded, the embeddings of a cell are concatenated, and a small CNN reads
-  the result. Embedding beats feeding the codes as numbers (codes are categories, not
+  channel's code is embedded, the embeddings of a cell are concatenated, and a small CNN
+  (``conv_features``; none when empty) and a dense layer read the result. Embedding beats feeding the codes as numbers (codes are categories, not
   magnitudes) and beats one-hot planes on memory.
 
 The 3x3 convolutions are :class:`Conv3x3`: XLA's convolution on accelerators, and on CPU the
@@ -45,7 +45,8 @@ class NetworkSpec:
         num_layers: number of dense hidden layers after the encoder input.
         activation: "tanh" or "relu".
         embed_dim: embedding size per channel code (grid observations).
-        conv_features: output channels of each 3x3 convolution (grid observations).
+        conv_features: output channels of each 3x3 convolution (grid observations); empty: the
+            embedded view is flattened straight into the dense layer.
         agent_id: feed a one-hot agent index to the networks (useful with shared parameters).
         conv_impl: "xla" (``lax.conv``), "im2col" (patches + matmul) or "auto" (im2col on the
             CPU backend, xla elsewhere). Both compute the same function with the same
