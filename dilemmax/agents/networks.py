@@ -5,8 +5,9 @@ Two encoders cover every dilemmax observation:
 - :class:`VectorEncoder`, an MLP over a flat float (or small-integer) vector;
 - :class:`GridEncoder`, for egocentric grid views of integer codes ``uint8[H, W, C]``: every
   channel's code is embedded, the embeddings of a cell are concatenated, and a small CNN
-  (``conv_features``; none when empty) and a dense layer read the result. Embedding beats feeding the codes as numbers (codes are categories, not
-  magnitudes) and beats one-hot planes on memory.
+  (``conv_features``; none when empty) and a dense layer read the result. Embedding beats
+  feeding the codes as numbers (codes are categories, not magnitudes) and beats one-hot planes
+  on memory.
 
 The 3x3 convolutions are :class:`Conv3x3`: XLA's convolution on accelerators, and on CPU the
 same arithmetic written as patch extraction plus one matmul. XLA:CPU runs convolutions inside a
