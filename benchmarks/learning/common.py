@@ -61,6 +61,25 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
+def time_chunk(config, repeats: int) -> tuple[float, float]:
+    """(env-steps/s, compile s) of a training chunk of ``config``: one compiling call, then
+    ``repeats`` calls timed together and blocked on. The run folder is a scratch one."""
+    from dilemmax.train.run import TrainingRun
+
+    run = TrainingRun(config, "/tmp/dilemmax-time-chunk")
+    state = run.init_state()
+    t0 = time.perf_counter()
+    state, metrics = run.chunk(state)
+    jax.block_until_ready((state, metrics))
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        state, metrics = run.chunk(state)
+    jax.block_until_ready((state, metrics))
+    seconds = (time.perf_counter() - t0) / repeats
+    return config.num_envs * config.num_steps * config.log_every / seconds, compile_s
+
+
 def run_grid(train_run, eval_run, keys, env_config, log=print) -> dict:
     """Trains and evaluates one run per (group g, seed s), one at a time.
 

@@ -19,11 +19,10 @@ import time
 
 import jax
 import jax.numpy as jnp
-from common import RESULTS, command_line, machine_note, table
+from common import RESULTS, command_line, machine_note, table, time_chunk
 
 from dilemmax.agents.networks import Conv3x3
 from dilemmax.train.config import make_config
-from dilemmax.train.run import TrainingRun
 
 
 def layer_gradient_ms(impl: str, batch: int, channels: int, features: int, unroll: bool) -> float:
@@ -48,17 +47,7 @@ def layer_gradient_ms(impl: str, batch: int, channels: int, features: int, unrol
 def chunk_steps_per_s(overrides: dict, repeats: int) -> tuple[float, float]:
     """(env-steps/s, compile s) of one training chunk of open_harvest under ``overrides``."""
     config = make_config("open_harvest", "ippo", {"progress": False, "eval_every": 0, **overrides})
-    run = TrainingRun(config, "/tmp/dilemmax-conv-cpu")
-    state = run.init_state()
-    t0 = time.perf_counter()
-    jax.block_until_ready(run.chunk(state))
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        state, metrics = run.chunk(state)
-    jax.block_until_ready((state, metrics))
-    seconds = (time.perf_counter() - t0) / repeats
-    return config.num_envs * config.num_steps * config.log_every / seconds, compile_s
+    return time_chunk(config, repeats)
 
 
 def main() -> None:

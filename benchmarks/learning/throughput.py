@@ -11,33 +11,18 @@ results are blocked on. env-steps count one step of one env (all agents act in i
 from __future__ import annotations
 
 import argparse
-import time
 
-import jax
-from common import RESULTS, command_line, machine_note, table
+from common import RESULTS, command_line, machine_note, table, time_chunk
 
 from dilemmax.envs.registry import registered_envs
 from dilemmax.train.config import make_config
-from dilemmax.train.run import TrainingRun
 
 
 def measure(env_id: str, algo: str, repeats: int) -> list:
     config = make_config(env_id, algo, {"progress": False, "eval_every": 0})
-    run = TrainingRun(config, "/tmp/dilemmax-throughput")
-    state = run.init_state()
-    t0 = time.perf_counter()
-    state, metrics = run.chunk(state)
-    jax.block_until_ready((state, metrics))
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        state, metrics = run.chunk(state)
-    jax.block_until_ready((state, metrics))
-    seconds = (time.perf_counter() - t0) / repeats
-    steps = config.num_envs * config.num_steps * config.log_every
+    steps_per_s, compile_s = time_chunk(config, repeats)
     return [
-        env_id, algo, config.num_envs, config.num_steps, config.log_every,
-        steps / seconds, compile_s,
+        env_id, algo, config.num_envs, config.num_steps, config.log_every, steps_per_s, compile_s,
     ]  # fmt: skip
 
 

@@ -71,6 +71,12 @@ def team_route_values(
     )
 
 
+def _route_values(num_agents, cost, w_local, w_final, w_team, mapping):
+    """V(m) with the guess accuracy of ``mapping`` (None: the paper's blind guess, 0)."""
+    accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
+    return team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
+
+
 def rational_team_query_rate(
     num_agents: int,
     cost: float = c.PRIMARY_COST,
@@ -90,8 +96,7 @@ def rational_team_query_rate(
     Returns:
         (low, high): the smallest and largest optimal m / n; they differ only at indifference.
     """
-    accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
-    values = team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
+    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping)
     best = np.flatnonzero(values >= values.max() - atol)
     return best.min() / num_agents, best.max() / num_agents
 
@@ -118,8 +123,7 @@ def team_equilibria(
     is an equilibrium of the whole game for every k >= 0 (a babbling equilibrium: an unread
     warning is worth nothing, so a query only forgoes w_L), whatever this function returns.
     """
-    accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
-    values = team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
+    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping)
     stable = [
         m
         for m in range(num_agents + 1)
