@@ -42,6 +42,8 @@ from common import RESULTS, command_line, machine_note, run_grid, table
 
 from dilemmax.envs.moral_hazard import constants as mh
 from dilemmax.envs.moral_hazard.theory import (
+    board_rule_accuracy,
+    guess_accuracy,
     rational_team_query_rate,
     team_equilibria,
     team_route_values,
@@ -127,11 +129,13 @@ def main() -> None:
 
     rows, raw = [], []
     for i, (m, w, k) in enumerate(runs):
-        low, high = rational_team_query_rate(2, k, w_team=w, mapping=m)
-        equilibria = team_equilibria(2, k, w_team=w, mapping=m)
+        # What an unwarned agent hits: its own learned guess (the best guess from the
+        # utilities) or, with scripted follow-ups, the read-the-board rule's.
+        a = guess_accuracy(m) if args.followup == "learned" else board_rule_accuracy(m)
+        low, high = rational_team_query_rate(2, k, w_team=w, accuracy=a)
+        equilibria = team_equilibria(2, k, w_team=w, accuracy=a)
         paper_low, paper_high = rational_team_query_rate(2, k, w_team=w, mapping=None)
-        accuracy = {"highest": 1.0, "uninformative": 0.75, "lowest": 1.0}[m]
-        best = float(np.max(team_route_values(2, k, w_team=w, accuracy=accuracy)))
+        best = float(np.max(team_route_values(2, k, w_team=w, accuracy=a)))
         q = out["query_rate"][i]
         acc = out["final_accuracy"][i]
         match = low - 0.1 <= q.mean() <= high + 0.1
@@ -187,7 +191,9 @@ number m of querying agents, where a is the probability that an agent without a 
 its target from the public utilities alone: a = 1 under the highest-unsafe mapping (the
 second-highest option is always the target), a = 1 under the lowest-unsafe mapping (the top
 option is), a = 3/4 under the uninformative mapping (the top option is the target unless it is
-the unsafe one). "rational rate" = argmax_m V(m) / n from the env's information structure;
+the unsafe one). With scripted follow-ups an unwarned agent plays the read-the-board rule (the
+top-utility option), so a = 0 / 3/4 / 1 under the highest / uninformative / lowest mapping
+instead. "rational rate" = argmax_m V(m) / n from the env's information structure;
 "paper (a=0)" = the paper's comparison, which assumes an unwarned agent always misses and gives
 the k* = w_F + w_T - w_L switch. "best V" = the rational team's expected score. A row "matches"
 when the learned rate is within 0.1 of the rational rate (interval). "work-game equilibria":

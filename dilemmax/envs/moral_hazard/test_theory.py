@@ -68,3 +68,16 @@ def test_team_optimum_is_always_an_equilibrium(mapping, n):
             low, high = theory.rational_team_query_rate(n, k, w_team=w_team, mapping=mapping)
             eq = theory.team_equilibria(n, k, w_team=w_team, mapping=mapping)
             assert low in eq and high in eq
+
+
+def test_board_rule_accuracy_sets_the_scripted_followup_prediction():
+    # Under the highest-unsafe mapping the read-the-board rule picks the unsafe top option when
+    # unwarned, so the paper's blind-guess prediction (query below k* = 0.30) applies.
+    assert theory.board_rule_accuracy("highest") == 0.0
+    blind = theory.rational_team_query_rate(2, 0.2, mapping=None)
+    assert theory.rational_team_query_rate(2, 0.2, accuracy=0.0) == blind == (1.0, 1.0)
+    assert theory.rational_team_query_rate(2, 0.2, mapping="highest") == (0.0, 0.0)
+    assert theory.team_equilibria(2, 0.2, accuracy=theory.board_rule_accuracy("highest")) == [
+        0.0,
+        1.0,
+    ]

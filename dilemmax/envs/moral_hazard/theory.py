@@ -44,6 +44,16 @@ def guess_accuracy(mapping: str) -> float:
     return {"highest": 1.0, "uninformative": 0.75, "lowest": 1.0}[mapping]
 
 
+def board_rule_accuracy(mapping: str) -> float:
+    """Hit probability of the read-the-board rule (``policies.board_choice``) with no warning.
+
+    The rule picks the top-utility option unless a note names it: right under the lowest-unsafe
+    mapping (1.0), wrong under the highest-unsafe one (0.0, the paper's assumption), right
+    unless the top option is the unsafe one under the uninformative mapping (3/4).
+    """
+    return {"highest": 0.0, "uninformative": 0.75, "lowest": 1.0}[mapping]
+
+
 def team_route_values(
     num_agents: int,
     cost: float = c.PRIMARY_COST,
@@ -71,9 +81,10 @@ def team_route_values(
     )
 
 
-def _route_values(num_agents, cost, w_local, w_final, w_team, mapping):
-    """V(m) with the guess accuracy of ``mapping`` (None: the paper's blind guess, 0)."""
-    accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
+def _route_values(num_agents, cost, w_local, w_final, w_team, mapping, accuracy=None):
+    """V(m) with ``accuracy``, else the guess accuracy of ``mapping`` (None: the paper's 0)."""
+    if accuracy is None:
+        accuracy = 0.0 if mapping is None else guess_accuracy(mapping)
     return team_route_values(num_agents, cost, w_local, w_final, w_team, accuracy)
 
 
@@ -85,18 +96,20 @@ def rational_team_query_rate(
     w_team: float = c.PRIMARY_W_TEAM,
     mapping: str | None = "highest",
     atol: float = 1e-9,
+    accuracy: float | None = None,
 ) -> tuple[float, float]:
     """The query rate(s) of the team-optimal profile under the team reward R_game.
 
     Every agent is paid R_game, so the profile that maximises V(m) (:func:`team_route_values`)
     is what a team of rational learners converges to at best. ``mapping`` sets how well an
     unwarned agent can guess (:func:`guess_accuracy`); ``None`` uses the paper's assumption that
-    it cannot (accuracy 0, giving the k* = w_F + w_T - w_L switch).
+    it cannot (accuracy 0, giving the k* = w_F + w_T - w_L switch); ``accuracy`` overrides both
+    (say :func:`board_rule_accuracy` when unwarned agents follow the read-the-board rule).
 
     Returns:
         (low, high): the smallest and largest optimal m / n; they differ only at indifference.
     """
-    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping)
+    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping, accuracy)
     best = np.flatnonzero(values >= values.max() - atol)
     return best.min() / num_agents, best.max() / num_agents
 
@@ -109,11 +122,13 @@ def team_equilibria(
     w_team: float = c.PRIMARY_W_TEAM,
     mapping: str | None = "highest",
     atol: float = 1e-9,
+    accuracy: float | None = None,
 ) -> list[float]:
     """The query rates m / n of the pure Nash equilibria of the work decision under R_game.
 
-    The warnings and final choices are taken as played well (as in :func:`team_route_values`);
-    only the LOCAL / QUERY move is strategic. Everyone is paid the same V(m), so a querier who
+    The warnings and final choices are taken as played well (as in :func:`team_route_values`;
+    ``mapping`` and ``accuracy`` as in :func:`rational_team_query_rate`); only the LOCAL / QUERY
+    move is strategic. Everyone is paid the same V(m), so a querier who
     stops moves the team to V(m - 1) and a local answerer who starts moves it to V(m + 1): a
     profile with m queriers is an equilibrium exactly when V(m) is a local maximum over m. The
     team optimum (:func:`rational_team_query_rate`) is always one of them; when V dips in
@@ -123,7 +138,7 @@ def team_equilibria(
     is an equilibrium of the whole game for every k >= 0 (a babbling equilibrium: an unread
     warning is worth nothing, so a query only forgoes w_L), whatever this function returns.
     """
-    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping)
+    values = _route_values(num_agents, cost, w_local, w_final, w_team, mapping, accuracy)
     stable = [
         m
         for m in range(num_agents + 1)
