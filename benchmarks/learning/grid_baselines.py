@@ -18,21 +18,23 @@ import argparse
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from common import RESULTS, command_line, machine_note, table
 
 import dilemmax
 from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
+from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.train.config import make_config, parse_sets
 from dilemmax.train.run import TrainingRun
 
 
-def collective_per_trial(metrics) -> float:
-    """Mean over episodes of sum over agents of the mean per-trial return."""
+def collective_per_trial(metrics) -> np.ndarray:
+    """float[episodes]: sum over agents of the mean per-trial return, per episode."""
     per_agent = np.asarray(metrics["mean_return_per_trial"])  # [episodes, agents]
-    return float(per_agent.sum(-1).mean())
+    return per_agent.sum(-1)
 
 
 def main() -> None:
@@ -60,9 +62,11 @@ def main() -> None:
     rows = []
     for name, policy in populations.items():
         _, metrics = run_episodes(env, policy, jax.random.PRNGKey(11), args.episodes)
-        rows.append([name, collective_per_trial(metrics)])
+        per_episode = collective_per_trial(metrics)
+        _, low, high = bootstrap_ci(jax.random.PRNGKey(5), jnp.asarray(per_episode))
+        rows.append([name, float(per_episode.mean()), f"[{float(low):.1f}, {float(high):.1f}]"])
         print(rows[-1], flush=True)
-    score = dict(rows)
+    score = {row[0]: row[1] for row in rows}
     trained_score, random_score = score["IPPO (trained)"], score["random"]
     greedy_score = score["greedy (scripted)"]
     verdict = "beats" if trained_score > max(random_score, greedy_score) else "does NOT beat"
@@ -75,7 +79,8 @@ Command: `{command_line()}`
 Machine: {machine_note()}. Training: {config.num_updates} updates x {config.num_envs} envs x
 {config.num_steps} steps ({config.num_updates * config.num_envs * config.num_steps} env steps),
 seed {config.seed}, run folder `{run_dir}` (curve.png, metrics.jsonl). Evaluation: held-out
-split, {args.episodes} episodes of 5 trials per population, same key.
+split, {args.episodes} episodes of 5 trials per population, same key; the interval
+resamples episodes.
 
 Reward trained on: `{config.reward}` ("team": every agent receives the mean reward of all
 agents; "individual": its own). Network: embedding {config.embed_dim} per code, conv features
@@ -83,7 +88,7 @@ agents; "individual": its own). Network: embedding {config.embed_dim} per code, 
 
 IPPO {verdict} random and greedy on held-out configurations.
 
-{table(["population", "mean collective return per trial"], rows)}
+{table(["population", "mean collective return per trial", "95% bootstrap CI"], rows)}
 """
     )
     print(f"written {out}")
