@@ -33,7 +33,10 @@ from dilemmax.train.run import TrainingRun
 
 def collective_per_trial(metrics) -> np.ndarray:
     """float[episodes]: sum over agents of the mean per-trial return, per episode."""
-    per_agent = np.asarray(metrics["mean_return_per_trial"])  # [episodes, agents]
+    if "mean_return_per_trial" in metrics:  # open_harvest: [episodes, agents]
+        per_agent = np.asarray(metrics["mean_return_per_trial"])
+    else:  # open_cleanup: return_per_trial [episodes, trials, agents]
+        per_agent = np.asarray(metrics["return_per_trial"]).mean(-2)
     return per_agent.sum(-1)
 
 

@@ -159,7 +159,7 @@ class TrainConfig:
 # shows learning. The grid games take the held-out split for evaluation.
 # The two OpenSocialJax games share map scale, horizon and held-out evaluation. Their default
 # network embeds every cell's codes and reads the flattened 11x11 view with an MLP: on a CPU it
-# trains about 10x faster than the 2-layer CNN (benchmarks/results/learning_conv_cpu.md) and it
+# trains over 20x faster than the 2-layer CNN (benchmarks/results/learning_conv_cpu.md) and it
 # is what produced the learning evidence. On an accelerator the CNN is cheap:
 # --set conv_features=[16,32] --set embed_dim=8 --set hidden=128.
 _GRID_GAME_DEFAULTS: dict[str, Any] = {
