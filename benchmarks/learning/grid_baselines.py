@@ -68,11 +68,16 @@ def main() -> None:
         per_episode = collective_per_trial(metrics)
         _, low, high = bootstrap_ci(jax.random.PRNGKey(5), jnp.asarray(per_episode))
         rows.append([name, float(per_episode.mean()), f"[{float(low):.1f}, {float(high):.1f}]"])
+        if "total_cleaning" in metrics:  # open_cleanup: is anyone cleaning the river?
+            rows[-1].append(float(np.asarray(metrics["total_cleaning"]).mean()))
         print(rows[-1], flush=True)
     score = {row[0]: row[1] for row in rows}
     trained_score, random_score = score["IPPO (trained)"], score["random"]
     greedy_score = score["greedy (scripted)"]
     verdict = "beats" if trained_score > max(random_score, greedy_score) else "does NOT beat"
+    header = ["population", "mean collective return per trial", "95% bootstrap CI"]
+    if len(rows[0]) > len(header):
+        header.append("cells cleared per trial (team)")
     out = Path(args.out or RESULTS / f"learning_{args.env}_{config.reward}.md")
     out.write_text(
         f"""# Learning evidence: {args.env}, IPPO vs random and greedy on held-out configurations
@@ -91,7 +96,7 @@ agents; "individual": its own). Network: embedding {config.embed_dim} per code, 
 
 IPPO {verdict} random and greedy on held-out configurations.
 
-{table(["population", "mean collective return per trial", "95% bootstrap CI"], rows)}
+{table(header, rows)}
 """
     )
     print(f"written {out}")
