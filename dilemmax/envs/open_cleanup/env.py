@@ -67,8 +67,9 @@ class OpenCleanupEnv(MultiAgentEnv):
         clean_reward: training-signal shaping, not in the paper (0 by default): each shade of
             waste an agent's beam removes (a cell lightened, or cleared to water) adds this to its
             reward. Apples stay the game's payoff: ``trial_return`` and the episode metrics count
-            apples only. From scratch, random play removes about one shade per 16 episodes, so
-            an IPPO learner sees almost no reward in this game without it.
+            apples only. Random play clears under one river cell per trial (0.4 on the held-out
+            split; ``benchmarks/results/learning_open_cleanup_individual.md``) and apples need
+            12 or more, so a learner from scratch sees almost no reward without it.
         num_trials, trial_steps: 5 x 400 in the paper.
         height, width: the grid (12 x 16 in the paper).
     """
