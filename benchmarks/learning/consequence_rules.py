@@ -86,14 +86,11 @@ def main() -> None:
         outcomes = trainer.evaluate(params, env_config, jax.random.fold_in(key, 7))
         return {k: outcomes[k].astype(jnp.float32).mean() for k in METRICS}
 
-    def program(keys, env_config):
-        return run_grid(train_run, eval_run, keys, env_config)
-
     env_config = {"rule": jnp.arange(C.NUM_RULES, dtype=jnp.int32)}
     keys = jax.random.split(jax.random.PRNGKey(7), C.NUM_RULES * args.seeds)
     keys = keys.reshape(C.NUM_RULES, args.seeds, -1)
     t0 = time.perf_counter()
-    out = {k: np.asarray(v) for k, v in jax.device_get(program(keys, env_config)).items()}
+    out = run_grid(train_run, eval_run, keys, env_config)  # {name: float64[G, S]}
     seconds = time.perf_counter() - t0
     print(f"{C.NUM_RULES * args.seeds} runs in {seconds:.0f}s", flush=True)
 

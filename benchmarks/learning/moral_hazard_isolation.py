@@ -105,9 +105,6 @@ def main() -> None:
             "team_success": outcomes["team_success"].mean(),
         }
 
-    def program(keys, env_config):
-        return run_grid(train_run, eval_run, keys, env_config)
-
     results = {}
     started = time.perf_counter()
     for k in args.costs:
@@ -117,7 +114,7 @@ def main() -> None:
         keys = jax.random.split(jax.random.PRNGKey(int(round(k * 1000))), len(alphas) * args.seeds)
         keys = keys.reshape(len(alphas), args.seeds, -1)
         t0 = time.perf_counter()
-        out = jax.device_get(program(keys, env_config))
+        out = run_grid(train_run, eval_run, keys, env_config)
         rates = np.asarray(out["query_rate"]).mean(1)
         results[k] = {
             "alphas": alphas.tolist(),

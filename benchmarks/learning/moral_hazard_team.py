@@ -108,9 +108,6 @@ def main() -> None:
         names = ("query_rate", "final_accuracy", "team_success", "score", "local_reward")
         return {k: outcomes[k].mean() for k in names}
 
-    def program(keys, env_config):
-        return run_grid(train_run, eval_run, keys, env_config)
-
     runs = [(m, w, k) for m, w in args.settings for k in args.costs]
     env_config = {
         "mapping": jnp.asarray([mh.MAPPING_NAMES.index(m) for m, _, _ in runs], jnp.int32),
@@ -123,7 +120,7 @@ def main() -> None:
     keys = jax.random.split(jax.random.PRNGKey(2024), len(runs) * args.seeds)
     keys = keys.reshape(len(runs), args.seeds, -1)
     t0 = time.perf_counter()
-    out = {k: np.asarray(v) for k, v in jax.device_get(program(keys, env_config)).items()}
+    out = run_grid(train_run, eval_run, keys, env_config)  # {name: float64[G, S]}
     seconds = time.perf_counter() - t0
     print(f"{len(runs) * args.seeds} runs in {seconds:.0f}s", flush=True)
 

@@ -368,19 +368,23 @@ class Trainer:
         }
         return total, stats
 
-    def _epoch(self, params, opt_state, key, traj, adv, targets):
-        """One pass over the rollout in ``num_minibatches`` minibatches of envs."""
-        c = self.config
-        perm = jax.random.permutation(key, c.num_envs)
-        # Learner-first layout [L, T, E, ...]; the MAPPO critic input stays [T, E, D].
+    @staticmethod
+    def _learner_first(traj: Transition, adv, targets):
+        """[T, L, E, ...] -> [L, T, E, ...] for the per-learner leaves; the MAPPO critic input
+        and the per-env leaves stay [T, E, ...]."""
         to_lte = lambda x: jnp.swapaxes(x, 0, 1)
-        data = (
+        batch = (
             traj._replace(obs=to_lte(traj.obs), mask=to_lte(traj.mask), action=to_lte(traj.action))
             ._replace(log_prob=to_lte(traj.log_prob), value=to_lte(traj.value))
-            ._replace(reward=to_lte(traj.reward), acted=to_lte(traj.acted)),
-            to_lte(adv),
-            to_lte(targets),
+            ._replace(reward=to_lte(traj.reward), acted=to_lte(traj.acted))
         )
+        return batch, to_lte(adv), to_lte(targets)
+
+    def _epoch(self, params, opt_state, key, data):
+        """One pass over the rollout (``_learner_first`` layout) in ``num_minibatches``
+        minibatches of envs."""
+        c = self.config
+        perm = jax.random.permutation(key, c.num_envs)
 
         def split(x, env_axis):
             x = jnp.take(x, perm, axis=env_axis)
@@ -434,10 +438,11 @@ class Trainer:
         adv, targets = self._advantages(traj, last_value)
 
         key, key_epochs = jax.random.split(key)
+        data = self._learner_first(traj, adv, targets)  # once, not once per epoch
 
         def epoch(carry, k):
             params, opt_state = carry
-            params, opt_state, stats = self._epoch(params, opt_state, k, traj, adv, targets)
+            params, opt_state, stats = self._epoch(params, opt_state, k, data)
             return (params, opt_state), stats
 
         (params, opt_state), stats = jax.lax.scan(
