@@ -4,12 +4,23 @@ A game's ``TextProtocol`` turns what one agent can see into the text a language 
 and turns the model's reply back into an integer action of the same ``env.step``. Parsing never
 raises on a malformed reply: it returns ``ParsedReply(valid=False, ...)`` and the game's
 ``invalid_action`` (what the paper does with an invalid reply, usually "the move is not made").
+
+Two layers:
+
+- ``render`` / ``parse`` (stateless, on one unbatched env state): what ``observation.text()``
+  shows a policy in the arena, and the reference parser.
+- the play interface (``new_memory``, ``turn``, ``parse_reply``, ``after_reply``,
+  ``after_step``, ``after_episode``): what the language-model harness (:mod:`dilemmax.llm`)
+  drives. It carries the per-agent memory each paper's protocol keeps (notes, rules ledger,
+  earlier trials, earlier rounds) and hands the parser only what it needs, in a :class:`Prompt`,
+  never the env state. A harness that uses only this interface plays every game.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -19,16 +30,54 @@ class ParsedReply:
 
     Attributes:
         action: the integer action to pass to ``env.step`` (the game's invalid action when
-            ``valid`` is False).
-        valid: whether the reply had the required format and named a legal action.
+            ``valid`` is False and nothing could be recovered).
+        valid: whether the reply had the required format and named a legal action (strict
+            format validity, as the papers count it).
         error: why it was invalid (empty when valid).
         rationale: any text around the action line, kept for transcripts.
+        recovered: True when ``valid`` is False but the intended move was still read out of the
+            reply by the game's documented lenient extraction; ``action`` is then that move.
+        fields: anything else the protocol read from the reply (a JSON reply's mode, goal, note
+            edits, a written lesson); plain Python values, kept in transcripts.
     """
 
     action: int
     valid: bool
     error: str = ""
     rationale: str = ""
+    recovered: bool = False
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One request to a language-model seat.
+
+    Attributes:
+        system: the standing instructions (the system message).
+        user: the turn's text (the user message).
+        kind: ``"act"``: the reply is parsed into this step's action; ``"reflect"``: a free-text
+            reply kept in the agent's memory (a trial-end lesson), which plays no action.
+        legal: the legal actions now (for the parser and the transcript).
+        context: whatever ``parse_reply`` needs, as plain Python values (never the env state).
+        json_schema: a JSON schema of the reply where the protocol asks for JSON, so a server
+            that supports structured output can be asked for it; None otherwise.
+    """
+
+    system: str
+    user: str
+    kind: str = "act"
+    legal: tuple[int, ...] = ()
+    context: Mapping[str, Any] = field(default_factory=dict)
+    json_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class NoReply:
+    """A seat that needs no reply this step (a frozen agent, a non-querier at the note stage):
+    the harness plays ``action`` without calling the model."""
+
+    action: int
 
 
 class TextProtocol(abc.ABC):
@@ -45,3 +94,39 @@ class TextProtocol(abc.ABC):
     def system_prompt(self, agent: str) -> str:
         """Standing instructions for ``agent`` (the rules); empty if the game has none apart."""
         return ""
+
+    # ------------------------------------------------------------------ the play interface
+    def new_memory(self, agent: str) -> Any:
+        """A fresh per-agent memory for one episode (None for games that keep none)."""
+        return None
+
+    def turn(self, state: Any, agent: str, memory: Any) -> Prompt | NoReply:
+        """What ``agent`` is asked in ``state`` (single, unbatched), given its memory.
+
+        Default: the stateless ``render``; the state travels in ``context`` only for this default
+        parser. Games override it so the context holds plain values.
+        """
+        return Prompt(self.system_prompt(agent), self.render(state, agent),
+                      context={"_state": state, "_agent": agent})  # fmt: skip
+
+    def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
+        """The action a reply to ``prompt`` asks for. Total: never raises, linear time."""
+        return self.parse(reply, prompt.context["_state"], prompt.context["_agent"])
+
+    def after_reply(
+        self, memory: Any, agent: str, prompt: Prompt, reply: str, parsed: ParsedReply
+    ) -> None:
+        """Updates ``memory`` with the agent's own reply (note edits, a plan, a lesson)."""
+
+    def after_step(
+        self, memory: Any, agent: str, state: Any, actions: Any, infos: Any, next_state: Any
+    ) -> list[Prompt]:
+        """Updates ``memory`` with what ``agent`` observed in one transition (single states,
+        numpy or jax leaves; ``infos`` of that transition). Returns prompts the harness must send
+        before the agent's next turn (``kind="reflect"``, such as a trial-end lesson); each reply
+        goes back through ``after_reply``."""
+        return []
+
+    def after_episode(self, memory: Any, agent: str, final_state: Any) -> None:
+        """Called once per agent at the end of an episode (a protocol that remembers earlier
+        rounds across episodes records them here)."""
