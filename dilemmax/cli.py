@@ -91,6 +91,21 @@ def _cmd_rollout(args) -> int:
     return 0
 
 
+COMMAND_MODULES = (
+    "dilemmax.train.cli",
+    "dilemmax.llm.cli",
+    "dilemmax.analysis.cli",
+    "dilemmax.finetune.cli",
+)
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its parent package is absent
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dilemmax", description="Multi-agent social dilemmas in JAX."
@@ -114,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the metric summary to this JSON file")
     p.set_defaults(func=_cmd_rollout)
 
-    # Training commands live with the trainers; the parser takes them when that module exists.
-    if importlib.util.find_spec("dilemmax.train.cli") is not None:
-        importlib.import_module("dilemmax.train.cli").add_commands(sub)
+    # Other commands live with what they run (training, language-model play, red-teaming,
+    # fine-tuning): each module's ``add_commands(subparsers)`` adds its own, when it exists.
+    for module in COMMAND_MODULES:
+        if _module_exists(module):
+            importlib.import_module(module).add_commands(sub)
     return parser
 
 
