@@ -1,0 +1,192 @@
+"""What SFT and RLOO share: LoRA settings, model loading, precision, checkpoints and logging.
+
+A run writes into one output folder::
+
+    <out>/checkpoint-<step>/   Trainer checkpoints: adapter, optimizer, scheduler, RNG, trainer state
+    <out>/adapter/             the final adapter (``adapter_config.json``, ``adapter_model.*``)
+                               and the tokenizer, loadable with ``PeftModel.from_pretrained``
+    <out>/settings.json        the settings the run was started with
+
+Starting the same command again on the same folder resumes from the newest checkpoint (the
+Trainer restores optimizer, scheduler, RNG and the data position), unless ``resume=False``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA of the paper (rank 16, alpha 32, dropout 0.05).
+
+    ``target_modules="all-linear"`` adapts every linear layer of the blocks (the paper does not
+    name its targets; PEFT's per-architecture default, the attention q/v projections only, gives
+    a small model too little to learn with).
+    """
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | tuple[str, ...] = "all-linear"
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        targets = self.target_modules
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=targets if isinstance(targets, str) else list(targets),
+            task_type="CAUSAL_LM",
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings every method shares.
+
+    Attributes:
+        model: a local folder or hub id of a causal LM (``AutoModelForCausalLM``).
+        data: a dataset folder written by ``dilemmax finetune data`` (or a JSONL file).
+        out: the run's output folder.
+        adapter: start from this LoRA adapter instead of a fresh one (SFT -> RLOO).
+        max_steps, learning_rate, batch_size, grad_accum, warmup_steps, seed: optimisation.
+        save_steps: checkpoint every this many steps (and at the end).
+        logging_steps: log every this many steps.
+        resume: continue from the newest checkpoint in ``out`` when there is one.
+        wandb: log to Weights & Biases (project ``wandb_project``); off by default.
+        precision: "auto" (bf16 where the accelerator has it, else fp32), "bf16" or "fp32".
+        gradient_checkpointing: "auto" (on with an accelerator, off on CPU), or True / False.
+        max_train_records: use only the first this many training records (0: all).
+        overrides: any other field of TRL's config (``--set name=value`` on the CLI).
+    """
+
+    model: str
+    data: str
+    out: str
+    adapter: str | None = None
+    max_steps: int = 2000
+    learning_rate: float = 2e-4
+    batch_size: int = 2
+    grad_accum: int = 8
+    warmup_steps: int = 20
+    seed: int = 0
+    save_steps: int = 200
+    logging_steps: int = 10
+    resume: bool = True
+    wandb: bool = False
+    wandb_project: str = "dilemmax-finetune"
+    precision: str = "auto"
+    gradient_checkpointing: Any = "auto"
+    max_train_records: int = 0
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def use_bf16(precision: str) -> bool:
+    """Whether to train in bf16: asked for, or "auto" on a device that supports it."""
+    import torch
+
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"precision must be auto, bf16 or fp32, got {precision!r}")
+    if precision == "auto":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return precision == "bf16"
+
+
+def trainer_arguments(settings: RunSettings) -> dict[str, Any]:
+    """The TrainingArguments fields both trainers take from the shared settings."""
+    checkpointing = settings.gradient_checkpointing
+    if checkpointing == "auto":
+        checkpointing = has_accelerator()
+    report_to = ["wandb"] if settings.wandb else "none"
+    args = {
+        "output_dir": settings.out,
+        "max_steps": settings.max_steps,
+        "learning_rate": settings.learning_rate,
+        "per_device_train_batch_size": settings.batch_size,
+        "gradient_accumulation_steps": settings.grad_accum,
+        "warmup_steps": settings.warmup_steps,
+        "seed": settings.seed,
+        "data_seed": settings.seed,
+        "save_strategy": "steps",
+        "save_steps": settings.save_steps,
+        "logging_steps": settings.logging_steps,
+        "bf16": use_bf16(settings.precision),
+        "fp16": False,
+        "gradient_checkpointing": bool(checkpointing),
+        "report_to": report_to,
+        "run_name": Path(settings.out).name,
+        "disable_tqdm": False,
+    }
+    args.update(settings.overrides)
+    return args
+
+
+def configure_wandb(settings: RunSettings) -> None:
+    import os
+
+    if settings.wandb:
+        os.environ.setdefault("WANDB_PROJECT", settings.wandb_project)
+
+
+def load_model(name: str, adapter: str | None = None, trainable: bool = True, precision="auto"):
+    """(model, tokenizer): the causal LM at ``name``, with the LoRA ``adapter`` on top if given."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if use_bf16(precision) else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(adapter or name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    if has_accelerator():
+        model = model.to("cuda")
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+    return model, tokenizer
+
+
+def last_checkpoint(out: str | Path) -> str | None:
+    """The newest ``checkpoint-<step>`` folder in ``out``, or None."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    out = Path(out)
+    return get_last_checkpoint(str(out)) if out.is_dir() else None
+
+
+def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
+    """Trains (resuming when asked and possible), then saves the final adapter; returns it."""
+    out = Path(settings.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "settings.json").write_text(json.dumps(asdict(settings), indent=2, default=str))
+    checkpoint = last_checkpoint(out) if settings.resume else None
+    trainer.train(resume_from_checkpoint=checkpoint)
+    adapter_dir = out / "adapter"
+    trainer.save_model(str(adapter_dir))
+    tokenizer.save_pretrained(str(adapter_dir))
+    return adapter_dir
+
+
+def training_records(settings: RunSettings, split: str = "train") -> list[dict[str, Any]]:
+    from dilemmax.finetune.datasets import load_split
+
+    records = load_split(settings.data, split)
+    if settings.max_train_records:
+        records = records[: settings.max_train_records]
+    if not records:
+        raise ValueError(f"no {split} records in {settings.data}")
+    return records

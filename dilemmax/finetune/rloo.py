@@ -1,0 +1,77 @@
+"""RLOO on the target-action reward (TRL ``RLOOTrainer``), from a fresh or an SFT adapter.
+
+Paper defaults (Appendix B): K = 5 completions per prompt at temperature 1.0 and top-p 1.0,
+lr 1e-6, KL coefficient 0.03, completions of at most 128 tokens, per-device batch 5 (one prompt's
+five samples) x accumulation 1, 20 warm-up steps, 2,000 steps. The reward is the sum of the three
+parts of :mod:`dilemmax.finetune.rewards` (0.05 format + 0.10 rationale + 0.85 target match).
+
+From an SFT adapter (``adapter=``), TRL keeps a frozen copy of it as the KL reference, so the KL
+term pulls towards the SFT policy, not towards the base model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dilemmax.finetune.common import (
+    RunSettings,
+    configure_wandb,
+    load_model,
+    run_trainer,
+    trainer_arguments,
+    training_records,
+)
+
+
+@dataclass(frozen=True)
+class RLOOSettings(RunSettings):
+    """:class:`RunSettings` with the paper's RLOO defaults."""
+
+    learning_rate: float = 1e-6
+    batch_size: int = 5
+    grad_accum: int = 1
+    num_generations: int = 5
+    temperature: float = 1.0
+    top_p: float = 1.0
+    beta: float = 0.03
+    max_completion_length: int = 128
+
+
+def build_trainer(settings: RLOOSettings):
+    """(trainer, tokenizer) ready to ``train()``; nothing is trained yet."""
+    from trl import RLOOConfig, RLOOTrainer
+
+    from dilemmax.finetune.datasets import to_hf_dataset
+    from dilemmax.finetune.rewards import trl_reward_functions
+
+    configure_wandb(settings)
+    model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
+    tokenizer.padding_side = "left"  # generation pads on the left
+    records = training_records(settings)
+    dataset = to_hf_dataset(
+        records, columns=("prompt", "target", "context", "num_agents", "protocol")
+    )
+    config = RLOOConfig(
+        **trainer_arguments(settings),
+        num_generations=settings.num_generations,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        beta=settings.beta,
+        max_completion_length=settings.max_completion_length,
+    )
+    trainer = RLOOTrainer(
+        model=model,
+        reward_funcs=trl_reward_functions(),
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=None if settings.adapter else settings.lora.peft_config(),
+    )
+    return trainer, tokenizer
+
+
+def train_rloo(settings: RLOOSettings) -> Path:
+    """Runs (or resumes) RLOO; returns the folder of the final adapter."""
+    trainer, tokenizer = build_trainer(settings)
+    return run_trainer(trainer, settings, tokenizer)
