@@ -21,6 +21,7 @@ A record is a plain dict (JSON-able)::
     target       int, the teacher's action in the JAX env (what RLOO's target match compares)
     context      JSON of the Prompt's context (what the game's parser needs), see encode_context
     legal        list[int], the legal actions (Prompt.legal)
+    state        JSON of the env state the decision was taken in (decode_state), for checks
     num_agents, agent, stage, condition, episode, split, cost, w_team, provenance_visible
 """
 
@@ -116,7 +117,14 @@ def teacher_episodes(env: MoralHazardEnv, configs, num_episodes: int, key: jax.A
         infos: the env's infos of each step;
         next_states: the state after each step.
     """
-    seats = [policies.teacher] * env.num_agents
+    return jax.device_get(_teacher_program(env.num_agents, num_episodes)(configs, key))
+
+
+@lru_cache(maxsize=8)
+def _teacher_program(num_agents: int, num_episodes: int):
+    """The compiled teacher rollout for one group size (cached: built once per process)."""
+    env = MoralHazardEnv(num_agents)
+    seats = [policies.teacher] * num_agents
 
     def episode(config, episode_key):
         key_reset, key_run = jax.random.split(episode_key)
@@ -134,11 +142,14 @@ def teacher_episodes(env: MoralHazardEnv, configs, num_episodes: int, key: jax.A
         return out
 
     def condition(config, condition_key):
-        return jax.vmap(lambda k: episode(config, k))(jax.random.split(condition_key, num_episodes))
+        keys = jax.random.split(condition_key, num_episodes)
+        return jax.vmap(lambda k: episode(config, k))(keys)
 
-    num_configs = configs.utilities.shape[0]
-    run = jax.jit(lambda k: jax.vmap(condition)(configs, jax.random.split(k, num_configs)))
-    return jax.device_get(run(key))
+    def run(configs, key):
+        num_configs = configs.utilities.shape[0]
+        return jax.vmap(condition)(configs, jax.random.split(key, num_configs))
+
+    return jax.jit(run)
 
 
 # ------------------------------------------------------------------- teacher replies
@@ -223,6 +234,16 @@ def _plain(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def encode_state(state: MoralHazardState) -> str:
+    """JSON of one unbatched env state."""
+    return json.dumps(_plain(state))
+
+
+def decode_state(text: str, num_agents: int) -> MoralHazardState:
+    """Inverse of :func:`encode_state` (numpy leaves)."""
+    return _restore(json.loads(text), num_agents)
 
 
 def encode_context(context: Mapping[str, Any]) -> str:
@@ -314,6 +335,7 @@ def episode_records(protocol, env: MoralHazardEnv, states, actions, infos, next_
                     "target": joint[agent],
                     "context": encode_context(prompt.context),
                     "legal": [int(a) for a in prompt.legal],
+                    "state": encode_state(state),
                     "agent": agent,
                     "stage": c.STAGE_NAMES[int(state.stage)],
                 }

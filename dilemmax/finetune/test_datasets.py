@@ -1,0 +1,130 @@
+"""The teacher dataset: targets are the teacher's JAX actions, replies parse back to them, splits
+are by episode, and everything follows from the seed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import jax
+import numpy as np
+import pytest
+
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard import policies
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.rollout import act
+from dilemmax.finetune.conftest import SMALL_SPEC
+from dilemmax.finetune.datasets import (
+    build_records,
+    decode_state,
+    move_line,
+    prompt_of,
+    protocol_for,
+    split_of_episodes,
+)
+from dilemmax.finetune.rewards import score_records
+
+
+@pytest.fixture(scope="module")
+def teacher_in_jax():
+    """n -> jitted (state) -> int32[n]: every seat's teacher action in ``state``."""
+    programs = {}
+    for n in SMALL_SPEC.num_agents:
+        env = MoralHazardEnv(n)
+
+        def actions(state, env=env):
+            joint = act(env, [policies.teacher] * env.num_agents, jax.random.key(0),
+                        env.get_obs(state), state)  # fmt: skip
+            return jax.numpy.stack([joint[a] for a in env.agents])
+
+        programs[n] = (env, jax.jit(actions))
+    return programs
+
+
+def test_record_count_and_fields(small_records):
+    # 4 conditions per n, 3 episodes, 3 stages x n agents (the teacher queries, so all post).
+    assert len(small_records) == 4 * 3 * (3 * 2 + 3 * 3)
+    first = small_records[0]
+    assert [m["role"] for m in first["prompt"]] == ["system", "user"]
+    assert first["completion"][0]["role"] == "assistant"
+    stages = {(r["num_agents"], r["stage"]) for r in small_records}
+    assert stages == {(n, s) for n in (2, 3) for s in ("work", "note", "final")}
+
+
+def test_targets_are_the_teachers_actions_in_jax(small_records, teacher_in_jax):
+    for record in small_records:
+        env, teacher = teacher_in_jax[record["num_agents"]]
+        state = decode_state(record["state"], record["num_agents"])
+        i = env.agent_index[record["agent"]]
+        assert int(teacher(state)[i]) == record["target"]
+        # and the teacher's moves are the cooperative ones on this very state
+        stage = c.STAGE_NAMES.index(record["stage"])
+        assert int(state.stage) == stage
+        if stage == c.WORK:
+            assert record["target"] == c.QUERY
+        elif stage == c.NOTE:
+            successor = (i + 1) % record["num_agents"]
+            unsafe = int(state.config.unsafe[successor])
+            assert record["target"] == c.note_action(1, unsafe)
+        else:
+            assert record["target"] - c.FINAL_BASE == int(env.targets(state)[i])
+
+
+def test_replies_parse_to_the_target_with_full_reward(small_records):
+    for record in small_records:
+        protocol = protocol_for(record["num_agents"])
+        parsed = protocol.parse_reply(record["completion"][0]["content"], prompt_of(record))
+        assert parsed.valid, parsed.error
+        assert parsed.action == record["target"]
+    replies = [r["completion"][0]["content"] for r in small_records]
+    means = score_records(small_records, replies)
+    assert means == pytest.approx(
+        {"format_reward": 0.05, "rationale_reward": 0.10, "target_reward": 0.85, "reward": 1.0}
+    )
+
+
+def test_prompts_are_what_the_protocol_renders(small_records):
+    record = next(r for r in small_records if r["stage"] == "final" and r["num_agents"] == 3)
+    state = decode_state(record["state"], 3)
+    protocol = protocol_for(3)
+    prompt = protocol.turn(state, record["agent"], protocol.new_memory(record["agent"]))
+    assert record["prompt"][0]["content"] == prompt.system
+    assert record["prompt"][1]["content"] == prompt.user
+
+
+def test_splits_are_by_episode(small_records):
+    splits_of = defaultdict(set)
+    for r in small_records:
+        splits_of[(r["condition"], r["episode"])].add(r["split"])
+    assert all(len(s) == 1 for s in splits_of.values())
+    per_condition = defaultdict(list)
+    for (condition, _), s in splits_of.items():
+        per_condition[condition] += list(s)
+    for names in per_condition.values():  # thirds of three episodes: one episode each
+        assert sorted(names) == ["heldout", "train", "validation"]
+
+
+def test_split_cut_by_fractions():
+    names = split_of_episodes(21, (0.8, 0.1, 0.1), np.random.default_rng(0))
+    assert [names.count(s) for s in ("train", "validation", "heldout")] == [17, 2, 2]
+
+
+def test_same_seed_same_records_other_seed_other_cases(small_records):
+    again = build_records(SMALL_SPEC)
+    assert again == small_records
+    other = build_records(SMALL_SPEC.__class__(**{**SMALL_SPEC.__dict__, "seed": 4}))
+    assert [r["state"] for r in other] != [r["state"] for r in small_records]
+
+
+@pytest.mark.parametrize(
+    ("action", "agent", "n", "line"),
+    [
+        (c.QUERY, 0, 2, "ACTION QUERY"),
+        (c.LOCAL_BASE + 2, 1, 2, "ACTION LOCAL C"),
+        (c.NO_NOTE, 0, 3, "NO NOTE"),
+        (c.note_action(1, 3), 2, 3, "NOTE CASE 1 UNSAFE D"),  # agent 3's successor is agent 1
+        (c.FINAL_BASE + 1, 0, 4, "FINAL B"),
+    ],
+)
+def test_move_line(action, agent, n, line):
+    assert move_line(action, agent, n) == line
