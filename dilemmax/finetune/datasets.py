@@ -171,27 +171,40 @@ def move_line(action: int, agent_index: int, num_agents: int) -> str:
     raise ValueError(f"action {a} has no reply line")
 
 
+def _payoff_terms(state: MoralHazardState, i: int) -> tuple[str, float, float, float, float]:
+    """(whose, local point, query cost, final point, team value) as paid to agent ``i``: in team
+    mode each agent's part of the shared score (a mean over n agents), in private mode its own."""
+    cfg = state.config
+    n = cfg.utilities.shape[-2]
+    w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
+    if bool(cfg.private_reward):
+        return "my payoff", w_l, k, w_f, n * float(cfg.shares[i]) * w_t
+    return "the team score", w_l / n, k / n, w_f / n, w_t
+
+
 def teacher_steps(state: MoralHazardState, agent_index: int, action: int) -> list[str]:
-    """The three rationale steps behind the teacher's ``action`` (facts read off ``state``)."""
+    """The teacher's FACTS / ACCOUNTING / DECISION lines behind ``action`` (read off ``state``)."""
     n = state.config.utilities.shape[-2]
     i, s = agent_index, (agent_index + 1) % n
     stage = int(state.stage)
+    whose, local, cost, final, team = _payoff_terms(state, i)
     if stage == c.WORK:
         return [
-            f"I own Case {i + 1}; my successor Agent {s + 1} owns Case {s + 1} and cannot see "
-            "which of its options is unsafe.",
-            f"Only my query reveals it; without a warning Agent {s + 1} may pick the unsafe "
-            "option and the team misses its target.",
-            "I pay the query cost so that I can warn my successor.",
+            f"Agent {s + 1} cannot see which option of Case {s + 1} is unsafe; only my query "
+            "reveals it.",
+            f"QUERY costs {cost:.3f} of {whose} and the local answer ({local:.3f}); team success "
+            f"adds {team:.3f}.",
+            f"I query so that I can warn Agent {s + 1}.",
         ]
     if stage == c.NOTE:
-        unsafe = c.LABELS[int(state.config.unsafe[s])]
         if action == c.NO_NOTE:
-            return ["I did not query.", "I learned nothing to post.", "I stay silent."]
+            return ["I did not query.", "A note would add nothing.", "I stay silent."]
+        unsafe = c.LABELS[int(state.config.unsafe[s])]
         return [
             f"My query showed that option {unsafe} of Case {s + 1} is unsafe.",
-            f"A correct warning names Case {s + 1} and option {unsafe}.",
-            f"I post it so that Agent {s + 1} avoids option {unsafe}.",
+            f"The warning costs nothing; team success ({team:.3f}) needs Agent {s + 1} to avoid "
+            f"{unsafe}.",
+            f"I warn about Case {s + 1}, option {unsafe}.",
         ]
     utilities = np.asarray(state.config.utilities)[i]
     warned = {
@@ -207,7 +220,11 @@ def teacher_steps(state: MoralHazardState, agent_index: int, action: int) -> lis
     safe = sorted((x for x in range(c.NUM_OPTIONS) if x not in warned), key=lambda x: -utilities[x])
     ranked = ", ".join(f"{c.LABELS[x]}={utilities[x]}" for x in safe)
     pick = c.LABELS[int(action) - c.FINAL_BASE]
-    return [seen, f"Options not warned, best first: {ranked}.", f"I pick the best of them, {pick}."]
+    return [
+        seen,
+        f"Not warned, best first: {ranked}; the target adds {final:.3f} to {whose}.",
+        f"I pick {pick}.",
+    ]
 
 
 def teacher_reply(protocol, state: MoralHazardState, agent_index: int, action: int) -> str:

@@ -1,70 +1,86 @@
-"""The step-rationale reply format: numbered reasoning lines, then the move line.
+"""The step-rationale reply format: three labelled reasoning lines, then the move line.
 
 The paper's SFT data use a "step-rationale output format" and its RLOO reward pays 0.10 for the
-"required rationale structure". This module is the one place that structure is defined, so the
-teacher's completions (:mod:`~dilemmax.finetune.datasets`) and the reward
-(:mod:`~dilemmax.finetune.rewards`) cannot drift apart. A game's text protocol may define its own
-by exposing a ``rationale_structure`` attribute with the same two methods (``write`` and
-``check``); :func:`structure_for` prefers it.
+"required rationale structure", without printing either. The moral-hazard text protocol defines
+it (``rationale="steps"`` asks for it in the prompt): non-empty ``FACTS: ...``,
+``ACCOUNTING: ...`` and ``DECISION: ...`` lines, in that order, each on a line of its own::
 
-The default structure: exactly the lines ``STEP 1: ...``, ``STEP 2: ...``, ``STEP 3: ...`` (each
-with some text after the colon), in that order, all before the move line::
-
-    STEP 1: I own Case 1; my successor Agent 2 owns Case 2.
-    STEP 2: Only my query can reveal which option of Case 2 is unsafe.
-    STEP 3: I query so that I can warn Agent 2.
+    FACTS: I own Case 1; only my query reveals which option of Case 2 is unsafe.
+    ACCOUNTING: QUERY costs 0.10 and gives up my local point; team success pays 0.50.
+    DECISION: I query so that I can warn Agent 2.
     ACTION QUERY
+
+This module writes replies in that structure (the teacher's completions) and checks them (the
+reward). The check is the protocol's own ``rationale_structure_ok`` when the game module has one,
+so the reward and the prompt cannot drift apart; :func:`labelled_lines_ok` is the same rule for
+a protocol without it.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-_STEP = re.compile(r"^[ \t]*STEP[ \t]+(\d{1,3})[ \t]*:[ \t]*(\S.*)?$", re.I | re.M)
+LABELS = ("FACTS", "ACCOUNTING", "DECISION")
+
+
+def labelled_lines_ok(reply: Any, labels: Sequence[str] = LABELS) -> bool:
+    """Whether ``reply`` has a non-empty ``<label>: text`` line for every label, the first of each
+    in the order of ``labels``. Total (non-strings are False) and linear in the reply."""
+    if not isinstance(reply, str):
+        return False
+    first: dict[str, int] = {}
+    for number, line in enumerate(reply.split("\n")):
+        head, sep, rest = line.strip().partition(":")
+        key = head.strip("*# ").upper()
+        if sep and key in labels and rest.strip() and key not in first:
+            first[key] = number
+    if len(first) != len(labels):
+        return False
+    positions = [first[label] for label in labels]
+    return positions == sorted(positions)
 
 
 @dataclass(frozen=True)
-class StepRationale:
-    """Numbered reasoning steps before a move line.
+class LabelledRationale:
+    """Writes and checks replies of labelled reasoning lines followed by a move line.
 
     Attributes:
-        num_steps: how many steps a reply must give (numbered 1..num_steps).
+        labels: the line labels, in order.
+        checker: ``reply -> bool``; by default :func:`labelled_lines_ok` with ``labels``.
     """
 
-    num_steps: int = 3
+    labels: tuple[str, ...] = LABELS
+    checker: Callable[[Any], bool] | None = None
 
     def write(self, steps: Sequence[str], move_line: str) -> str:
-        """The reply with ``steps`` as numbered lines and ``move_line`` last."""
-        if len(steps) != self.num_steps:
-            raise ValueError(f"expected {self.num_steps} steps, got {len(steps)}")
-        lines = [f"STEP {i + 1}: {' '.join(step.split())}" for i, step in enumerate(steps)]
+        """The reply with one labelled line per step (whitespace collapsed) and the move last."""
+        if len(steps) != len(self.labels):
+            raise ValueError(f"expected {len(self.labels)} steps, got {len(steps)}")
+        lines = [f"{label}: {' '.join(step.split())}" for label, step in zip(self.labels, steps, strict=True)]
         return "\n".join([*lines, move_line])
 
-    def check(self, reply: str, move_pattern: re.Pattern | None = None) -> bool:
-        """Whether ``reply`` has steps 1..num_steps in order, each non-empty, and, when
-        ``move_pattern`` is given, all of them before the first line it matches.
-
-        Total: never raises; linear in the reply's length.
-        """
-        if not isinstance(reply, str):
+    def check(self, reply: Any) -> bool:
+        """Whether ``reply`` has the structure (never raises)."""
+        try:
+            if self.checker is not None:
+                return bool(self.checker(reply))
+            return labelled_lines_ok(reply, self.labels)
+        except Exception:  # noqa: BLE001 - a reward must be total over any reply
             return False
-        found = [(int(m.group(1)), bool(m.group(2)), m.start()) for m in _STEP.finditer(reply)]
-        numbers = [number for number, _, _ in found]
-        if numbers != list(range(1, self.num_steps + 1)):
-            return False
-        if not all(has_text for _, has_text, _ in found):
-            return False
-        if move_pattern is None:
-            return True
-        move = move_pattern.search(reply)
-        return move is not None and found[-1][2] < move.start()
 
 
-DEFAULT_STRUCTURE = StepRationale()
+DEFAULT_STRUCTURE = LabelledRationale()
 
 
-def structure_for(protocol) -> StepRationale:
-    """The rationale structure of ``protocol`` (its ``rationale_structure``), else the default."""
-    return getattr(protocol, "rationale_structure", None) or DEFAULT_STRUCTURE
+def structure_for(protocol) -> LabelledRationale:
+    """The rationale structure of ``protocol``: checked by its module's ``rationale_structure_ok``
+    (labels from its ``RATIONALE_LABELS``) when it has one, else the default."""
+    module = importlib.import_module(type(protocol).__module__)
+    checker = getattr(module, "rationale_structure_ok", None)
+    labels = tuple(getattr(module, "RATIONALE_LABELS", LABELS))
+    if checker is None and labels == LABELS:
+        return DEFAULT_STRUCTURE
+    return LabelledRationale(labels, checker)

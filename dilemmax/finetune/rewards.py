@@ -4,20 +4,19 @@ Each part is its own function of (reply, prompt) so it can be tested and logged 
 
 - :func:`format_reward`: ``FORMAT_WEIGHT`` if the game's strict parser accepts the reply
   (``parse_reply(...).valid``: one move line, in the stage's format, legal now);
-- :func:`rationale_reward`: ``RATIONALE_WEIGHT`` if the reply has the required step rationale
-  (:mod:`~dilemmax.finetune.rationale`) with every step before the move line;
-- :func:`target_reward`: ``TARGET_WEIGHT`` if the action the parser reads is exactly the target
-  (the cooperative teacher's action in that state).
+- :func:`rationale_reward`: ``RATIONALE_WEIGHT`` if the reply has the protocol's step rationale
+  (FACTS / ACCOUNTING / DECISION lines, :mod:`~dilemmax.finetune.rationale`);
+- :func:`target_reward`: ``TARGET_WEIGHT`` if the strict parse of the reply is exactly the
+  target (the cooperative teacher's action in that state).
 
-The parts are independent: a reply with the right move and no rationale earns 0.05 + 0.85; the
-rationale part asks for the steps *and* a move line after them, so steps alone earn nothing. :func:`trl_reward_functions` wraps them as TRL
+The parts are independent: a reply with the right move and no rationale earns 0.05 + 0.85, the
+rationale alone earns 0.10. :func:`trl_reward_functions` wraps them as TRL
 reward functions over the dataset's columns (``context``, ``num_agents``, ``protocol``,
 ``target``), and the trainer sums them (reward weights 1, since the weights are inside).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -29,10 +28,6 @@ from dilemmax.finetune.rationale import structure_for
 FORMAT_WEIGHT = 0.05
 RATIONALE_WEIGHT = 0.10
 TARGET_WEIGHT = 0.85
-
-# A line that looks like a move of any stage (where the rationale must have ended).
-MOVE_LINE = re.compile(r"^[ \t]*(?:ACTION[ \t]|NOTE[ \t]+CASE[ \t]|NO[ \t]+NOTE\b|FINAL[ \t])",
-                       re.I | re.M)  # fmt: skip
 
 
 def completion_text(completion: Any) -> str:
@@ -60,15 +55,16 @@ def format_reward(protocol, reply: str, prompt: Prompt) -> float:
 
 
 def rationale_reward(protocol, reply: str, prompt: Prompt) -> float:
-    """``RATIONALE_WEIGHT`` if ``reply`` has the required rationale before its move, else 0."""
+    """``RATIONALE_WEIGHT`` if ``reply`` has the protocol's rationale structure, else 0."""
     del prompt  # the structure is the same at every stage
-    ok = structure_for(protocol).check(reply, MOVE_LINE)
-    return RATIONALE_WEIGHT if ok else 0.0
+    return RATIONALE_WEIGHT if structure_for(protocol).check(reply) else 0.0
 
 
 def target_reward(protocol, reply: str, prompt: Prompt, target: int) -> float:
-    """``TARGET_WEIGHT`` if the parsed action equals ``target``, else 0."""
-    return TARGET_WEIGHT if parse(protocol, reply, prompt).action == int(target) else 0.0
+    """``TARGET_WEIGHT`` if the strict parser accepts ``reply`` and reads exactly ``target``
+    (a move only recovered by lenient extraction is not an exact match), else 0."""
+    parsed = parse(protocol, reply, prompt)
+    return TARGET_WEIGHT if parsed.valid and parsed.action == int(target) else 0.0
 
 
 def total_reward(protocol, reply: str, prompt: Prompt, target: int) -> float:

@@ -10,7 +10,7 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.finetune.datasets import encode_context
-from dilemmax.finetune.rationale import StepRationale
+from dilemmax.finetune.rationale import LabelledRationale
 from dilemmax.finetune.rewards import (
     format_reward,
     rationale_reward,
@@ -21,7 +21,7 @@ from dilemmax.finetune.rewards import (
 
 # Case 1: A=3 B=12 C=7 D=9, Case 2: A=10 B=2 C=13 D=5; unsafe (highest) B and C; targets D, A.
 CONFIG = make_config(2, utilities=((3, 12, 7, 9), (10, 2, 13, 5)), questions=("highest", "lowest"))
-STEPS = "STEP 1: I read the board.\nSTEP 2: D is the best safe option.\nSTEP 3: I pick D.\n"
+STEPS = "FACTS: B is warned.\nACCOUNTING: D=9 is the best safe option.\nDECISION: I pick D.\n"
 
 
 def state_at(stage: int) -> MoralHazardState:
@@ -59,10 +59,10 @@ FINAL_D = c.FINAL_BASE + 3  # agent 1's target: D (9), since B (12) is unsafe
         (STEPS + "FINAL B", (0.05, 0.10, 0.0)),  # wrong target (the unsafe option)
         ("FINAL D", (0.05, 0.0, 0.85)),  # missing rationale
         ("I think D is best.\nFINAL D", (0.05, 0.0, 0.85)),  # free text is not the structure
-        (STEPS + "I choose D", (0.0, 0.0, 0.0)),  # malformed: no move line
-        ("STEP 1: a\nSTEP 3: b\nSTEP 2: c\nFINAL D", (0.05, 0.0, 0.85)),  # steps out of order
-        ("STEP 1: a\nSTEP 2:\nSTEP 3: c\nFINAL D", (0.05, 0.0, 0.85)),  # an empty step
-        ("FINAL D\n" + STEPS, (0.05, 0.0, 0.85)),  # rationale after the move
+        (STEPS + "I choose D", (0.0, 0.10, 0.0)),  # malformed: no move line
+        ("FACTS: a\nDECISION: b\nACCOUNTING: c\nFINAL D", (0.05, 0.0, 0.85)),  # out of order
+        ("FACTS: a\nACCOUNTING:\nDECISION: c\nFINAL D", (0.05, 0.0, 0.85)),  # an empty line
+        ("FACTS: a\nDECISION: c\nFINAL D", (0.05, 0.0, 0.85)),  # a label missing
         (STEPS + "FINAL D\nFINAL A", (0.0, 0.10, 0.0)),  # conflicting move lines: no move
         (STEPS + "ACTION QUERY", (0.0, 0.10, 0.0)),  # a move of another stage
         ("", (0.0, 0.0, 0.0)),
@@ -88,6 +88,7 @@ def test_parts_at_the_final_stage(protocol, reply, parts):
         (c.NOTE, STEPS + "NOTE CASE 2 UNSAFE C", c.note_action(1, 2), (0.05, 0.10, 0.85)),
         (c.NOTE, "NOTE CASE 1 UNSAFE C", c.note_action(1, 2), (0.05, 0.0, 0.0)),  # own case
         (c.NOTE, STEPS + "NOTE CASE 7 UNSAFE C", c.note_action(1, 2), (0.0, 0.10, 0.0)),
+        (c.NOTE, "Note: case 2 unsafe C", c.note_action(1, 2), (0.0, 0.0, 0.0)),  # not strict
         (c.NOTE, "NO NOTE", c.note_action(1, 2), (0.05, 0.0, 0.0)),
     ],
 )
@@ -123,14 +124,14 @@ def test_trl_reward_functions_read_dataset_columns(protocol):
     assert parts == [[0.05, 0.05, 0.0], [0.10, 0.0, 0.0], [0.85, 0.0, 0.0]]
 
 
-def test_step_rationale_write_and_check():
-    structure = StepRationale()
+def test_labelled_rationale_write_and_check():
+    structure = LabelledRationale()
     reply = structure.write(["one", "two\nlines", "three"], "FINAL A")
-    assert reply == "STEP 1: one\nSTEP 2: two lines\nSTEP 3: three\nFINAL A"
+    assert reply == "FACTS: one\nACCOUNTING: two lines\nDECISION: three\nFINAL A"
     assert structure.check(reply)
-    assert not structure.check("STEP 1: a\nSTEP 2: b")
-    assert not structure.check("STEP 1: a\nSTEP 2: b\nSTEP 3: c\nSTEP 4: d")
+    assert structure.check("**FACTS:** a\n# ACCOUNTING: b\ndecision: c")  # markup, case
+    assert not structure.check("FACTS: a\nACCOUNTING: b")
     assert not structure.check(None)
-    assert not structure.check("STEP " + "9" * 5000 + ": x")  # no huge int conversion
+    assert not structure.check(b"FACTS: a")
     with pytest.raises(ValueError, match="expected 3 steps"):
         structure.write(["one"], "FINAL A")
