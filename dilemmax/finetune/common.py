@@ -26,12 +26,19 @@ class LoraSettings:
     ``target_modules="all-linear"`` adapts every linear layer of the blocks (the paper does not
     name its targets; PEFT's per-architecture default, the attention q/v projections only, gives
     a small model too little to learn with).
+
+    ``modules_to_save`` trains whole copies of the named modules beside the adapter (saved
+    with it). Real models need none; a randomly initialised tiny model does: its frozen final
+    norm caps the logits' scale, so LoRA alone can rank the right token first but never make it
+    likely, and sampling (RLOO) stays near uniform. The CPU demo trains ``norm`` (all
+    RMSNorm weights: PEFT matches every module whose name ends in it).
     """
 
     r: int = 16
     alpha: int = 32
     dropout: float = 0.05
     target_modules: str | tuple[str, ...] = "all-linear"
+    modules_to_save: tuple[str, ...] = ()
 
     def peft_config(self):
         from peft import LoraConfig
@@ -42,6 +49,7 @@ class LoraSettings:
             lora_alpha=self.alpha,
             lora_dropout=self.dropout,
             target_modules=targets if isinstance(targets, str) else list(targets),
+            modules_to_save=list(self.modules_to_save) or None,
             task_type="CAUSAL_LM",
         )
 

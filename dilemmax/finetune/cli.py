@@ -1,0 +1,381 @@
+"""``dilemmax finetune ...``: data, tiny-model, sft, rloo, sft-rloo, reward, evaluate, gepa.
+
+Every default is the paper's (Appendix B) and every one can be overridden here; ``--set
+name=value`` reaches any other field of TRL's config. A command that trains resumes from the
+newest checkpoint in ``--out`` unless ``--no-resume``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _assignments(pairs, what):
+    from dilemmax.cli import parse_assignments
+
+    return parse_assignments(pairs, what)
+
+
+# ----------------------------------------------------------------------------- data
+def _cmd_data(args) -> int:
+    from dilemmax.finetune.datasets import DatasetSpec, save_dataset
+
+    spec = DatasetSpec(
+        seed=args.seed,
+        episodes_per_condition=args.episodes,
+        costs=args.costs,
+        team_weights=args.team_weights,
+        num_agents=args.num_agents,
+        provenances=args.provenances,
+        mapping=args.mapping,
+        fractions=args.fractions,
+        protocol_options=_assignments(args.protocol, "--protocol"),
+    )
+    paths = save_dataset(spec, args.out, progress=not args.no_progress)
+    counts = json.loads((Path(args.out) / "spec.json").read_text())["counts"]
+    for split, path in paths.items():
+        print(f"{split:10s} {counts[split]:7d} records  {path}")
+    return 0
+
+
+def _cmd_tiny(args) -> int:
+    from dilemmax.finetune.datasets import load_split
+    from dilemmax.llm.tiny import build_tiny_model
+
+    records = load_split(args.data, "train")[:: max(1, args.text_stride)]
+    texts = [m["content"] for r in records for m in r["prompt"] + r["completion"]]
+    path = build_tiny_model(args.out, texts=texts, vocab_size=args.vocab, hidden_size=args.hidden,
+                            num_layers=args.layers, seed=args.seed)  # fmt: skip
+    print(f"tiny model: {path} (tokenizer trained on {len(texts)} texts)")
+    return 0
+
+
+# ------------------------------------------------------------------------- training
+def _add_run_args(p, defaults) -> None:
+    p.add_argument("--model", required=True, help="local folder or hub id of a causal LM")
+    p.add_argument("--data", required=True, help="dataset folder (dilemmax finetune data)")
+    p.add_argument("--out", required=True, help="run folder (checkpoints, adapter/)")
+    p.add_argument("--adapter", help="start from this LoRA adapter folder")
+    p.add_argument("--steps", type=int, default=defaults.max_steps)
+    p.add_argument("--lr", type=float, default=defaults.learning_rate)
+    p.add_argument("--batch", type=int, default=defaults.batch_size, help="per-device batch")
+    p.add_argument("--accum", type=int, default=defaults.grad_accum, help="gradient accumulation")
+    p.add_argument("--warmup", type=int, default=defaults.warmup_steps)
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--save-steps", type=int, default=defaults.save_steps)
+    p.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
+    p.add_argument("--max-records", type=int, default=0, help="use the first N train records")
+    p.add_argument("--no-resume", action="store_true", help="start over even with checkpoints")
+    p.add_argument("--wandb", action="store_true", help="log to Weights & Biases")
+    p.add_argument("--wandb-project", default=defaults.wandb_project)
+    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    p.add_argument("--grad-checkpointing", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's own)")
+    p.add_argument("--lora-r", type=int, default=defaults.lora.r)
+    p.add_argument("--lora-alpha", type=int, default=defaults.lora.alpha)
+    p.add_argument("--lora-dropout", type=float, default=defaults.lora.dropout)
+    p.add_argument("--lora-targets", default="all-linear",
+                   help="all-linear or comma-separated module names")  # fmt: skip
+    p.add_argument("--lora-save", type=_names, default=(),
+                   help="modules trained whole beside the adapter (tiny demo: norm)")  # fmt: skip
+    p.add_argument("--set", action="append", help="any other TRL config field: name=value")
+
+
+def _run_settings(args, cls, prefix: str = "", **fields):
+    from dilemmax.finetune.common import LoraSettings
+
+    targets = args.lora_targets
+    lora = LoraSettings(
+        r=args.lora_r,
+        alpha=args.lora_alpha,
+        dropout=args.lora_dropout,
+        target_modules=targets if targets == "all-linear" else _names(targets),
+        modules_to_save=tuple(args.lora_save),
+    )
+    checkpointing = {"auto": "auto", "on": True, "off": False}[args.grad_checkpointing]
+    return cls(
+        model=args.model,
+        data=args.data,
+        out=str(Path(args.out) / prefix) if prefix else args.out,
+        adapter=args.adapter,
+        max_steps=args.steps,
+        learning_rate=args.lr,
+        batch_size=args.batch,
+        grad_accum=args.accum,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        logging_steps=args.logging_steps,
+        resume=not args.no_resume,
+        wandb=args.wandb,
+        wandb_project=args.wandb_project,
+        precision=args.precision,
+        gradient_checkpointing=checkpointing,
+        max_train_records=args.max_records,
+        lora=lora,
+        overrides=_assignments(args.set, "--set"),
+        **fields,
+    )
+
+
+def _threads(args) -> None:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _add_rloo_args(p, d) -> None:
+    p.add_argument("--generations", type=int, default=d.num_generations, help="K per prompt")
+    p.add_argument("--temperature", type=float, default=d.temperature)
+    p.add_argument("--top-p", type=float, default=d.top_p)
+    p.add_argument("--beta", type=float, default=d.beta, help="KL coefficient")
+    p.add_argument("--max-completion", type=int, default=d.max_completion_length)
+
+
+def _rloo_fields(args) -> dict:
+    return {
+        "num_generations": args.generations,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "beta": args.beta,
+        "max_completion_length": args.max_completion,
+    }
+
+
+def _cmd_sft(args) -> int:
+    from dilemmax.finetune.sft import SFTSettings, train_sft
+
+    _threads(args)
+    adapter = train_sft(_run_settings(args, SFTSettings, max_length=args.max_length))
+    print(f"SFT adapter: {adapter}")
+    return 0
+
+
+def _cmd_rloo(args) -> int:
+    from dilemmax.finetune.rloo import RLOOSettings, train_rloo
+
+    _threads(args)
+    adapter = train_rloo(_run_settings(args, RLOOSettings, **_rloo_fields(args)))
+    print(f"RLOO adapter: {adapter}")
+    return 0
+
+
+def _cmd_sft_rloo(args) -> int:
+    """SFT for --sft-steps, then RLOO for --rloo-steps from that adapter (in <out>/sft, /rloo)."""
+    from dilemmax.finetune.rloo import RLOOSettings, train_rloo
+    from dilemmax.finetune.sft import SFTSettings, train_sft
+
+    _threads(args)
+    sft = _run_settings(args, SFTSettings, prefix="sft", max_length=args.max_length)
+    sft = replace(sft, max_steps=args.sft_steps)
+    adapter = train_sft(sft)
+    rloo = _run_settings(args, RLOOSettings, prefix="rloo", **_rloo_fields(args))
+    rloo = replace(rloo, max_steps=args.rloo_steps, adapter=str(adapter),
+                   learning_rate=args.rloo_lr, batch_size=args.rloo_batch,
+                   grad_accum=args.rloo_accum)  # fmt: skip
+    final = train_rloo(rloo)
+    print(f"SFT adapter: {adapter}\nSFT+RLOO adapter: {final}")
+    return 0
+
+
+# ------------------------------------------------------------------------ evaluation
+def _cmd_reward(args) -> int:
+    from dilemmax.finetune.datasets import load_split
+    from dilemmax.finetune.evaluate import reward_on_records
+
+    _threads(args)
+    records = load_split(args.data, args.split)
+    if args.max_records:
+        records = records[: args.max_records]
+    means = reward_on_records(args.model, args.adapter, records, max_new_tokens=args.max_tokens,
+                              temperature=args.temperature, seed=args.seed,
+                              batch_size=args.batch)  # fmt: skip
+    row = {"model": args.model, "adapter": args.adapter, "split": args.split,
+           "records": len(records), "temperature": args.temperature, **means}  # fmt: skip
+    print(json.dumps(row, indent=2))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(row, indent=2))
+    return 0
+
+
+def _methods(specs) -> dict[str, str | None]:
+    methods: dict[str, str | None] = {"base": None}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"--adapter expects name=folder, got {spec!r}")
+        methods[name] = path
+    return methods
+
+
+def _cmd_evaluate(args) -> int:
+    from dilemmax.finetune.evaluate import evaluate_methods, table3, write_report
+
+    _threads(args)
+    results = evaluate_methods(
+        args.model,
+        _methods(args.adapter),
+        num_episodes=args.episodes,
+        seed=args.seed,
+        protocol_options=_assignments(args.protocol, "--protocol"),
+        max_new_tokens=args.max_tokens,
+        temperature=args.temperature,
+        num_envs=args.envs,
+        batch_size=args.batch,
+        progress=not args.no_progress,
+    )
+    paths = write_report(results, args.out)
+    print(table3(results))
+    print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    return 0
+
+
+def _cmd_gepa(args) -> int:
+    from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
+
+    settings = GEPASettings(
+        model=args.model,
+        adapter=args.adapter,
+        out=args.out,
+        train_episodes=args.train_episodes,
+        val_episodes=args.val_episodes,
+        test_episodes=args.test_episodes,
+        max_metric_calls=args.max_metric_calls,
+        minibatch_size=args.minibatch,
+        temperature=args.temperature,
+        max_new_tokens=args.max_tokens,
+        seed=args.seed,
+        reflection_model=args.reflection_model,
+        num_agents=args.num_agents,
+    )
+    result = optimize_prompts(settings)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+# ------------------------------------------------------------------------------ parser
+def add_commands(subparsers) -> None:
+    from dilemmax.envs.moral_hazard import constants as c
+
+    top = subparsers.add_parser("finetune", help="LoRA SFT / RLOO / GEPA for moral_hazard")
+    sub = top.add_subparsers(dest="finetune_command", required=True)
+
+    p = sub.add_parser("data", help="teacher demonstrations over the SFT condition grid")
+    p.add_argument("out", help="dataset folder to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=int, default=21, help="episodes per condition")
+    p.add_argument("--costs", type=_floats, default=c.GRID_COSTS)
+    p.add_argument("--team-weights", type=_floats, default=c.GRID_TEAM_WEIGHTS)
+    p.add_argument("--num-agents", type=_ints, default=c.GRID_NUM_AGENTS)
+    p.add_argument("--provenances", type=_names, default=("anonymous", "visible"))
+    p.add_argument("--mapping", default="highest")
+    p.add_argument("--fractions", type=_floats, default=(0.8, 0.1, 0.1),
+                   help="train,validation,heldout shares of each condition's episodes")  # fmt: skip
+    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("tiny-model", help="a tiny causal LM with a tokenizer fit to a dataset")
+    p.add_argument("out")
+    p.add_argument("--data", required=True)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--text-stride", type=int, default=10, help="use every k-th train record")
+    p.set_defaults(func=_cmd_tiny)
+
+    from dilemmax.finetune.rloo import RLOOSettings
+    from dilemmax.finetune.sft import SFTSettings
+
+    sft_defaults = SFTSettings(model="", data="", out="")
+    rloo_defaults = RLOOSettings(model="", data="", out="")
+
+    p = sub.add_parser("sft", help="LoRA SFT on the teacher's demonstrations (TRL)")
+    _add_run_args(p, sft_defaults)
+    p.add_argument("--max-length", type=int, default=sft_defaults.max_length)
+    p.set_defaults(func=_cmd_sft)
+
+    p = sub.add_parser("rloo", help="RLOO on the target-action reward (TRL)")
+    _add_run_args(p, rloo_defaults)
+    _add_rloo_args(p, rloo_defaults)
+    p.set_defaults(func=_cmd_rloo)
+
+    p = sub.add_parser("sft-rloo", help="SFT, then RLOO from the SFT adapter")
+    _add_run_args(p, sft_defaults)
+    _add_rloo_args(p, rloo_defaults)
+    p.add_argument("--max-length", type=int, default=sft_defaults.max_length)
+    p.add_argument("--sft-steps", type=int, default=1000)
+    p.add_argument("--rloo-steps", type=int, default=1000)
+    p.add_argument("--rloo-lr", type=float, default=rloo_defaults.learning_rate)
+    p.add_argument("--rloo-batch", type=int, default=rloo_defaults.batch_size)
+    p.add_argument("--rloo-accum", type=int, default=rloo_defaults.grad_accum)
+    p.set_defaults(func=_cmd_sft_rloo)
+
+    p = sub.add_parser("reward", help="mean RLOO reward of sampled replies on a split")
+    p.add_argument("--model", required=True)
+    p.add_argument("--adapter")
+    p.add_argument("--data", required=True)
+    p.add_argument("--split", default="heldout")
+    p.add_argument("--max-records", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--json", help="also write the result here")
+    p.set_defaults(func=_cmd_reward)
+
+    p = sub.add_parser("evaluate", help="base vs adapters on the 15-condition grid (Table 3)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--adapter", action="append", help="name=adapter folder (repeatable)")
+    p.add_argument("--episodes", type=int, default=5, help="episodes per condition")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    p.add_argument("--batch", type=int, default=16, help="prompts per generate call")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--out", required=True, help="report folder (results.json, table3.md, png)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("gepa", help="GEPA prompt optimisation against R_game (gepa extra)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--adapter")
+    p.add_argument("--out", required=True)
+    p.add_argument("--num-agents", type=int, default=2)
+    p.add_argument("--train-episodes", type=int, default=64)
+    p.add_argument("--val-episodes", type=int, default=32)
+    p.add_argument("--test-episodes", type=int, default=64)
+    p.add_argument("--max-metric-calls", type=int, default=6000)
+    p.add_argument("--minibatch", type=int, default=5, help="reflection minibatch size")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--reflection-model", help="model folder for the reflection LM (default: --model)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_gepa)

@@ -1,0 +1,220 @@
+"""Base model vs fine-tuned adapters: game outcomes on the 15-condition grid, and RLOO reward.
+
+- :func:`evaluate_methods` plays every method (the base model, each adapter) in every seat of
+  the paper's 15 one-at-a-time conditions through the language-model play harness
+  (:class:`dilemmax.llm.play.BatchedPlay` with a :class:`dilemmax.llm.hf_client.TransformersClient`),
+  and summarises the outcomes with bootstrap confidence intervals
+  (:func:`dilemmax.llm.results.summarize`), over the whole grid and per condition.
+- :func:`table3` writes the paper's Table 3 form (change in team success per method, in
+  percentage points, against the base model) beside all six outcomes; :func:`plot_methods`
+  draws it.
+- :func:`reward_on_records` samples one reply per held-out prompt and scores it with the RLOO
+  reward (:mod:`dilemmax.finetune.rewards`): the quantity RLOO optimises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+# The six outcomes the paper reports (never team success alone), then two more.
+OUTCOMES = (
+    "team_success",
+    "query_rate",
+    "info_transfer",
+    "local_reward",
+    "unsafe_choice",
+    "format_validity",
+    "final_accuracy",
+    "score",
+)
+Summary = dict[str, dict[str, tuple[float, float, float]]]
+
+
+# ----------------------------------------------------------------------------- game play
+def play_method(
+    model: str,
+    adapter: str | None,
+    name: str,
+    num_episodes: int,
+    seed: int = 0,
+    protocol_options: Mapping[str, Any] | None = None,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    num_envs: int = 16,
+    batch_size: int = 16,
+    mapping: str = "highest",
+    progress: bool = True,
+) -> Summary:
+    """Plays ``num_episodes`` episodes of each of the 15 conditions with the model (and adapter)
+    in every seat. Returns {"all" | condition name -> outcome -> (mean, low, high)}."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+    from dilemmax.envs.moral_hazard.generator import condition_grid
+    from dilemmax.llm.hf_client import TransformersClient
+    from dilemmax.llm.play import BatchedPlay, Seat
+    from dilemmax.llm.policy import LLMPolicy
+    from dilemmax.llm.results import summarize
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    client = TransformersClient(model, adapter, max_new_tokens=max_new_tokens,
+                                temperature=temperature, seed=seed, batch_size=batch_size,
+                                device=device)  # fmt: skip
+    policy = LLMPolicy(client, name=name)
+    key = jax.random.key(seed)
+    parts, names_of = [], {}
+    grid = condition_grid(mapping)
+    total = sum(len(s) for s in grid.values()) * num_episodes
+    bar = tqdm(total=total, desc=f"play {name}", disable=not progress)
+    for (n, conditions), part_key in zip(grid.items(), jax.random.split(key, len(grid)), strict=True):
+        env = MoralHazardEnv(n)
+        protocol = env.text_protocol(**dict(protocol_options or {}))
+        play = BatchedPlay(env, [Seat(name, policy)] * n, protocol, num_envs=num_envs,
+                           progress=bar)  # fmt: skip
+        result = play.run(part_key, num_episodes, conditions.configs, part=f"n={n}")
+        parts.append((result.metrics, result.episodes))
+        for info in result.episodes:
+            names_of[info["id"]] = conditions.names[info["config_index"]]
+    bar.close()
+    overall = summarize(parts, key=jax.random.fold_in(key, 1))["all"]
+    per_condition = summarize(parts, group_of=lambda info: names_of[info["id"]],
+                              key=jax.random.fold_in(key, 2))  # fmt: skip
+    return {"all": overall, **per_condition}
+
+
+def evaluate_methods(model: str, methods: Mapping[str, str | None], **options) -> dict[str, Summary]:
+    """{method name -> :func:`play_method` summary}; ``methods`` maps a name to an adapter
+    folder (None for the base model)."""
+    return {name: play_method(model, adapter, name, **options) for name, adapter in methods.items()}
+
+
+# ------------------------------------------------------------------------------- reports
+def _cell(estimate, scale=100.0) -> str:
+    mean, low, high = estimate
+    return f"{scale * mean:.1f} [{scale * low:.1f}, {scale * high:.1f}]"
+
+
+def table3(results: Mapping[str, Summary], base: str = "base") -> str:
+    """Markdown: per method, the change in team success against ``base`` (percentage points,
+    the paper's Table 3) and every outcome over the grid, mean [95% CI] in percent."""
+    outcomes = [o for o in OUTCOMES if o != "score"]
+    header = "| method | change in team success (pp) | " + " | ".join(outcomes) + " | score |"
+    lines = [header, "| --- " * (len(outcomes) + 3) + "|"]
+    base_team = results[base]["all"]["team_success"][0] if base in results else float("nan")
+    for name, summary in results.items():
+        overall = summary["all"]
+        change = 100.0 * (overall["team_success"][0] - base_team)
+        cells = [_cell(overall[o]) for o in outcomes]
+        score = _cell(overall["score"], scale=1.0).replace(".1f", ".3f")
+        lines.append(f"| {name} | {change:+.1f} | " + " | ".join(cells) + f" | {score} |")
+    return "\n".join(lines)
+
+
+def condition_table(summary: Summary) -> str:
+    """Markdown: one row per condition, every outcome as mean [95% CI] in percent."""
+    outcomes = [o for o in OUTCOMES if o != "score"]
+    lines = ["| condition | " + " | ".join(outcomes) + " |", "| --- " * (len(outcomes) + 1) + "|"]
+    for condition, row in summary.items():
+        if condition != "all":
+            lines.append(f"| {condition} | " + " | ".join(_cell(row[o]) for o in outcomes) + " |")
+    return "\n".join(lines)
+
+
+def plot_methods(results: Mapping[str, Summary], path: str | Path) -> Path:
+    """Bar chart: each outcome (percent, with its CI) per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outcomes = [o for o in OUTCOMES if o not in ("score", "final_accuracy")]
+    methods = list(results)
+    width = 0.8 / max(len(methods), 1)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = np.arange(len(outcomes))
+    for j, name in enumerate(methods):
+        est = np.array([results[name]["all"][o] for o in outcomes]) * 100.0
+        err = np.abs(est[:, 1:].T - est[:, 0])
+        ax.bar(x + j * width, est[:, 0], width, yerr=err, capsize=3, label=name)
+    ax.set_xticks(x + width * (len(methods) - 1) / 2, [o.replace("_", " ") for o in outcomes])
+    ax.set_ylabel("percent of episodes / opportunities")
+    ax.set_ylim(0, 105)
+    ax.set_title("moral_hazard, 15-condition grid: base vs fine-tuned (95% bootstrap CI)")
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_report(results: Mapping[str, Summary], out_dir: str | Path) -> dict[str, Path]:
+    """results.json, table3.md (with per-condition tables) and outcomes.png under ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    sections = ["## Team success change and outcomes over the grid", "", table3(results)]
+    for name, summary in results.items():
+        sections += ["", f"## {name}: per condition", "", condition_table(summary)]
+    (out / "table3.md").write_text("\n".join(sections) + "\n")
+    return {
+        "json": out / "results.json",
+        "table": out / "table3.md",
+        "plot": plot_methods(results, out / "outcomes.png"),
+    }
+
+
+# ------------------------------------------------------------------------- RLOO reward
+def generate_replies(
+    model,
+    tokenizer,
+    records: Sequence[Mapping[str, Any]],
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> list[str]:
+    """One sampled reply per record's prompt (greedy when ``temperature`` is 0)."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    device = next(model.parameters()).device
+    torch.manual_seed(seed)
+    replies = []
+    model.eval()
+    for start in range(0, len(records), batch_size):
+        batch = records[start : start + batch_size]
+        texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False,
+                                               add_generation_prompt=True) for r in batch]  # fmt: skip
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = enc.to(device)
+        sampling = temperature > 0
+        options = {"do_sample": sampling, "max_new_tokens": max_new_tokens}
+        if sampling:
+            options.update(temperature=temperature, top_p=top_p, top_k=0)
+        with torch.no_grad():
+            out = model.generate(**enc, pad_token_id=tokenizer.pad_token_id, **options)
+        new = out[:, enc["input_ids"].shape[1] :]
+        replies += tokenizer.batch_decode(new, skip_special_tokens=True)
+    return replies
+
+
+def reward_on_records(
+    model_path: str, adapter: str | None, records: Sequence[Mapping[str, Any]], **options
+) -> dict[str, float]:
+    """Mean RLOO reward (and each part) of one sampled reply per record."""
+    from dilemmax.finetune.common import load_model
+    from dilemmax.finetune.rewards import score_records
+
+    model, tokenizer = load_model(model_path, adapter, trainable=False)
+    replies = generate_replies(model, tokenizer, records, **options)
+    return score_records(records, replies)
