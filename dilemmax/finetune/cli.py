@@ -17,14 +17,18 @@ def _floats(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
 
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -65,8 +69,14 @@ def _cmd_tiny(args) -> int:
 
     records = load_split(args.data, "train")[:: max(1, args.text_stride)]
     texts = [m["content"] for r in records for m in r["prompt"] + r["completion"]]
-    path = build_tiny_model(args.out, texts=texts, vocab_size=args.vocab, hidden_size=args.hidden,
-                            num_layers=args.layers, seed=args.seed)  # fmt: skip
+    path = build_tiny_model(
+        args.out,
+        texts=texts,
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        num_layers=args.layers,
+        seed=args.seed,
+    )
     print(f"tiny model: {path} (tokenizer trained on {len(texts)} texts)")
     return 0
 
@@ -95,10 +105,15 @@ def _add_run_args(p, defaults) -> None:
     p.add_argument("--lora-r", type=int, default=defaults.lora.r)
     p.add_argument("--lora-alpha", type=int, default=defaults.lora.alpha)
     p.add_argument("--lora-dropout", type=float, default=defaults.lora.dropout)
-    p.add_argument("--lora-targets", default="all-linear",
-                   help="all-linear or comma-separated module names")  # fmt: skip
-    p.add_argument("--lora-save", type=_names, default=(),
-                   help="modules trained whole beside the adapter (tiny demo: norm)")  # fmt: skip
+    p.add_argument(
+        "--lora-targets", default="all-linear", help="all-linear or comma-separated module names"
+    )
+    p.add_argument(
+        "--lora-save",
+        type=_names,
+        default=(),
+        help="modules trained whole beside the adapter (tiny demo: norm)",
+    )
     p.add_argument("--set", action="append", help="any other TRL config field: name=value")
 
 
@@ -192,9 +207,14 @@ def _cmd_sft_rloo(args) -> int:
     sft = replace(sft, max_steps=args.sft_steps)
     adapter = train_sft(sft)
     rloo = _run_settings(args, RLOOSettings, prefix="rloo", **_rloo_fields(args))
-    rloo = replace(rloo, max_steps=args.rloo_steps, adapter=str(adapter),
-                   learning_rate=args.rloo_lr, batch_size=args.rloo_batch,
-                   grad_accum=args.rloo_accum)  # fmt: skip
+    rloo = replace(
+        rloo,
+        max_steps=args.rloo_steps,
+        adapter=str(adapter),
+        learning_rate=args.rloo_lr,
+        batch_size=args.rloo_batch,
+        grad_accum=args.rloo_accum,
+    )
     final = train_rloo(rloo)
     print(f"SFT adapter: {adapter}\nSFT+RLOO adapter: {final}")
     return 0
@@ -209,11 +229,23 @@ def _cmd_reward(args) -> int:
     records = load_split(args.data, args.split)
     if args.max_records:
         records = records[: args.max_records]
-    means = reward_on_records(args.model, args.adapter, records, max_new_tokens=args.max_tokens,
-                              temperature=args.temperature, seed=args.seed,
-                              batch_size=args.batch)  # fmt: skip
-    row = {"model": args.model, "adapter": args.adapter, "split": args.split,
-           "records": len(records), "temperature": args.temperature, **means}  # fmt: skip
+    means = reward_on_records(
+        args.model,
+        args.adapter,
+        records,
+        max_new_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        batch_size=args.batch,
+    )
+    row = {
+        "model": args.model,
+        "adapter": args.adapter,
+        "split": args.split,
+        "records": len(records),
+        "temperature": args.temperature,
+        **means,
+    }
     print(json.dumps(row, indent=2))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -292,8 +324,12 @@ def add_commands(subparsers) -> None:
     p.add_argument("--num-agents", type=_ints, default=c.GRID_NUM_AGENTS)
     p.add_argument("--provenances", type=_names, default=("anonymous", "visible"))
     p.add_argument("--mapping", default="highest")
-    p.add_argument("--fractions", type=_floats, default=(0.8, 0.1, 0.1),
-                   help="train,validation,heldout shares of each condition's episodes")  # fmt: skip
+    p.add_argument(
+        "--fractions",
+        type=_floats,
+        default=(0.8, 0.1, 0.1),
+        help="train,validation,heldout shares of each condition's episodes",
+    )
     p.add_argument("--protocol", action="append", help="text protocol option key=value")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_data)
@@ -376,6 +412,6 @@ def add_commands(subparsers) -> None:
     p.add_argument("--minibatch", type=int, default=5, help="reflection minibatch size")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--reflection-model", help="model folder for the reflection LM (default: --model)")
+    p.add_argument("--reflection-model", help="reflection LM folder (default: --model)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_gepa)

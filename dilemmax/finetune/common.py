@@ -2,7 +2,7 @@
 
 A run writes into one output folder::
 
-    <out>/checkpoint-<step>/   Trainer checkpoints: adapter, optimizer, scheduler, RNG, trainer state
+    <out>/checkpoint-<step>/   Trainer checkpoints: adapter, optimizer, scheduler, RNG, state
     <out>/adapter/             the final adapter (``adapter_config.json``, ``adapter_model.*``)
                                and the tokenizer, loadable with ``PeftModel.from_pretrained``
     <out>/settings.json        the settings the run was started with

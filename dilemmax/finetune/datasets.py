@@ -1,4 +1,4 @@
-"""Teacher demonstrations for SFT and prompts for RLOO, rendered exactly as a playing model sees them.
+"""Teacher demonstrations for SFT and prompts for RLOO, rendered as a playing model sees them.
 
 The scripted cooperative teacher (:func:`dilemmax.envs.moral_hazard.policies.teacher`: query,
 post the correct warning, read the board) plays episodes of every condition of the paper's SFT
@@ -388,8 +388,9 @@ def build_records(spec: DatasetSpec, progress: bool = False) -> list[dict[str, A
     for n, conditions in grid.items():
         env = MoralHazardEnv(n)
         protocol = protocol_for(n, options_json)
-        out = teacher_episodes(env, conditions.configs, spec.episodes_per_condition,
-                               jax.random.fold_in(key, n))  # fmt: skip
+        out = teacher_episodes(
+            env, conditions.configs, spec.episodes_per_condition, jax.random.fold_in(key, n)
+        )
         bar = tqdm(conditions.names, desc=f"records n={n}", disable=not progress)
         for ci, name in enumerate(bar):
             rng = np.random.default_rng([spec.seed, n, ci])
@@ -432,7 +433,9 @@ def save_dataset(spec: DatasetSpec, out_dir: str | Path, progress: bool = True) 
     records = build_records(spec, progress=progress)
     paths = {}
     for split in SPLITS:
-        paths[split] = write_jsonl((r for r in records if r["split"] == split), out_dir / f"{split}.jsonl")
+        paths[split] = write_jsonl(
+            (r for r in records if r["split"] == split), out_dir / f"{split}.jsonl"
+        )
     spec_dict = asdict(spec)
     spec_dict["counts"] = {s: sum(r["split"] == s for r in records) for s in SPLITS}
     (out_dir / "spec.json").write_text(json.dumps(spec_dict, indent=2))
@@ -457,6 +460,14 @@ def to_hf_dataset(records: Sequence[Mapping[str, Any]], columns: Sequence[str] |
     """A ``datasets.Dataset`` of ``records`` (TRL's conversational prompt/completion form)."""
     from datasets import Dataset
 
-    columns = columns or ("prompt", "completion", "target", "context", "legal", "num_agents",
-                          "protocol", "stage")  # fmt: skip
+    columns = columns or (
+        "prompt",
+        "completion",
+        "target",
+        "context",
+        "legal",
+        "num_agents",
+        "protocol",
+        "stage",
+    )
     return Dataset.from_list([{k: r[k] for k in columns} for r in records])

@@ -2,7 +2,7 @@
 
 - :func:`evaluate_methods` plays every method (the base model, each adapter) in every seat of
   the paper's 15 one-at-a-time conditions through the language-model play harness
-  (:class:`dilemmax.llm.play.BatchedPlay` with a :class:`dilemmax.llm.hf_client.TransformersClient`),
+  (:class:`dilemmax.llm.play.BatchedPlay`, :class:`dilemmax.llm.hf_client.TransformersClient`),
   and summarises the outcomes with bootstrap confidence intervals
   (:func:`dilemmax.llm.results.summarize`), over the whole grid and per condition.
 - :func:`table3` writes the paper's Table 3 form (change in team success per method, in
@@ -64,32 +64,42 @@ def play_method(
     from dilemmax.llm.results import summarize
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    client = TransformersClient(model, adapter, max_new_tokens=max_new_tokens,
-                                temperature=temperature, seed=seed, batch_size=batch_size,
-                                device=device)  # fmt: skip
+    client = TransformersClient(
+        model,
+        adapter,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        batch_size=batch_size,
+        device=device,
+    )
     policy = LLMPolicy(client, name=name)
     key = jax.random.key(seed)
     parts, names_of = [], {}
     grid = condition_grid(mapping)
     total = sum(len(s) for s in grid.values()) * num_episodes
     bar = tqdm(total=total, desc=f"play {name}", disable=not progress)
-    for (n, conditions), part_key in zip(grid.items(), jax.random.split(key, len(grid)), strict=True):
+    for (n, conditions), part_key in zip(
+        grid.items(), jax.random.split(key, len(grid)), strict=True
+    ):
         env = MoralHazardEnv(n)
         protocol = env.text_protocol(**dict(protocol_options or {}))
-        play = BatchedPlay(env, [Seat(name, policy)] * n, protocol, num_envs=num_envs,
-                           progress=bar)  # fmt: skip
+        play = BatchedPlay(env, [Seat(name, policy)] * n, protocol, num_envs=num_envs, progress=bar)
         result = play.run(part_key, num_episodes, conditions.configs, part=f"n={n}")
         parts.append((result.metrics, result.episodes))
         for info in result.episodes:
             names_of[info["id"]] = conditions.names[info["config_index"]]
     bar.close()
     overall = summarize(parts, key=jax.random.fold_in(key, 1))["all"]
-    per_condition = summarize(parts, group_of=lambda info: names_of[info["id"]],
-                              key=jax.random.fold_in(key, 2))  # fmt: skip
+    per_condition = summarize(
+        parts, group_of=lambda info: names_of[info["id"]], key=jax.random.fold_in(key, 2)
+    )
     return {"all": overall, **per_condition}
 
 
-def evaluate_methods(model: str, methods: Mapping[str, str | None], **options) -> dict[str, Summary]:
+def evaluate_methods(
+    model: str, methods: Mapping[str, str | None], **options
+) -> dict[str, Summary]:
     """{method name -> :func:`play_method` summary}; ``methods`` maps a name to an adapter
     folder (None for the base model)."""
     return {name: play_method(model, adapter, name, **options) for name, adapter in methods.items()}
@@ -193,8 +203,10 @@ def generate_replies(
     model.eval()
     for start in range(0, len(records), batch_size):
         batch = records[start : start + batch_size]
-        texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False,
-                                               add_generation_prompt=True) for r in batch]  # fmt: skip
+        texts = [
+            tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
+            for r in batch
+        ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         enc = enc.to(device)
         sampling = temperature > 0

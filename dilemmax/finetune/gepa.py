@@ -91,8 +91,9 @@ class InstructedProtocol(TextProtocol):
 
     def after_reply(self, memory, agent, prompt, reply, parsed):
         stage = prompt.context.get("_gepa_stage", "")
-        memory["trace"].append({"stage": stage, "reply": reply, "valid": parsed.valid,
-                                "error": parsed.error})  # fmt: skip
+        memory["trace"].append(
+            {"stage": stage, "reply": reply, "valid": parsed.valid, "error": parsed.error}
+        )
         self.base.after_reply(memory["base"], agent, prompt, reply, parsed)
 
     def after_step(self, memory, agent, state, actions, infos, next_state):
@@ -152,19 +153,26 @@ class MoralHazardGEPAAdapter:
             rows = []
             for trajectory, score in zip(eval_batch.trajectories, eval_batch.scores, strict=True):
                 m = trajectory["metrics"]
-                outcome = (f"score R_game={score:.3f}; team success={m['team_success']:.0f}; "
-                           f"query rate={m['query_rate']:.2f}; format validity="
-                           f"{m['format_validity']:.2f}")  # fmt: skip
+                outcome = (
+                    f"score R_game={score:.3f}; team success={m['team_success']:.0f}; "
+                    f"query rate={m['query_rate']:.2f}; format validity="
+                    f"{m['format_validity']:.2f}"
+                )
                 for seat in trajectory["seats"]:
                     for step in seat["trace"]:
                         if step["stage"] != stage:
                             continue
                         parsed = "parsed" if step["valid"] else f"invalid ({step['error']})"
-                        rows.append({
-                            "Inputs": {"instruction": candidate.get(stage, ""), "seat": seat["agent"]},
-                            "Generated Outputs": step["reply"][:800],
-                            "Feedback": f"reply {parsed}; {outcome}",
-                        })  # fmt: skip
+                        rows.append(
+                            {
+                                "Inputs": {
+                                    "instruction": candidate.get(stage, ""),
+                                    "seat": seat["agent"],
+                                },
+                                "Generated Outputs": step["reply"][:800],
+                                "Feedback": f"reply {parsed}; {outcome}",
+                            }
+                        )
             out[stage] = rows[: 4 * self.settings.minibatch_size]
         return out
 
@@ -200,13 +208,20 @@ def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) 
     from dilemmax.llm.hf_client import TransformersClient
 
     if task_client is None:
-        task_client = TransformersClient(settings.model, settings.adapter,
-                                         max_new_tokens=settings.max_new_tokens,
-                                         temperature=settings.temperature, seed=settings.seed)  # fmt: skip
+        task_client = TransformersClient(
+            settings.model,
+            settings.adapter,
+            max_new_tokens=settings.max_new_tokens,
+            temperature=settings.temperature,
+            seed=settings.seed,
+        )
     if reflection is None:
-        reflector = TransformersClient(settings.reflection_model or settings.model,
-                                       max_new_tokens=settings.max_new_tokens,
-                                       temperature=settings.temperature, seed=settings.seed)  # fmt: skip
+        reflector = TransformersClient(
+            settings.reflection_model or settings.model,
+            max_new_tokens=settings.max_new_tokens,
+            temperature=settings.temperature,
+            seed=settings.seed,
+        )
         reflection = reflection_lm(reflector)
     adapter = MoralHazardGEPAAdapter(settings, task_client)
     splits = episode_splits(settings)

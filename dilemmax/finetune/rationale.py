@@ -59,7 +59,10 @@ class LabelledRationale:
         """The reply with one labelled line per step (whitespace collapsed) and the move last."""
         if len(steps) != len(self.labels):
             raise ValueError(f"expected {len(self.labels)} steps, got {len(steps)}")
-        lines = [f"{label}: {' '.join(step.split())}" for label, step in zip(self.labels, steps, strict=True)]
+        lines = [
+            f"{label}: {' '.join(step.split())}"
+            for label, step in zip(self.labels, steps, strict=True)
+        ]
         return "\n".join([*lines, move_line])
 
     def check(self, reply: Any) -> bool:

@@ -33,8 +33,13 @@ def teacher_in_jax():
         env = MoralHazardEnv(n)
 
         def actions(state, env=env):
-            joint = act(env, [policies.teacher] * env.num_agents, jax.random.key(0),
-                        env.get_obs(state), state)  # fmt: skip
+            joint = act(
+                env,
+                [policies.teacher] * env.num_agents,
+                jax.random.key(0),
+                env.get_obs(state),
+                state,
+            )
             return jax.numpy.stack([joint[a] for a in env.agents])
 
         programs[n] = (env, jax.jit(actions))

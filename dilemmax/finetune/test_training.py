@@ -53,9 +53,16 @@ def sft_run(tiny_model_dir, small_data_dir, tmp_path_factory):
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("sft")
     settings = SFTSettings(
-        model=str(tiny_model_dir), data=str(small_data_dir), out=str(out), max_steps=2,
-        save_steps=2, grad_accum=1, warmup_steps=0, logging_steps=1, max_train_records=8,
-    )  # fmt: skip
+        model=str(tiny_model_dir),
+        data=str(small_data_dir),
+        out=str(out),
+        max_steps=2,
+        save_steps=2,
+        grad_accum=1,
+        warmup_steps=0,
+        logging_steps=1,
+        max_train_records=8,
+    )
     adapter, trainer, steps = train(build_sft, settings)
     return settings, adapter, trainer, steps
 
@@ -87,10 +94,19 @@ def test_rloo_from_the_sft_adapter_steps_saves_and_resumes(sft_run, tmp_path_fac
     settings, adapter, _, _ = sft_run
     out = tmp_path_factory.mktemp("rloo")
     rloo = RLOOSettings(
-        model=settings.model, adapter=str(adapter), data=settings.data, out=str(out),
-        max_steps=1, save_steps=1, warmup_steps=0, logging_steps=1, batch_size=2,
-        num_generations=2, max_completion_length=8, max_train_records=4,
-    )  # fmt: skip
+        model=settings.model,
+        adapter=str(adapter),
+        data=settings.data,
+        out=str(out),
+        max_steps=1,
+        save_steps=1,
+        warmup_steps=0,
+        logging_steps=1,
+        batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        max_train_records=4,
+    )
     final, trainer, steps = train(build_rloo, rloo)
     assert steps == 1
     logged = [h for h in trainer.state.log_history if "loss" in h]
