@@ -112,7 +112,7 @@ def _add_run_args(p, defaults) -> None:
         "--lora-save",
         type=_names,
         default=(),
-        help="modules trained whole beside the adapter (tiny demo: norm)",
+        help="modules trained whole beside the adapter (tiny demo: lm_head,norm)",
     )
     p.add_argument("--set", action="append", help="any other TRL config field: name=value")
 

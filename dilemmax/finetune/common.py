@@ -28,10 +28,11 @@ class LoraSettings:
     a small model too little to learn with).
 
     ``modules_to_save`` trains whole copies of the named modules beside the adapter (saved
-    with it). Real models need none; a randomly initialised tiny model does: its frozen final
-    norm caps the logits' scale, so LoRA alone can rank the right token first but never make it
-    likely, and sampling (RLOO) stays near uniform. The CPU demo trains ``norm`` (all
-    RMSNorm weights: PEFT matches every module whose name ends in it).
+    with it). Real models need none; a randomly initialised tiny model does: with its output
+    layer and norms frozen at their small random scale, LoRA alone can rank the right token
+    first but never make it likely, so sampling (RLOO, T = 1) stays near uniform. The CPU demo
+    trains ``lm_head`` (a copy, untied from the input embedding) and ``norm`` (every RMSNorm:
+    PEFT matches each module whose name ends in it).
     """
 
     r: int = 16

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dilemmax.envs.moral_hazard import constants as c
-from dilemmax.envs.moral_hazard import policies
+from dilemmax.envs.moral_hazard import generator, policies
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.rollout import act
 from dilemmax.finetune.conftest import SMALL_SPEC
@@ -25,25 +25,17 @@ from dilemmax.finetune.datasets import (
 from dilemmax.finetune.rewards import score_records
 
 
-@pytest.fixture(scope="module")
-def teacher_in_jax():
-    """n -> jitted (state) -> int32[n]: every seat's teacher action in ``state``."""
-    programs = {}
-    for n in SMALL_SPEC.num_agents:
-        env = MoralHazardEnv(n)
+def teacher_actions(num_agents: int, states) -> np.ndarray:
+    """int32[B, n]: every seat's teacher action in each of a batch of states (one compile)."""
+    env = MoralHazardEnv(num_agents)
 
-        def actions(state, env=env):
-            joint = act(
-                env,
-                [policies.teacher] * env.num_agents,
-                jax.random.key(0),
-                env.get_obs(state),
-                state,
-            )
-            return jax.numpy.stack([joint[a] for a in env.agents])
+    def actions(state):
+        joint = act(
+            env, [policies.teacher] * num_agents, jax.random.key(0), env.get_obs(state), state
+        )
+        return jax.numpy.stack([joint[a] for a in env.agents])
 
-        programs[n] = (env, jax.jit(actions))
-    return programs
+    return np.asarray(jax.jit(jax.vmap(actions))(states))
 
 
 def test_record_count_and_fields(small_records):
@@ -56,23 +48,29 @@ def test_record_count_and_fields(small_records):
     assert stages == {(n, s) for n in (2, 3) for s in ("work", "note", "final")}
 
 
-def test_targets_are_the_teachers_actions_in_jax(small_records, teacher_in_jax):
-    for record in small_records:
-        env, teacher = teacher_in_jax[record["num_agents"]]
-        state = decode_state(record["state"], record["num_agents"])
-        i = env.agent_index[record["agent"]]
-        assert int(teacher(state)[i]) == record["target"]
-        # and the teacher's moves are the cooperative ones on this very state
-        stage = c.STAGE_NAMES.index(record["stage"])
-        assert int(state.stage) == stage
-        if stage == c.WORK:
-            assert record["target"] == c.QUERY
-        elif stage == c.NOTE:
-            successor = (i + 1) % record["num_agents"]
-            unsafe = int(state.config.unsafe[successor])
-            assert record["target"] == c.note_action(1, unsafe)
-        else:
-            assert record["target"] - c.FINAL_BASE == int(env.targets(state)[i])
+def test_targets_are_the_teachers_actions_in_jax(small_records):
+    for n in SMALL_SPEC.num_agents:
+        records = [r for r in small_records if r["num_agents"] == n]
+        states = [decode_state(r["state"], n) for r in records]
+        batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
+        teacher = teacher_actions(n, batch)
+        env = MoralHazardEnv(n)
+        for record, state, joint in zip(records, states, teacher, strict=True):
+            i = env.agent_index[record["agent"]]
+            assert int(joint[i]) == record["target"]
+            # and the teacher's moves are the cooperative ones on this very state
+            stage = c.STAGE_NAMES.index(record["stage"])
+            assert int(state.stage) == stage
+            if stage == c.WORK:
+                assert record["target"] == c.QUERY
+            elif stage == c.NOTE:
+                unsafe = int(state.config.unsafe[(i + 1) % n])
+                assert record["target"] == c.note_action(1, unsafe)
+            else:
+                targets = np.asarray(
+                    generator.target_options(state.config.utilities, state.config.unsafe)
+                )
+                assert record["target"] - c.FINAL_BASE == int(targets[i])
 
 
 def test_replies_parse_to_the_target_with_full_reward(small_records):

@@ -1,0 +1,70 @@
+"""``dilemmax finetune``: every default is the paper's and every one is overridable."""
+
+from __future__ import annotations
+
+import pytest
+
+from dilemmax.cli import build_parser
+from dilemmax.finetune.cli import _methods, _rloo_fields, _run_settings
+from dilemmax.finetune.rloo import RLOOSettings
+from dilemmax.finetune.sft import SFTSettings
+
+BASE = ["--model", "m", "--data", "d", "--out", "o"]
+
+
+def parse(*argv):
+    return build_parser().parse_args(["finetune", *argv])
+
+
+def test_sft_defaults_are_the_papers():
+    args = parse("sft", *BASE)
+    s = _run_settings(args, SFTSettings, max_length=args.max_length)
+    assert (s.max_steps, s.learning_rate, s.batch_size, s.grad_accum, s.warmup_steps) == (
+        2000,
+        2e-4,
+        2,
+        8,
+        20,
+    )
+    assert (s.lora.r, s.lora.alpha, s.lora.dropout) == (16, 32, 0.05)
+    assert s.max_length == 16384 and s.resume and not s.wandb and s.precision == "auto"
+
+
+def test_rloo_defaults_are_the_papers():
+    args = parse("rloo", *BASE)
+    s = _run_settings(args, RLOOSettings, **_rloo_fields(args))
+    assert (s.num_generations, s.temperature, s.top_p, s.beta, s.max_completion_length) == (
+        5,
+        1.0,
+        1.0,
+        0.03,
+        128,
+    )
+    assert (s.learning_rate, s.batch_size, s.grad_accum, s.max_steps) == (1e-6, 5, 1, 2000)
+
+
+def test_overrides_reach_the_settings():
+    args = parse(
+        "sft", *BASE, "--steps", "7", "--lr", "0.01", "--lora-r", "4", "--lora-save",
+        "lm_head,norm", "--lora-targets", "q_proj,v_proj", "--set", "lr_scheduler_type=constant",
+        "--no-resume", "--wandb", "--precision", "fp32",
+    )  # fmt: skip
+    s = _run_settings(args, SFTSettings, max_length=args.max_length)
+    assert (s.max_steps, s.learning_rate, s.lora.r) == (7, 0.01, 4)
+    assert s.lora.modules_to_save == ("lm_head", "norm")
+    assert s.lora.target_modules == ("q_proj", "v_proj")
+    assert s.overrides == {"lr_scheduler_type": "constant"}
+    assert not s.resume and s.wandb and s.precision == "fp32"
+
+
+def test_sft_rloo_and_data_parse():
+    args = parse("sft-rloo", *BASE)
+    assert (args.sft_steps, args.rloo_steps, args.rloo_lr, args.rloo_batch) == (1000, 1000, 1e-6, 5)
+    args = parse("data", "out", "--costs", "0,0.1", "--num-agents", "2")
+    assert args.costs == (0.0, 0.1) and args.num_agents == (2,) and args.episodes == 21
+
+
+def test_adapter_specs():
+    assert _methods(["sft=a/b", "rloo=c"]) == {"base": None, "sft": "a/b", "rloo": "c"}
+    with pytest.raises(SystemExit, match="name=folder"):
+        _methods(["no-equals"])
