@@ -43,7 +43,7 @@ def _assignments(pairs, what):
 
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
-    from dilemmax.finetune.datasets import DatasetSpec, save_dataset
+    from dilemmax.finetune.datasets import DatasetSpec, paper_protocol_options, save_dataset
 
     spec = DatasetSpec(
         seed=args.seed,
@@ -54,7 +54,9 @@ def _cmd_data(args) -> int:
         provenances=args.provenances,
         mapping=args.mapping,
         fractions=args.fractions,
-        protocol_options=_assignments(args.protocol, "--protocol"),
+        protocol_options=(
+            _assignments(args.protocol, "--protocol") if args.protocol else paper_protocol_options()
+        ),
     )
     paths = save_dataset(spec, args.out, progress=not args.no_progress)
     counts = json.loads((Path(args.out) / "spec.json").read_text())["counts"]
@@ -264,6 +266,7 @@ def _methods(specs) -> dict[str, str | None]:
 
 
 def _cmd_evaluate(args) -> int:
+    from dilemmax.finetune.datasets import paper_protocol_options
     from dilemmax.finetune.evaluate import evaluate_methods, table3, write_report
 
     _threads(args)
@@ -272,7 +275,9 @@ def _cmd_evaluate(args) -> int:
         _methods(args.adapter),
         num_episodes=args.episodes,
         seed=args.seed,
-        protocol_options=_assignments(args.protocol, "--protocol"),
+        protocol_options=(
+            _assignments(args.protocol, "--protocol") if args.protocol else paper_protocol_options()
+        ),
         max_new_tokens=args.max_tokens,
         temperature=args.temperature,
         num_envs=args.envs,
@@ -330,7 +335,11 @@ def add_commands(subparsers) -> None:
         default=(0.8, 0.1, 0.1),
         help="train,validation,heldout shares of each condition's episodes",
     )
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument(
+        "--protocol",
+        action="append",
+        help="text protocol option key=value (default: the paper's SFT variant)",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_data)
 

@@ -51,6 +51,18 @@ from dilemmax.finetune.rationale import structure_for
 SPLITS = ("train", "validation", "heldout")
 
 
+def paper_protocol_options() -> dict[str, Any]:
+    """The prompt variant of the paper's SFT data: the utility-accounting prompt asking for the
+    step-rationale format, where the game's protocol offers them (empty otherwise)."""
+    import inspect
+
+    from dilemmax.envs.moral_hazard.text import MoralHazardText
+
+    params = inspect.signature(MoralHazardText.__init__).parameters
+    wanted = {"utility_accounting": True, "rationale": "steps"}
+    return {k: v for k, v in wanted.items() if k in params}
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What to generate. Defaults: the paper's SFT grid and record count.
@@ -61,7 +73,8 @@ class DatasetSpec:
         costs, team_weights, num_agents, provenances: the factorial condition grid.
         mapping: where unsafe options sit ("highest" is the paper's primary setting).
         fractions: train / validation / held-out shares of each condition's episodes.
-        protocol_options: keyword options of ``env.text_protocol(...)`` (a prompt variant).
+        protocol_options: keyword options of ``env.text_protocol(...)`` (a prompt variant);
+            default :func:`paper_protocol_options`.
     """
 
     seed: int = 0
@@ -72,7 +85,7 @@ class DatasetSpec:
     provenances: tuple[str, ...] = ("anonymous", "visible")
     mapping: str = "highest"
     fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    protocol_options: Mapping[str, Any] = field(default_factory=dict)
+    protocol_options: Mapping[str, Any] = field(default_factory=lambda: paper_protocol_options())
 
     def __post_init__(self):
         if len(self.fractions) != 3 or any(f < 0 for f in self.fractions):

@@ -10,9 +10,9 @@ Each part is its own function of (reply, prompt) so it can be tested and logged 
   target (the cooperative teacher's action in that state).
 
 The parts are independent: a reply with the right move and no rationale earns 0.05 + 0.85, the
-rationale alone earns 0.10. :func:`trl_reward_functions` wraps them as TRL
-reward functions over the dataset's columns (``context``, ``num_agents``, ``protocol``,
-``target``), and the trainer sums them (reward weights 1, since the weights are inside).
+rationale alone earns 0.10. :func:`trl_reward_functions` wraps them as TRL reward functions over
+the dataset's columns (``context``, ``legal``, ``num_agents``, ``protocol``, ``target``), and the
+trainer sums them (reward weights 1: the weights are inside).
 """
 
 from __future__ import annotations
@@ -78,17 +78,18 @@ def total_reward(protocol, reply: str, prompt: Prompt, target: int) -> float:
 
 # --------------------------------------------------------------------------- TRL glue
 @lru_cache(maxsize=4096)
-def _prompt(context: str, num_agents: int) -> Prompt:
-    return Prompt(system="", user="", context=decode_context(context, num_agents))
+def _prompt(context: str, num_agents: int, legal: tuple[int, ...]) -> Prompt:
+    """What the parser needs of a record's prompt (its context and legal actions)."""
+    return Prompt(system="", user="", legal=legal, context=decode_context(context, num_agents))
 
 
 def _rows(kwargs) -> list[tuple[Any, Prompt]]:
     """(protocol, prompt) per completion from the dataset columns TRL passes along."""
-    contexts, sizes = kwargs["context"], kwargs["num_agents"]
+    contexts, sizes, legal = kwargs["context"], kwargs["num_agents"], kwargs["legal"]
     options = kwargs.get("protocol") or ["{}"] * len(contexts)
     return [
-        (protocol_for(int(n), opts or "{}"), _prompt(ctx, int(n)))
-        for ctx, n, opts in zip(contexts, sizes, options, strict=True)
+        (protocol_for(int(n), opts or "{}"), _prompt(ctx, int(n), tuple(int(a) for a in acts)))
+        for ctx, n, acts, opts in zip(contexts, sizes, legal, options, strict=True)
     ]
 
 
@@ -118,7 +119,7 @@ def trl_reward_functions() -> list[Callable]:
 
 def score_records(records, replies: Sequence[str]) -> dict[str, float]:
     """Mean of each part and of the total over ``records`` answered by ``replies``."""
-    columns = {k: [r[k] for r in records] for k in ("context", "num_agents", "target")}
+    columns = {k: [r[k] for r in records] for k in ("context", "num_agents", "target", "legal")}
     columns["protocol"] = [r.get("protocol", "{}") for r in records]
     parts = {fn.__name__: fn(list(replies), **columns) for fn in trl_reward_functions()}
     n = max(len(replies), 1)

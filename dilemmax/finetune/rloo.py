@@ -50,7 +50,7 @@ def build_trainer(settings: RLOOSettings):
     tokenizer.padding_side = "left"  # generation pads on the left
     records = training_records(settings)
     dataset = to_hf_dataset(
-        records, columns=("prompt", "target", "context", "num_agents", "protocol")
+        records, columns=("prompt", "target", "context", "legal", "num_agents", "protocol")
     )
     config = RLOOConfig(
         **trainer_arguments(settings),

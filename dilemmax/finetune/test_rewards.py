@@ -111,6 +111,7 @@ def test_trl_reward_functions_read_dataset_columns(protocol):
     ]
     columns = {
         "context": [encode_context(prompt.context)] * 3,
+        "legal": [list(prompt.legal)] * 3,
         "num_agents": [2] * 3,
         "protocol": ["{}"] * 3,
         "target": [FINAL_D] * 3,
