@@ -12,6 +12,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 
 def _floats(text: str) -> tuple[float, ...]:
     try:
@@ -229,8 +231,9 @@ def _cmd_reward(args) -> int:
 
     _threads(args)
     records = load_split(args.data, args.split)
-    if args.max_records:
-        records = records[: args.max_records]
+    if args.max_records and len(records) > args.max_records:  # evenly spaced over the grid
+        picks = np.linspace(0, len(records) - 1, args.max_records).round().astype(int)
+        records = [records[i] for i in picks]
     means = reward_on_records(
         args.model,
         args.adapter,
@@ -385,7 +388,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--adapter")
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="heldout")
-    p.add_argument("--max-records", type=int, default=0)
+    p.add_argument("--max-records", type=int, default=0, help="an evenly spaced sample of N")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--batch", type=int, default=8)
