@@ -89,7 +89,7 @@ def test_replies_parse_to_the_target_with_full_reward(small_records):
 def test_prompts_are_what_the_protocol_renders(small_records):
     record = next(r for r in small_records if r["stage"] == "final" and r["num_agents"] == 3)
     state = decode_state(record["state"], 3)
-    protocol = protocol_for(3)
+    protocol = protocol_for(3, record["protocol"])
     prompt = protocol.turn(state, record["agent"], protocol.new_memory(record["agent"]))
     assert record["prompt"][0]["content"] == prompt.system
     assert record["prompt"][1]["content"] == prompt.user
