@@ -106,9 +106,9 @@ def evaluate_methods(
 
 
 # ------------------------------------------------------------------------------- reports
-def _cell(estimate, scale=100.0) -> str:
-    mean, low, high = estimate
-    return f"{scale * mean:.1f} [{scale * low:.1f}, {scale * high:.1f}]"
+def _cell(estimate, scale=100.0, digits=1) -> str:
+    mean, low, high = (scale * x for x in estimate)
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def table3(results: Mapping[str, Summary], base: str = "base") -> str:
@@ -122,7 +122,7 @@ def table3(results: Mapping[str, Summary], base: str = "base") -> str:
         overall = summary["all"]
         change = 100.0 * (overall["team_success"][0] - base_team)
         cells = [_cell(overall[o]) for o in outcomes]
-        score = _cell(overall["score"], scale=1.0).replace(".1f", ".3f")
+        score = _cell(overall["score"], scale=1.0, digits=3)
         lines.append(f"| {name} | {change:+.1f} | " + " | ".join(cells) + f" | {score} |")
     return "\n".join(lines)
 

@@ -1,0 +1,39 @@
+"""The Table 3 report from evaluation summaries (no model: hand-made summaries)."""
+
+from __future__ import annotations
+
+import json
+
+from dilemmax.finetune.evaluate import OUTCOMES, condition_table, table3, write_report
+
+
+def summary(team: float, query: float) -> dict:
+    row = {o: (0.1, 0.05, 0.15) for o in OUTCOMES}
+    row["team_success"] = (team, max(team - 0.1, 0.0), min(team + 0.1, 1.0))
+    row["query_rate"] = (query, query, query)
+    return {"all": row, "k=0.10": row, "n=3": row}
+
+
+RESULTS = {"base": summary(0.05, 0.2), "sft": summary(0.65, 1.0), "rloo": summary(0.0, 0.1)}
+
+
+def test_table3_reports_change_in_team_success_and_every_outcome():
+    lines = table3(RESULTS).splitlines()
+    assert lines[0].startswith("| method | change in team success (pp) | team_success |")
+    assert all(o in lines[0] for o in OUTCOMES if o != "score")
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in lines[2:]}
+    assert rows["base"][1] == "+0.0"
+    assert rows["sft"][1] == "+60.0"
+    assert rows["rloo"][1] == "-5.0"
+    assert rows["sft"][2] == "65.0 [55.0, 75.0]"  # team success, percent with its CI
+    assert rows["sft"][3] == "100.0 [100.0, 100.0]"  # query rate
+    assert rows["sft"][-1] == "0.100 [0.050, 0.150] |"  # score, not a percentage
+
+
+def test_condition_table_and_report_files(tmp_path):
+    table = condition_table(RESULTS["sft"])
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == ["| k=0.10", "| n=3"]
+    paths = write_report(RESULTS, tmp_path)
+    assert json.loads(paths["json"].read_text())["sft"]["all"]["team_success"][0] == 0.65
+    assert "## sft: per condition" in paths["table"].read_text()
+    assert paths["plot"].stat().st_size > 1000
