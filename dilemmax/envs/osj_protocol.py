@@ -26,7 +26,7 @@ earlier-trial summaries, the reply parser (total, linear time: built on
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +116,7 @@ def view_cells(position, facing: int, shape: tuple[int, int]) -> set[tuple[int, 
     offsets = _VIEW_OFFSETS[int(facing)].reshape(-1, 2) + np.asarray(position).reshape(1, 2)
     h, w = shape
     keep = (offsets[:, 0] >= 0) & (offsets[:, 0] < h) & (offsets[:, 1] >= 0) & (offsets[:, 1] < w)
-    return {(int(r), int(c)) for r, c in offsets[keep]}
+    return set(map(tuple, offsets[keep].tolist()))
 
 
 _VIEW_OFFSETS = np.asarray(G.view_offsets(9, 1, 5))
@@ -134,7 +134,7 @@ def beam_cells(position, facing: int) -> list[tuple[int, int]]:
     ]
 
 
-_DELTAS = ((-1, 0), (0, 1), (1, 0), (0, -1))
+_DELTAS = DIRECTION_DELTAS = ((-1, 0), (0, 1), (1, 0), (0, -1))  # grid.py order: N, E, S, W
 
 
 def manhattan(a, b) -> int:
@@ -215,14 +215,15 @@ def parse_step_reply(
     stay: int,
     modes: Sequence[str],
     goal_types: Sequence[str],
+    illegal_reason: Callable[[int], str] | None = None,
 ) -> ParsedReply:
     """One step reply -> action and fields. Total and linear in the reply.
 
     Valid means: a JSON object (anywhere in the reply, fenced or not) whose ``action`` is legal
     now. A reply without JSON may still name its move on a last ``ACTION <name or number>``
-    line (the paper parsed the free text of models without structured output); the other
-    fields are then empty. Malformed optional fields (mode, goal, note) do not void the move:
-    they are dropped and listed in ``fields["field_errors"]``.
+    line, or be a bare action name or number (the paper parsed the free text of models without
+    structured output); the other fields are then empty. Malformed optional fields (mode, goal,
+    note) do not void the move: they are dropped and listed in ``fields["field_errors"]``.
     """
     text, truncated = tp.clean(reply)
     obj, json_error = tp.find_json_object(text)
@@ -231,21 +232,39 @@ def parse_step_reply(
         fields["field_errors"].append(f"reply cut to its last {tp.MAX_REPLY_CHARS} characters")
     if obj is not None and "action" in obj:
         action, error = tp.as_action(obj["action"], names, num_actions)
-        rationale = _text_field(obj, "why_this_move", WHY_CHARS)
+        rationale = _text_field(obj, "why_this_move", WHY_CHARS) or _text_field(
+            obj, "why", WHY_CHARS
+        )
         _read_fields(obj, fields, modes, goal_types)
     else:
-        tokens, _ = tp.keyword_line(text, "ACTION")
+        tokens, line = tp.keyword_line(text, "ACTION")
         if tokens is None:
+            if len(text) <= 40 and text.strip():
+                action, error = tp.as_action(text, names, num_actions)
+                if action is not None:
+                    return _checked(action, legal, stay, "", fields, illegal_reason)
             why = json_error if obj is None else "the JSON object has no 'action' field"
+            why = "no JSON object with an 'action' field and no 'ACTION <name>' line" + (
+                f" ({why})" if "deeper" in why or "malformed" in why else ""
+            )
             return ParsedReply(stay, False, why, text[-2000:].strip(), fields=fields)
-        action, error = tp.as_action(" ".join(tokens[:3]), names, num_actions)
+        action, error = tp.as_action(" ".join(tokens[:2]), names, num_actions)
         if action is None and tokens:
             action, error = tp.as_action(tokens[0], names, num_actions)
-        rationale = text[-2000:].strip()
+        elif not tokens:
+            error = "nothing after ACTION"
+        lines = text.split("\n")
+        rationale = "\n".join(lines[:line] + lines[line + 1 :])[-2000:].strip()
     if action is None:
         return ParsedReply(stay, False, error, rationale, fields=fields)
+    return _checked(action, legal, stay, rationale, fields, illegal_reason)
+
+
+def _checked(action, legal, stay, rationale, fields, illegal_reason) -> ParsedReply:
     if action not in legal:
         error = f"action {action} is not in ACTIONS NOW {sorted(int(a) for a in legal)}"
+        if illegal_reason is not None:
+            error += f": {illegal_reason(action)}"
         return ParsedReply(stay, False, error, rationale, fields=fields)
     return ParsedReply(int(action), True, "", rationale, fields=fields)
 

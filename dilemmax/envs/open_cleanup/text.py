@@ -102,6 +102,7 @@ class OpenCleanupText(TextProtocol):
             raise ValueError(f"role must be None, 'cooperator' or 'defector', got {role!r}")
         self.env = env
         self.role = role
+        self._systems: dict[str, str] = {}
         self.names = C.ACTION_NAMES[: env.num_actions]
         self.name_map = {n.replace("_", "").upper(): a for a, n in enumerate(self.names)}
         self.name_map.update(_EXTRA_NAMES)
@@ -125,6 +126,11 @@ class OpenCleanupText(TextProtocol):
 
     # ------------------------------------------------------------------ system prompt
     def system_prompt(self, agent: str) -> str:
+        if agent not in self._systems:
+            self._systems[agent] = self._system_prompt(agent)
+        return self._systems[agent]
+
+    def _system_prompt(self, agent: str) -> str:
         env = self.env
         me = agent_letter(env.agent_index[agent])
         letters = ", ".join(agent_letter(i) for i in range(env.num_agents))
