@@ -28,7 +28,7 @@ def states(game, config, *joint_actions):
 
 @pytest.fixture(scope="module")
 def text2(game2):
-    return game2.env.text_protocol()
+    return game2.env.text_protocol(lenient=False)  # the strict parser alone
 
 
 def test_work_parser(game2, text2):
@@ -49,7 +49,7 @@ def test_work_parser(game2, text2):
 
 
 def test_note_parser(game3):
-    text = game3.env.text_protocol()
+    text = game3.env.text_protocol(lenient=False)
     # Agent 1 queried, agent 2 did not.
     _, state = states(game3, fixed_config(3), (QUERY, local(B), QUERY))
     parse = lambda reply, agent="agent_0": text.parse(reply, state, agent)
