@@ -350,7 +350,7 @@ class ConsequenceTextProtocol(TextProtocol):
         return None
 
 
-_SEPARATORS = frozenset(" \t\n:=*#`>-_\"'")
+_SEPARATORS = frozenset(" \t\n:=*#`>_\"'")
 _FILLERS = ("for", "participant", "agent")
 
 
