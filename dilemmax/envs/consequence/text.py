@@ -382,7 +382,8 @@ def _name_at(text: str, k: int) -> tuple[tuple[str, bool], int] | None:
         lowered = text[k : k + 12].lower()
         for filler in _FILLERS:
             after = k + len(filler)
-            if lowered.startswith(filler) and (after >= len(text) or not text[after].isalnum()):
+            ends = after >= len(text) or not (text[after].isalnum() or text[after] == "_")
+            if lowered.startswith(filler) and ends:
                 k = _skip(text, after)
                 break
     start = k
