@@ -106,7 +106,7 @@ class AgentMemory:
     trial_stats: collections.Counter = field(default_factory=collections.Counter)
     ledger: Any = None
     extra: dict = field(default_factory=dict)
-    modes: list = field(default_factory=list)  # reported mode per answered step (None if none)
+    modes: list = field(default_factory=list)  # reported mode per answered step ("" if none)
     pending_notes: list[str] | None = None  # notes at the trial end, shown in the rewrite prompt
 
 
@@ -514,14 +514,17 @@ def explore_share(parsed: Iterable[ParsedReply | Mapping | None]) -> float:
     """The share of answered steps whose reply reported ``mode == "explore"`` (paper Table 3).
 
     ``parsed`` is the step replies of one agent (or several) over a trial: ParsedReply objects,
-    their ``fields`` mappings, or None for steps the agent was not asked. Replies without a
-    readable mode count as answered, not exploring; NaN when there is no answered step.
+    their ``fields`` mappings or reported mode strings (``AgentMemory.modes``), or None for
+    steps the agent was not asked. Replies without a readable mode count as answered, not
+    exploring; NaN when there is no answered step.
     """
     asked = explored = 0
     for item in parsed:
         if item is None:
             continue
-        fields = item.fields if isinstance(item, ParsedReply) else item
+        if isinstance(item, ParsedReply):
+            item = item.fields
+        mode = item.get("mode") if isinstance(item, Mapping) else item
         asked += 1
-        explored += fields.get("mode") == "explore"
+        explored += mode == "explore"
     return explored / asked if asked else float("nan")

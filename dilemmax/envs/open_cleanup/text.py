@@ -222,7 +222,7 @@ class OpenCleanupText(TextProtocol):
             )
             return
         step = int(prompt.context.get("step", 0))
-        memory.modes.append(parsed.fields.get("mode"))
+        memory.modes.append(parsed.fields.get("mode") or "")
         memory.note_result = P.apply_note(memory, parsed.fields.get("note"), step)
         P.update_plan(memory, parsed.fields.get("goal"), step, prompt.context.get("position"))
 

@@ -326,7 +326,7 @@ class HarvestTextProtocol(TextProtocol):
             )
             return
         step = int(prompt.context.get("step", 0))
-        memory.modes.append(parsed.fields.get("mode"))
+        memory.modes.append(parsed.fields.get("mode") or "")
         memory.note_result = P.apply_note(memory, parsed.fields.get("note"), step)
         P.update_plan(memory, parsed.fields.get("goal"), step, prompt.context.get("position"))
 
@@ -367,7 +367,8 @@ class HarvestTextProtocol(TextProtocol):
         if bool(info["ate"][i]):
             colour, stage = int(info["ate_colour"][i]), int(info["ate_stage"][i])
             pay = float(info["ate_pay"][i])
-            text += f"; you ate a {c.COLOUR_NAMES[colour]} {c.STAGE_NAMES[stage]} apple: +{pay:g} points"
+            apple = f"{c.COLOUR_NAMES[colour]} {c.STAGE_NAMES[stage]}"
+            text += f"; you ate a {apple} apple: +{pay:g} points"
             short += f" ate {c.COLOUR_LETTERS[colour]}{c.STAGE_LETTERS[stage]} +{pay:g}"
             stats[("ate", colour, stage)] += 1
             stats["points"] += pay
@@ -654,8 +655,8 @@ class _HarvestLedger:
                 )
             elif bool(info["regrown"][t]) or bool(info["regrown_after_rot"][t]):
                 memory.events.append(
-                    f"t{now - 1} Regrowth in your view: 1 {c.COLOUR_NAMES[colour]} (you did not see "
-                    "that cell being emptied)."
+                    f"t{now - 1} Regrowth in your view: 1 {c.COLOUR_NAMES[colour]} (you did not "
+                    "see that cell being emptied)."
                 )
             if bool(info["regrown"][t]) or bool(info["regrown_after_rot"][t]):
                 watch[t] = {"since": now, "stage": 0, "stage_since": now}
