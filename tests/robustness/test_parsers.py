@@ -166,8 +166,8 @@ FRAGMENTS = (
     "ACTION", "LOCAL", "QUERY", "FINAL", "NOTE", "NO NOTE", "CASE", "UNSAFE", "VOTE", "vote",
     "CONTRIBUTION", "contribution:", "stay", "fire", "pick up", "turn left", "A", "B", "C", "D",
     " ", "  ", "\n", "\r\n", ":", "=", "*", "**", "#", "-", ".", "{", "}", "[", "]", '"',
-    '"action":', '"mode": "explore"', '"note": {"op": "add", "id": 1, "text": "x"}', "```json", "```", "0", "1",
-    "2", "7", "12", "9" * 30, "³", "١", "\x00", "é", "agent_1",
+    '"action":', '"mode": "explore"', '"note": {"op": "add", "id": 1, "text": "x"}',
+    "```json", "```", "0", "1", "2", "7", "12", "9" * 30, "³", "١", "\x00", "é", "agent_1",
 )  # fmt: skip
 REPLIES = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=6)), max_size=40).map(
     "".join
