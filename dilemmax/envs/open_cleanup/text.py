@@ -21,6 +21,7 @@ the arena; the parser is the same.
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -259,7 +260,8 @@ class OpenCleanupText(TextProtocol):
         done = bool(info["trial_done"])
         before = tuple(int(v) for v in np.asarray(state.positions)[i])
         after = before if done else tuple(int(v) for v in np.asarray(next_state.positions)[i])
-        chosen = int(np.asarray(actions[memory.agent]).reshape(()))
+        chosen = actions[memory.agent] if isinstance(actions, Mapping) else actions[i]
+        chosen = int(np.asarray(chosen).reshape(()))
         if bool(info["invalid_action"][i]) or not 0 <= chosen < len(self.names):
             chosen = C.STAY_ACTION
         name = self.names[chosen]
