@@ -70,11 +70,6 @@ def words(line: str) -> list[str]:
     return [w.upper() for w in _WORD.findall(line)]
 
 
-def json_value(value: Any) -> Any:
-    """A JSON number hook that refuses huge numbers instead of building them."""
-    return value
-
-
 def _safe_int(text: str) -> int | None:
     return parse_int(text)
 
@@ -83,36 +78,74 @@ def _refuse_constant(text: str) -> None:
     return None  # NaN / Infinity read as null
 
 
-def _object_spans(text: str, max_depth: int) -> list[tuple[int, int, bool]]:
-    """(start, end, too_deep) of every top-level ``{...}`` in ``text``, in one linear scan.
+MAX_RESCANS = 3  # restarts after an object that never closes; each restart is one linear scan
+MAX_STRUCTURAL = 20_000  # structural characters visited per reply (a real reply has hundreds)
+_STRUCTURAL = re.compile(r'[{}\[\]"\\]')  # one class: the only characters a scan must look at
+_OBJECT_START = re.compile(r'\{\s*["}]')  # where a JSON object can start: {"key" or {}
 
-    Strings are skipped (a ``}`` inside ``"..."`` does not close an object); brackets of both
-    kinds count toward the depth.
+
+def _scan(
+    text: str, begin: int, max_depth: int, budget: list[int]
+) -> tuple[tuple[int, int, bool] | None, int]:
+    """(span, resume) of the object starting at ``begin`` (a ``{``).
+
+    ``span`` is (start, end, too_deep) once the object closes, else None; ``resume`` is where
+    the search for the next object continues. Only structural characters are visited, strings
+    are skipped (a ``}`` inside ``"..."`` does not close an object), and a scan stops as soon as
+    the nesting passes ``max_depth``, so a deeply nested reply costs ``max_depth`` steps.
+    ``budget[0]`` (structural characters left for the whole reply) is spent as it goes; an
+    exhausted budget ends the scan as if the object never closed.
     """
-    spans = []
-    depth, start, deepest, in_string, escaped = 0, -1, 0, False, False
-    for k, ch in enumerate(text):
+    depth, in_string, escape_at = 0, False, -2
+    for match in _STRUCTURAL.finditer(text, begin):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None, len(text)
+        k, ch = match.start(), match.group()
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
+            if ch == "\\" and escape_at != k - 1:
+                escape_at = k  # the next character is escaped
+            elif ch == '"' and escape_at != k - 1:
                 in_string = False
             continue
-        if ch == '"' and depth > 0:
+        if ch == '"':
             in_string = True
         elif ch in "{[":
-            if depth == 0:
-                if ch == "[":
-                    continue  # only objects start a candidate
-                start, deepest = k, 0
             depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "}]" and depth > 0:
+            if depth > max_depth:
+                return (begin, k + 1, True), k + 1
+        elif ch in "}]":
             depth -= 1
             if depth == 0:
-                spans.append((start, k + 1, deepest > max_depth))
+                return (begin, k + 1, False), k + 1
+    return None, len(text)
+
+
+def _object_spans(text: str, max_depth: int) -> list[tuple[int, int, bool]]:
+    """The ``{...}`` objects of ``text`` that do not sit inside an earlier one, in order.
+
+    A candidate start is a ``{`` followed by a key or ``}`` (so prose such as "I think {maybe"
+    starts nothing). An object that never closes is given up after one scan, and the search
+    resumes at the next candidate at most ``MAX_RESCANS`` times; an object nested too deep ends
+    the search (what follows its cut-off point would be its own insides). At most
+    ``MAX_STRUCTURAL`` structural characters are visited in all: linear and bounded.
+    """
+    spans, position, rescans, budget = [], 0, 0, [MAX_STRUCTURAL]
+    while budget[0] > 0:
+        start = _OBJECT_START.search(text, position)
+        if start is None:
+            break
+        span, resume = _scan(text, start.start(), max_depth, budget)
+        if span is None:
+            rescans += 1
+            if rescans > MAX_RESCANS:
+                break
+            position = start.start() + 1
+            continue
+        spans.append(span)
+        if span[2]:
+            break
+        position = resume
     return spans
 
 

@@ -191,6 +191,8 @@ def test_toolkit_primitives():
         assert tp.parse_int(bad) is None, bad
     assert tp.find_json_object('x {"a": {"b": 1}} y {"c": 2}') == ({"c": 2}, "")
     assert tp.find_json_object('{"a": "}{"} tail')[0] == {"a": "}{"}
+    assert tp.find_json_object('I think {maybe.\n{"action": 3}')[0] == {"action": 3}
+    assert tp.find_json_object('{"why": "cut off... {"action": 2}')[0] == {"action": 2}
     deep, error = tp.find_json_object('{"a": ' * 20 + "1" + "}" * 20)
     assert deep is None and "deeper" in error
     huge, _ = tp.find_json_object('{"action": ' + "9" * 50 + "}")
