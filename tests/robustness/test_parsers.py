@@ -203,3 +203,32 @@ def test_toolkit_primitives():
     assert tp.as_action("Turn-Left", {"TURNLEFT": 4}, 8) == (4, "")
     assert tp.as_action(2.0, {}, 8) == (2, "") and tp.as_action(True, {}, 8)[0] is None
     assert tp.guarded(lambda: 1 / 0, lambda why: why)().startswith("parser error: ZeroDivision")
+
+
+NOTE_EDITS = st.fixed_dictionaries(
+    {
+        "op": st.sampled_from(["none", "add", "replace", "delete", "rename", 3]),
+        "id": st.one_of(st.integers(-3, 60), st.text(max_size=4), st.none()),
+        "text": st.one_of(st.text(max_size=400), st.integers()),
+    }
+)
+
+
+@pytest.mark.parametrize("case", ["open_cleanup", "open_harvest"])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edits=st.lists(NOTE_EDITS, max_size=60), cells=st.lists(st.lists(st.integers(), max_size=3)))
+def test_fuzzed_note_edits_and_goals_keep_memory_bounded(cases, case, edits, cells):
+    import json
+
+    text, prompt, _, agent = cases[case]
+    memory = text.new_memory(agent)
+    for k, note in enumerate(edits):
+        goal = {"type": "move_to", "cell": cells[k % len(cells)] if cells else [1, 2], "why": "x"}
+        reply = json.dumps({"mode": "explore", "goal": goal, "note": note, "action": 7})
+        parsed = text.parse_reply(reply, prompt)
+        _check(parsed, prompt)
+        text.after_reply(memory, agent, prompt, reply, parsed)
+    assert len(memory.notes) <= 40 and all(len(v) <= 320 for v in memory.notes.values())
+    assert len(memory.goals) <= 6
