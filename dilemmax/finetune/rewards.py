@@ -126,3 +126,23 @@ def score_records(records, replies: Sequence[str]) -> dict[str, float]:
     means = {name: sum(values) / n for name, values in parts.items()}
     means["reward"] = sum(means.values())
     return means
+
+
+def check_records(records, num: int = 8) -> None:
+    """Raises ValueError unless the teacher's own replies in the first ``num`` records earn the
+    full reward under the current protocol: a dataset rendered by another version of the game's
+    protocol (other prompt context, other rationale labels) would otherwise score every reply 0
+    in silence."""
+    sample = list(records[:num])
+    replies = [completion_text(r["completion"]) for r in sample]
+    columns = {k: [r[k] for r in sample] for k in ("context", "num_agents", "target", "legal")}
+    columns["protocol"] = [r.get("protocol", "{}") for r in sample]
+    parts = [fn(replies, **columns) for fn in trl_reward_functions()]
+    totals = [sum(values) for values in zip(*parts, strict=True)]
+    bad = [i for i, total in enumerate(totals) if abs(total - 1.0) > 1e-6]
+    if bad:
+        raise ValueError(
+            f"the teacher's reply to record {bad[0]} earns {totals[bad[0]]:.2f}, not 1.0, under "
+            "the current text protocol: the dataset was rendered by another protocol version; "
+            "regenerate it with `dilemmax finetune data`"
+        )

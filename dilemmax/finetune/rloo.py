@@ -43,12 +43,13 @@ def build_trainer(settings: RLOOSettings):
     from trl import RLOOConfig, RLOOTrainer
 
     from dilemmax.finetune.datasets import to_hf_dataset
-    from dilemmax.finetune.rewards import trl_reward_functions
+    from dilemmax.finetune.rewards import check_records, trl_reward_functions
 
     configure_wandb(settings)
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
     tokenizer.padding_side = "left"  # generation pads on the left
     records = training_records(settings)
+    check_records(records)
     dataset = to_hf_dataset(
         records, columns=("prompt", "target", "context", "legal", "num_agents", "protocol")
     )

@@ -12,6 +12,7 @@ from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.finetune.datasets import encode_context
 from dilemmax.finetune.rationale import LabelledRationale
 from dilemmax.finetune.rewards import (
+    check_records,
     format_reward,
     rationale_reward,
     target_reward,
@@ -136,3 +137,19 @@ def test_labelled_rationale_write_and_check():
     assert not structure.check(b"FACTS: a")
     with pytest.raises(ValueError, match="expected 3 steps"):
         structure.write(["one"], "FINAL A")
+
+
+def test_check_records_refuses_a_dataset_of_another_protocol(protocol):
+    prompt = prompt_for(protocol, c.FINAL)
+    record = {
+        "completion": [{"role": "assistant", "content": STEPS + "FINAL D"}],
+        "context": encode_context(prompt.context),
+        "legal": list(prompt.legal),
+        "num_agents": 2,
+        "target": FINAL_D,
+        "protocol": "{}",
+    }
+    check_records([record])  # the full reward: accepted
+    stale = {**record, "context": "{}"}  # a context this protocol cannot parse with
+    with pytest.raises(ValueError, match="another protocol version"):
+        check_records([stale])
