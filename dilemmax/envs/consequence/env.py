@@ -48,6 +48,7 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -82,6 +83,7 @@ class ConsequenceEnv(MultiAgentEnv):
         endgame: str = "all",
         rules: Sequence[int | str] | None = None,
     ):
+        check_env_options("consequence", type(self), locals())
         super().__init__(num_agents)
         if num_agents < 2:
             raise ValueError(f"num_agents must be >= 2, got {num_agents}")

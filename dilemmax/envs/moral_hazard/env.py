@@ -60,6 +60,7 @@ from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -87,6 +88,7 @@ class MoralHazardEnv(MultiAgentEnv):
         w_final: float = c.PRIMARY_W_FINAL,
         w_team: float = c.PRIMARY_W_TEAM,
     ):
+        check_env_options("moral_hazard", type(self), locals())
         super().__init__(num_agents)
         self.default_config = generator.make_config(
             num_agents,

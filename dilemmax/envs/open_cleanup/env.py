@@ -38,6 +38,7 @@ from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, observation
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -94,6 +95,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         height: int = C.GRID_HEIGHT,
         width: int = C.GRID_WIDTH,
     ):
+        check_env_options("open_cleanup", type(self), locals())
         if not 1 <= num_agents <= C.NUM_SPAWNS:
             raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):

@@ -50,6 +50,7 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, observation
 from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -84,6 +85,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         num_trials: int = c.NUM_TRIALS,
         trial_steps: int = c.TRIAL_STEPS,
     ):
+        check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
             raise ValueError(f"num_agents must be in 1..{c.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
