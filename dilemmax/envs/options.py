@@ -62,6 +62,8 @@ class OptionSpec:
         item: the spec of each item of a "list".
         min_len, max_len: allowed lengths of a "list".
         finite: a "float" must be finite (NaN and infinities refused).
+        casefold: string choices compare case-insensitively.
+        exclusive_low: ``low`` itself is not allowed (a learning rate in (0, 1]).
     """
 
     kind: str = "any"
@@ -74,6 +76,7 @@ class OptionSpec:
     max_len: int | None = None
     finite: bool = True
     casefold: bool = False
+    exclusive_low: bool = False
 
     # ------------------------------------------------------------------ description
     def describe(self) -> str:
@@ -93,10 +96,10 @@ class OptionSpec:
                 return f" <= {hi}"
             return f" in {lo}..{hi}"
         if self.high is None:
-            return f" >= {lo}"
+            return f" > {lo}" if self.exclusive_low else f" >= {lo}"
         if self.low is None:
             return f" <= {hi}"
-        return f" in [{lo}, {hi}]"
+        return f" in {'(' if self.exclusive_low else '['}{lo}, {hi}]"
 
     def _describe_kind(self) -> str:
         if self.choices is not None:
@@ -155,6 +158,8 @@ class OptionSpec:
         if number is _BAD:
             return _BAD
         if self.low is not None and not number >= self.low:
+            return _BAD
+        if self.exclusive_low and not number > self.low:
             return _BAD
         if self.high is not None and not number <= self.high:
             return _BAD
