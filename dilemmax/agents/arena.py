@@ -82,6 +82,7 @@ class Arena:
         self._mask = jax.jit(env.action_mask)
         self._metrics = jax.jit(env.episode_metrics)
         self._jitted = {id(p): jax.jit(p) for p in self.seats if is_jittable(p)}
+        self.on_step: Callable[[], None] | None = None  # called after each Python-path step
 
     def run(
         self,
@@ -158,6 +159,8 @@ class Arena:
             actions = self._act(key_act, obs, state)
             obs, state, rewards, dones, infos = self._step(key_step, state, actions)
             steps.append((actions, rewards, dones, infos))
+            if self.on_step is not None:
+                self.on_step()
             write({"t": t, "actions": _to_json(actions), "rewards": _to_json(rewards),
                    "dones": _to_json(dones), "infos": _to_json(infos)})  # fmt: skip
             if capture is not None:
@@ -181,8 +184,38 @@ class Arena:
                 action = self._jitted[id(policy)](keys[i], view.replace(text_fn=None))
             else:
                 action = policy(keys[i], view)
-            actions[agent] = jnp.int32(action)
+            actions[agent] = policy_action(action, agent)
         return actions
+
+
+class PolicyError(TypeError):
+    """A policy returned something that is not an action."""
+
+
+def policy_action(action: Any, agent: str) -> jax.Array:
+    """int32[] of a policy's returned action, or :class:`PolicyError` naming the seat.
+
+    Integers (Python, numpy, or 0-d / one-element integer arrays) pass, even out of range: the env
+    flags those as invalid moves, as it does for a model's illegal reply. None, floats, strings
+    and other shapes are refused, since truncating them would play a move nobody chose.
+    """
+    try:
+        arr = np.asarray(action)
+    except Exception:  # noqa: BLE001 - an object numpy cannot read is not an action
+        arr = None
+    if arr is None or arr.dtype.kind not in "iub" or arr.size != 1 or arr.dtype == bool:
+        raise PolicyError(
+            f"the policy of seat {agent} returned {_short(action)}; expected an integer action"
+        )
+    value = int(arr.reshape(()))
+    if not -(2**31) <= value < 2**31:
+        value = -1  # out of int32: an invalid action, flagged by the env
+    return jnp.int32(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _NullFile:

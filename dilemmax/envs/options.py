@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from dilemmax.errors import UsageError
+
 # Longest text a --set value may have: every parse below is then bounded in time.
 MAX_TEXT = 10_000
 # Largest number of (split, threshold) contexts a consequence env may enumerate (its context
@@ -39,7 +41,7 @@ MAX_CONTEXTS = 2_000_000
 INT32_MAX = 2**31 - 1
 
 
-class OptionError(ValueError):
+class OptionError(UsageError, ValueError):
     """A value that an option does not allow; the message names the option and the range."""
 
 

@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from dilemmax.errors import UsageError
+
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^ckpt_(\d+)\.msgpack$")
 
@@ -42,7 +44,7 @@ def _plain(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UsageError, ValueError):
     """A checkpoint file that cannot be restored (unreadable, damaged or of another run)."""
 
 

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.errors import UsageError
 from dilemmax.train import checkpoint
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.ppo import RunnerState, Trainer
@@ -51,7 +52,7 @@ LOCK_FILE = ".lock"
 _DISPLAY_FIELDS = ("progress",)
 
 
-class RunFolderError(RuntimeError):
+class RunFolderError(UsageError, RuntimeError):
     """A run folder that cannot be used as asked (in use, no config to resume, ...)."""
 
 
