@@ -48,6 +48,7 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
+from dilemmax.envs.guards import action_indices
 from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
@@ -167,7 +168,7 @@ class ConsequenceEnv(MultiAgentEnv):
     def step_env(
         self, key: jax.Array, state: ConsequenceState, actions: Mapping[str, jax.Array]
     ) -> tuple[dict, ConsequenceState, dict, dict, dict]:
-        chosen = jnp.stack([jnp.asarray(actions[a]).astype(jnp.int32) for a in self.agents])
+        chosen = action_indices(actions, self.agents)
         legal = self._is_legal(state, chosen)
         # Only one of the two branches is kept, so they may share the step's randomness.
         after_contribution = self._contribute(key, state, chosen, legal)

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_all
@@ -170,7 +171,7 @@ class MoralHazardEnv(MultiAgentEnv):
         del key  # the game is deterministic given the actions
         n = self.num_agents
         cfg = state.config
-        acts = jnp.stack([jnp.asarray(actions[a], jnp.int32).reshape(()) for a in self.agents])
+        acts = action_indices(actions, self.agents)
         in_range = (acts >= 0) & (acts < self.num_actions)
         legal = self.legal_matrix(state.stage, state.queried)
         valid = (
