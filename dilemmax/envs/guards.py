@@ -25,12 +25,15 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 def action_index(action) -> jax.Array:
     """int32[] of one agent's action; non-integral, non-finite or out-of-int32 values -> -1.
 
-    Accepts Python numbers, numpy values and (traced) JAX arrays of shape () or (1,).
+    Accepts Python numbers, numpy values and (traced) JAX arrays of shape () or (1,); anything
+    else that is concrete (a string, None) is invalid too.
     """
-    if isinstance(action, int | float | np.number | np.ndarray | np.bool_) and not isinstance(
-        action, jax.Array
-    ):
-        action = _concrete_index(np.asarray(action))
+    if not isinstance(action, jax.Array):  # a concrete value (tracers are jax.Arrays)
+        try:
+            concrete = np.asarray(action)
+        except Exception:  # noqa: BLE001 - whatever numpy cannot read is not an action
+            concrete = np.asarray(INVALID_ACTION)
+        action = _concrete_index(concrete)
     x = jnp.asarray(action).reshape(())
     if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_:
         return x.astype(jnp.int32)

@@ -182,6 +182,7 @@ class TrainingRun:
         self.mesh = data_mesh(config.shard, config.num_envs)
         self._chunk_fn = None
         self._eval_fn = None
+        self._init_fn = None
         self._finite_fn = jax.jit(_all_finite)
 
     # ------------------------------------------------------------------ programs
@@ -189,9 +190,14 @@ class TrainingRun:
         base = jax.random.PRNGKey(self.config.seed)
         return jax.random.split(base, self.config.num_seeds)
 
+    def _init(self) -> RunnerState:
+        """The fresh runner state of every seed (its program compiled once per run object)."""
+        if self._init_fn is None:
+            self._init_fn = jax.jit(jax.vmap(self.trainer.init))
+        return self._init_fn(self.seed_keys())
+
     def init_state(self) -> RunnerState:
-        init = jax.jit(jax.vmap(self.trainer.init))
-        return place(init(self.seed_keys()), self.mesh)
+        return place(self._init(), self.mesh)
 
     def chunk(self, state: RunnerState):
         if self._chunk_fn is None:
@@ -215,7 +221,7 @@ class TrainingRun:
 
     def template(self) -> RunnerState:
         """A fresh runner state: the structure, dtypes and shapes a checkpoint restores into."""
-        return jax.jit(jax.vmap(self.trainer.init))(self.seed_keys())
+        return self._init()
 
     # ------------------------------------------------------------------ files
     def write_config(self) -> None:
