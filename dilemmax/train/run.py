@@ -134,6 +134,38 @@ def read_records(path: Path, warn=print) -> list[dict]:
     return out
 
 
+def check_env_config(env, overrides: dict) -> None:
+    """Checks ``env_config`` overrides against the env's configuration pytree (its structure
+    only, via ``jax.eval_shape``): every dotted name must be a field, every value a number or
+    array that broadcasts to the field's shape. Raises OptionError naming the field."""
+    if not overrides:
+        return
+    from dilemmax.envs.options import OptionError
+
+    template = jax.eval_shape(env.sample_config, jax.random.PRNGKey(0))
+    for name, value in overrides.items():
+        node = template
+        for part in str(name).split("."):
+            fields = node if isinstance(node, dict) else getattr(node, "__dataclass_fields__", {})
+            if part not in fields:
+                raise OptionError(
+                    f"env_config: {type(env).__name__} configurations have no field {name!r}; "
+                    f"fields: {', '.join(sorted(fields))}"
+                )
+            node = node[part] if isinstance(node, dict) else getattr(node, part)
+        array = np.asarray(value) if not isinstance(value, str | bytes) else np.asarray(None)
+        ok = array.dtype.kind in "biuf"
+        if ok:
+            try:
+                np.broadcast_to(array, node.shape)
+            except ValueError:
+                ok = False
+        if not ok:
+            raise OptionError(
+                f"env_config: {name}={value!r} does not fit the field ({node.dtype}{node.shape})"
+            )
+
+
 def _all_finite(tree) -> jax.Array:
     leaves = [
         jnp.all(jnp.isfinite(x))
@@ -179,6 +211,7 @@ class TrainingRun:
         self.config = config
         self.dir = Path(out_dir)
         self.trainer = Trainer(config, env=env)
+        check_env_config(self.trainer.env, config.env_config)
         self.mesh = data_mesh(config.shard, config.num_envs)
         self._chunk_fn = None
         self._eval_fn = None
