@@ -1,4 +1,11 @@
-"""The ``dilemmax`` command: list envs, play rollouts, train and evaluate agents."""
+"""The ``dilemmax`` command: list envs, play rollouts, train and evaluate agents.
+
+Commands share :func:`parse_assignments` (``--set name=value``, typed by the option it sets),
+the argparse types :func:`positive_int` and :func:`seed_int`, and :func:`user_input`, which turns
+setup errors into a :class:`~dilemmax.errors.UsageError`. :func:`main` prints a UsageError as one
+line on stderr and exits with status 2, so a command added by another module only needs to raise
+one (or let an :class:`~dilemmax.envs.options.OptionError` through).
+"""
 
 from __future__ import annotations
 

@@ -67,3 +67,26 @@ def test_parse_assignments_is_typed_and_total():
     for bad in (["oops"], ["=3"], ["n=0"], ["flag=perhaps"], ["other=1"]):
         with pytest.raises(OptionError):
             parse_assignments(bad, specs=specs)
+
+
+def test_long_rollouts_show_a_progress_bar(capsys):
+    assert main(["rollout", "toy", "--episodes", "2", "--set", "horizon=250"]) == 0
+    captured = capsys.readouterr()
+    assert "rollout" in captured.err and "step" in captured.err  # tqdm writes to stderr
+    assert main(["rollout", "toy", "--set", "horizon=250", "--no-progress"]) == 0
+    assert "step/s" not in capsys.readouterr().err
+
+
+def test_train_then_evaluate_a_tiny_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    sets = [
+        "total_timesteps=32", "num_envs=4", "num_steps=4", "num_minibatches=1",
+        "update_epochs=1", "log_every=1", "eval_every=0", "hidden=8", "num_layers=1",
+    ]  # fmt: skip
+    argv = ["train", "toy", "--out", str(out), "--no-progress"]
+    assert main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
+    assert (out / "config.json").exists() and (out / "checkpoints").is_dir()
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    assert "no held-out split" in capsys.readouterr().out
+    assert main(["evaluate", str(out), "--split", "train"]) == 2  # toy has no split

@@ -5,9 +5,17 @@
     dilemmax evaluate runs/mh                                   # latest checkpoint of a run
     dilemmax evaluate runs/mh/checkpoints/ckpt_000004.msgpack --episodes 64
 
-``--set key=value`` overrides any :class:`~dilemmax.train.config.TrainConfig` field (values are
-JSON or Python literals; ``env_kwargs.num_agents=3`` or ``env_config.cost=0.2`` reach into the
-dict options). :func:`add_commands` plugs both commands into the main ``dilemmax`` parser;
+``--set key=value`` overrides any :class:`~dilemmax.train.config.TrainConfig` field, its value
+parsed as that field's type (``env_kwargs.num_agents=3`` or ``env_config.cost=0.2`` reach into
+the dict options, typed by the env's options). Everything is checked before a run folder is made
+or anything compiles; a mistake is one line on stderr and exit status 2. A second training into
+a folder in use, or a fresh one into a folder that holds a run, is refused; ``--resume`` needs
+the folder's config.json. A training whose loss or parameters stop being finite stops with
+status 1, keeping its last good checkpoint.
+
+``evaluate`` plays the held-out configurations (``--split``, for the grid games, which have
+train / held-out pools of layouts and rules); the other games have no split and evaluate on their
+evaluation grid. :func:`add_commands` plugs both commands into the main ``dilemmax`` parser;
 ``python -m dilemmax.train.cli`` runs them on their own.
 """
 

@@ -76,3 +76,15 @@ def test_evaluate_defaults_to_held_out_configurations():
     plain = SimpleNamespace(config=TrainConfig(env="moral_hazard"))
     assert "no held-out split" in _held_out(plain, "held_out")
     assert plain.config.eval_env_kwargs == {}
+
+
+def test_diverged_training_exits_1_in_one_line(capsys, tmp_path, monkeypatch):
+    from dilemmax.train import run as run_module
+
+    def diverge(self, resume=False, max_chunks=None):
+        raise run_module.TrainingDiverged("training diverged in chunk 3: non-finite loss/actor")
+
+    monkeypatch.setattr(run_module.TrainingRun, "train", diverge)
+    assert main(["train", "consequence", "--out", str(tmp_path / "run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "non-finite loss/actor" in err
