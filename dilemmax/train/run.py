@@ -265,10 +265,13 @@ class TrainingRun:
         return read_records(self.dir / METRICS_FILE, warn=lambda _: None)
 
     def _truncate_records(self, chunk: int) -> None:
-        """Keeps the metric records of chunks before ``chunk`` (those a checkpoint covers)."""
-        kept = [r for r in self.records() if r["chunk"] < chunk]
+        """Keeps the metric records of chunks before ``chunk`` (those a checkpoint covers); an
+        unreadable line (a partial write) is named and dropped. Rewritten atomically."""
         path = self.dir / METRICS_FILE
-        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        kept = [r for r in read_records(path) if r["chunk"] < chunk]
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(tmp, path)
 
     def _append(self, record: dict) -> None:
         with (self.dir / METRICS_FILE).open("a") as f:

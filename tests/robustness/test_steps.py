@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dilemmax
@@ -104,6 +104,7 @@ def test_action_index(action, index):
     assert int(action_index(action)) == index
 
 
+@settings(max_examples=100, deadline=None)
 @given(st.floats(allow_nan=True, allow_infinity=True, width=32))
 def test_action_index_of_any_float_is_its_whole_value_or_invalid(x):
     got = int(action_index(np.float32(x)))
