@@ -77,16 +77,15 @@ def test_long_rollouts_show_a_progress_bar(capsys):
     assert "step/s" not in capsys.readouterr().err
 
 
-def test_train_then_evaluate_a_tiny_run(tmp_path, capsys):
+def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [
         "total_timesteps=32", "num_envs=4", "num_steps=4", "num_minibatches=1",
         "update_epochs=1", "log_every=1", "eval_every=0", "hidden=8", "num_layers=1",
     ]  # fmt: skip
     argv = ["train", "toy", "--out", str(out), "--no-progress"]
-    assert main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
-    assert (out / "config.json").exists() and (out / "checkpoints").is_dir()
+    argv += [x for s in sets for x in ("--set", s)]
+    assert main(argv) == 0
+    assert [p.name for p in out.glob("checkpoints/*")] == ["ckpt_000001.msgpack"]
     capsys.readouterr()
-    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
-    assert "no held-out split" in capsys.readouterr().out
-    assert main(["evaluate", str(out), "--split", "train"]) == 2  # toy has no split
+    assert "--resume" in _error(capsys, argv)  # the folder holds a run: not overwritten
