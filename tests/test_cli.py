@@ -87,5 +87,8 @@ def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
     argv += [x for s in sets for x in ("--set", s)]
     assert main(argv) == 0
     assert [p.name for p in out.glob("checkpoints/*")] == ["ckpt_000001.msgpack"]
+    from dilemmax.agents.trained import TrainedPolicy
+
+    assert TrainedPolicy.load(out).env_id == "toy"  # reads the checksummed checkpoint
     capsys.readouterr()
     assert "--resume" in _error(capsys, argv)  # the folder holds a run: not overwritten
