@@ -227,7 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fps", type=positive_int, default=8, help="GIF frames per second")
     p.add_argument("--json", help="write the metric summary to this JSON file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: long episodes (the grid games) then play as one compiled program "
+        "instead of step by step",
+    )
     p.set_defaults(func=_cmd_rollout)
 
     # Other commands live with what they run (training, language-model play, red-teaming,
