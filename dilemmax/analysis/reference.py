@@ -323,6 +323,48 @@ class ReferenceSolver:
 
         return profiles[min(np.flatnonzero(stable), key=key)]
 
+    # ------------------------------------------------------------------ inspection
+    def outcome_dict(self, outcome: np.ndarray) -> dict:
+        """A readable outcome vector: utilities and the summary slots."""
+        out = {name: float(outcome[self.n + k]) for k, name in enumerate(OUTCOME_NAMES)}
+        out["utilities"] = [float(u) for u in outcome[: self.n]]
+        out["survivors"] = self.n - out["eliminated"]
+        return out
+
+    def stage_equilibria(self, rounds_left: int, res: tuple, shortfall: int) -> list[tuple]:
+        """Every pure equilibrium of one contribution stage: [(profile, outcome dict)].
+
+        The continuation after the stage is sigma* (selected), as in the backward induction.
+        """
+        ranges = [range(1) if r == DEAD else range(r + 1) for r in res]
+        profiles = list(itertools.product(*ranges))
+        outcomes = np.stack(
+            [self._outcome(rounds_left, res, shortfall, p, self.value) for p in profiles]
+        )
+        utilities = outcomes[:, : self.n].reshape(tuple(len(r) for r in ranges) + (self.n,))
+        gains = np.zeros(utilities.shape[:-1])
+        for i in range(self.n):
+            best = np.max(utilities[..., i], axis=i, keepdims=True)
+            gains = np.maximum(gains, best - utilities[..., i])
+        stable = np.flatnonzero(gains.reshape(-1) <= 1e-9)
+        return [(profiles[j], self.outcome_dict(outcomes[j])) for j in stable]
+
+    def selected(self, rounds_left: int, res: tuple, shortfall: int) -> tuple:
+        """sigma*'s contribution profile at a state."""
+        self.value(rounds_left, res, shortfall)
+        return self.sol.contribute[(rounds_left, res, shortfall)]
+
+    def selected_vote(self, rounds_left: int, res: tuple, shortfall: int) -> tuple:
+        """sigma*'s DV vote profile after a failed round (``rounds_left`` of that round)."""
+        if self.rule != C.DV:
+            raise ValueError("votes exist only under DV")
+        if rounds_left == 1:
+            nxt = self._terminal
+        else:
+            nxt = lambda after: self.value(rounds_left - 1, after, shortfall)
+        self._vote_outcome(rounds_left, res, shortfall, nxt)
+        return self.sol.vote[(rounds_left, res, shortfall)]
+
     # ------------------------------------------------------------------ trembles
     def trembled_value(self, epsilon: float, rounds_left: int, res: tuple, shortfall: int):
         """Outcome vector of the subgame when every contribution trembles with ``epsilon``."""
