@@ -132,9 +132,14 @@ def run_arm(play: PlayFn, arm: Arm, rules, contexts, episodes: int, seed: int) -
         rule_index.append(np.full(len(contexts) * episodes, k))
         context_index.append(np.repeat(np.arange(len(contexts)), episodes))
     return S.Population(
-        f"{arm}", {k: np.concatenate(v) for k, v in metrics.items()}, np.concatenate(rule_index),
-        np.concatenate(context_index), len(contexts), tuple(rules), {"arm": asdict(arm)},
-    )  # fmt: skip
+        f"{arm}",
+        {k: np.concatenate(v) for k, v in metrics.items()},
+        np.concatenate(rule_index),
+        np.concatenate(context_index),
+        len(contexts),
+        tuple(rules),
+        {"arm": asdict(arm)},
+    )
 
 
 def compare_arms(
@@ -155,10 +160,14 @@ def compare_arms(
         ci = S.bootstrap_ci(diff, rng, num_resamples)
         p = S.sign_flip_test(diff, rng, num_resamples)
         out["differences"][name] = {
-            r: {"mean": float(ci["mean"][k]), "low": float(ci["low"][k]),
-                "high": float(ci["high"][k]), "p_value": float(p[k]),
+            r: {
+                "mean": float(ci["mean"][k]),
+                "low": float(ci["low"][k]),
+                "high": float(ci["high"][k]),
+                "p_value": float(p[k]),
                 "ablated": float(np.nanmean(ablated.cell_means(name)[k])),
-                "control": float(np.nanmean(control.cell_means(name)[k]))}  # fmt: skip
+                "control": float(np.nanmean(control.cell_means(name)[k])),
+            }
             for k, r in enumerate(rules)
         }
     a, b, metric = contrast
@@ -168,10 +177,17 @@ def compare_arms(
             cell = pop.cell_means(metric)
             d = cell[rules.index(a)] - cell[rules.index(b)]
             ci = S.bootstrap_ci(d, rng, num_resamples)
-            arms[label] = {"mean": float(ci["mean"]), "low": float(ci["low"]),
-                           "high": float(ci["high"])}  # fmt: skip
-        out["contrast"] = {"rules": [a, b], "metric": metric, **arms,
-                           "sign_holds": _sign_holds(arms["ablated"], arms["control"])}  # fmt: skip
+            arms[label] = {
+                "mean": float(ci["mean"]),
+                "low": float(ci["low"]),
+                "high": float(ci["high"]),
+            }
+        out["contrast"] = {
+            "rules": [a, b],
+            "metric": metric,
+            **arms,
+            "sign_holds": _sign_holds(arms["ablated"], arms["control"]),
+        }
     return out
 
 
@@ -206,33 +222,62 @@ def run_ablations(
             played[arm] = run_arm(play, arm, rules, contexts, episodes, seed)
         return played[arm]
 
-    report = {"contexts": contexts.tolist(), "rules": list(rules), "episodes": episodes,
-              "ablations": {}}  # fmt: skip
+    report = {
+        "contexts": contexts.tolist(),
+        "rules": list(rules),
+        "episodes": episodes,
+        "ablations": {},
+    }
     for name in names:
         ablated_arm, control_arm = ABLATIONS[name]
         result = compare_arms(
-            arm_population(ablated_arm), arm_population(control_arm), rng,
+            arm_population(ablated_arm),
+            arm_population(control_arm),
+            rng,
             num_resamples=num_resamples,
-        )  # fmt: skip
+        )
         report["ablations"][name] = {
-            "ablated": asdict(ablated_arm), "control": asdict(control_arm), **result
+            "ablated": asdict(ablated_arm),
+            "control": asdict(control_arm),
+            **result,
         }
     return report
 
 
 def ablation_table(report: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of a :func:`run_ablations` report: one row per ablation, rule, metric."""
-    header = ["ablation", "rule", "metric", "control", "ablated", "diff", "95% CI", "p",
-              "contrast control", "contrast ablated", "sign holds"]  # fmt: skip
+    header = [
+        "ablation",
+        "rule",
+        "metric",
+        "control",
+        "ablated",
+        "diff",
+        "95% CI",
+        "p",
+        "contrast control",
+        "contrast ablated",
+        "sign holds",
+    ]
     rows = []
     for name, entry in report["ablations"].items():
         con = entry.get("contrast", {})
         fmt = lambda d: f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" if d else ""
         for metric, per_rule in entry["differences"].items():
             for rule, d in per_rule.items():
-                rows.append([
-                    name, rule, metric, d["control"], d["ablated"], d["mean"],
-                    f"[{d['low']:+.3f}, {d['high']:+.3f}]", f"{d['p_value']:.4f}",
-                    fmt(con.get("control")), fmt(con.get("ablated")), con.get("sign_holds", ""),
-                ])  # fmt: skip
+                rows.append(
+                    [
+                        name,
+                        rule,
+                        metric,
+                        d["control"],
+                        d["ablated"],
+                        d["mean"],
+                        f"[{d['low']:+.3f}, {d['high']:+.3f}]",
+                        f"{d['p_value']:.4f}",
+                        fmt(con.get("control")),
+                        fmt(con.get("ablated")),
+                        con.get("sign_holds", ""),
+                    ]
+                )
     return header, rows

@@ -43,7 +43,9 @@ def context_index(levels, threshold: int, total: int = 12) -> int:
     from dilemmax.envs.consequence.generator import context_table
 
     resources, thresholds = context_table(total, 3)
-    hits = np.flatnonzero(np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold))
+    hits = np.flatnonzero(
+        np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold)
+    )
     return int(hits[0])
 
 
@@ -60,13 +62,25 @@ def _cmd_reference(args) -> int:
     rows = []
     for e, eps in enumerate(table.epsilons):
         for k, rule in enumerate(table.rules):
-            rows.append([eps, rule] + [float(table.values[n][e, k].mean()) for n in
-                                       ("fatality", "collapse", "exploitation",
-                                        "targeted_elimination", "rounds_played")])  # fmt: skip
+            rows.append(
+                [eps, rule]
+                + [
+                    float(table.values[n][e, k].mean())
+                    for n in (
+                        "fatality",
+                        "collapse",
+                        "exploitation",
+                        "targeted_elimination",
+                        "rounds_played",
+                    )
+                ]
+            )
     header = ["epsilon", "rule", "UR_ref", "collapse", "exploitation", "targeted", "rounds"]
     write_table(Path(args.out).with_suffix(""), header, rows)
-    print(f"reference over {len(table.thresholds)} contexts in {seconds:.0f}s; "
-          f"stages without a pure equilibrium: {table.fallback_stages}; written {args.out}")  # fmt: skip
+    print(
+        f"reference over {len(table.thresholds)} contexts in {seconds:.0f}s; "
+        f"stages without a pure equilibrium: {table.fallback_stages}; written {args.out}"
+    )
     return 0
 
 
@@ -77,8 +91,9 @@ def _cmd_play(args) -> int:
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     env = dilemmax.make("consequence", **env_kwargs)
     policy = resolve_policy(args.policy, env)
-    pop = grid_population(args.name or args.policy, policy, args.episodes, args.seed,
-                          env_kwargs=env_kwargs)  # fmt: skip
+    pop = grid_population(
+        args.name or args.policy, policy, args.episodes, args.seed, env_kwargs=env_kwargs
+    )
     pop.save(args.out)
     print(f"{pop.name}: {len(pop.rule_index)} episodes written to {args.out}")
     return 0
@@ -91,12 +106,14 @@ def _cmd_gap(args) -> int:
 
     reference = load_reference(args.reference)
     pops = [Population.load(p) for p in args.population]
-    report = write_gap_report(pops, reference, Path(args.out), args.seed, args.resamples,
-                              args.epsilon)  # fmt: skip
+    report = write_gap_report(
+        pops, reference, Path(args.out), args.seed, args.resamples, args.epsilon
+    )
     for name, entry in report["populations"].items():
         gaps = entry["iag"][str(args.epsilon)]
-        text = ", ".join(f"{r} {g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]"
-                         for r, g in gaps.items())  # fmt: skip
+        text = ", ".join(
+            f"{r} {g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]" for r, g in gaps.items()
+        )
         print(f"{name}: IAG {text}")
     print(f"written {args.out}")
     return 0
@@ -108,8 +125,14 @@ def _cmd_ablate(args) -> int:
     from dilemmax.analysis.populations import resolve_policy
 
     play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
-    report = A.run_ablations(play, args.ablations, args.rules, episodes=args.episodes,
-                             seed=args.seed, num_resamples=args.resamples)  # fmt: skip
+    report = A.run_ablations(
+        play,
+        args.ablations,
+        args.rules,
+        episodes=args.episodes,
+        seed=args.seed,
+        num_resamples=args.resamples,
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "ablations.json").write_text(json.dumps(report, indent=1))
@@ -161,8 +184,9 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=_cmd_reference)
 
     p = sub.add_parser("play", help="play a population over the 228 contexts x 5 rules")
-    p.add_argument("--policy", required=True,
-                   help="scripted name, reference[@EPS] or a trained run folder")  # fmt: skip
+    p.add_argument(
+        "--policy", required=True, help="scripted name, reference[@EPS] or a trained run folder"
+    )
     p.add_argument("--name")
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)

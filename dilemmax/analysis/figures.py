@@ -96,7 +96,8 @@ def heatmaps(
     plt.close(fig)
     header = ["resources", "T"] + list(rules)
     rows = [
-        [labels[split_index[c]], int(thresholds[c])] + [float(cell[k, c]) for k in range(len(rules))]
+        [labels[split_index[c]], int(thresholds[c])]
+        + [float(cell[k, c]) for k in range(len(rules))]
         for c in range(len(thresholds))
     ]
     return [png] + write_table(path, header, rows)

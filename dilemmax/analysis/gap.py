@@ -85,10 +85,12 @@ def gap_report(
             iag = S.alignment_gap(fatality, ref[e], rng, num_resamples)
             gaps[str(eps)] = {
                 r: {
-                    "mean": float(iag["mean"][k]), "low": float(iag["low"][k]),
-                    "high": float(iag["high"][k]), "p_value": float(iag["p_value"][k]),
+                    "mean": float(iag["mean"][k]),
+                    "low": float(iag["low"][k]),
+                    "high": float(iag["high"][k]),
+                    "p_value": float(iag["p_value"][k]),
                     "ur_ref": float(np.mean(ref[e, k])),
-                }  # fmt: skip
+                }
                 for k, r in enumerate(pop.rules)
             }
         entry["iag"] = gaps
@@ -129,13 +131,22 @@ def write_gap_report(
         fatality = pop.cell_means("fatality")
         slug = pop.name.replace(" ", "_").replace("/", "_")
         figures.heatmaps(
-            fatality, reference.resources, reference.thresholds, out_dir / f"fatality_{slug}",
-            f"{pop.name}: fatality per context", pop.rules,
-        )  # fmt: skip
+            fatality,
+            reference.resources,
+            reference.thresholds,
+            out_dir / f"fatality_{slug}",
+            f"{pop.name}: fatality per context",
+            pop.rules,
+        )
         figures.heatmaps(
-            fatality - ref[e], reference.resources, reference.thresholds, out_dir / f"iag_{slug}",
-            f"{pop.name}: IAG = UR_pop - UR_ref (eps = {epsilon})", pop.rules, diverging=True,
-        )  # fmt: skip
+            fatality - ref[e],
+            reference.resources,
+            reference.thresholds,
+            out_dir / f"iag_{slug}",
+            f"{pop.name}: IAG = UR_pop - UR_ref (eps = {epsilon})",
+            pop.rules,
+            diverging=True,
+        )
         stakes_fatality[pop.name] = S.stakes_profile(fatality, reference.thresholds, total, rng)
         if "survivors" in pop.metrics:
             survivors = pop.cell_means("survivors")
@@ -145,9 +156,13 @@ def write_gap_report(
         counts[pop.name] = S.decisive_counts(fatality, pop.rules)
     rules = populations[0].rules
     figures.heatmaps(
-        reference.ur_at(epsilon), reference.resources, reference.thresholds,
-        out_dir / "reference_ur", f"reference UR_ref (eps = {epsilon})", rules,
-    )  # fmt: skip
+        reference.ur_at(epsilon),
+        reference.resources,
+        reference.thresholds,
+        out_dir / "reference_ur",
+        f"reference UR_ref (eps = {epsilon})",
+        rules,
+    )
     figures.stakes_profiles(stakes_fatality, out_dir / "stakes_fatality", "fatality", rules)
     if stakes_survivors:
         figures.stakes_profiles(stakes_survivors, out_dir / "stakes_survivors", "survivors", rules)
@@ -167,8 +182,19 @@ def _jsonable(value):
 
 def _write_iag_table(report: dict, path: Path, epsilon: float) -> list[Path]:
     """Per population and rule: fatality [CI], UR_ref, IAG [CI], p, sign stability."""
-    header = ["population", "rule", "fatality", "fatality CI", "UR_ref", "IAG", "IAG CI", "p",
-              "sign stable over eps", "targeted", "exploitation"]  # fmt: skip
+    header = [
+        "population",
+        "rule",
+        "fatality",
+        "fatality CI",
+        "UR_ref",
+        "IAG",
+        "IAG CI",
+        "p",
+        "sign stable over eps",
+        "targeted",
+        "exploitation",
+    ]
     rows = []
     for name, entry in report["populations"].items():
         gaps = entry["iag"][str(epsilon)]
@@ -177,9 +203,19 @@ def _write_iag_table(report: dict, path: Path, epsilon: float) -> list[Path]:
             f = out["fatality"][rule]
             tgt = out.get("targeted_elimination", {}).get(rule, {"mean": float("nan")})
             exp = out.get("exploitation", {}).get(rule, {"mean": float("nan")})
-            rows.append([
-                name, rule, f["mean"], f"[{f['low']:+.3f}, {f['high']:+.3f}]", g["ur_ref"],
-                g["mean"], f"[{g['low']:+.3f}, {g['high']:+.3f}]", f"{g['p_value']:.4f}",
-                entry["iag_sign_stable"][rule], tgt["mean"], exp["mean"],
-            ])  # fmt: skip
+            rows.append(
+                [
+                    name,
+                    rule,
+                    f["mean"],
+                    f"[{f['low']:+.3f}, {f['high']:+.3f}]",
+                    g["ur_ref"],
+                    g["mean"],
+                    f"[{g['low']:+.3f}, {g['high']:+.3f}]",
+                    f"{g['p_value']:.4f}",
+                    entry["iag_sign_stable"][rule],
+                    tgt["mean"],
+                    exp["mean"],
+                ]
+            )
     return figures.write_table(path, header, rows)

@@ -23,10 +23,22 @@ from dilemmax.envs.rollout import run_episodes
 
 # Metrics kept per episode (the env's; per-agent ``return`` is dropped).
 KEEP = (
-    "fatality", "survivors", "collapse", "success", "targeted_elimination", "exploitation",
-    "all_zero_opening", "round_one_funding", "deaths_by_rank", "round_one_deaths_by_rank",
-    "cascade", "rule_eliminations", "forfeited", "rounds_played", "invalid_actions",
-)  # fmt: skip
+    "fatality",
+    "survivors",
+    "collapse",
+    "success",
+    "targeted_elimination",
+    "exploitation",
+    "all_zero_opening",
+    "round_one_funding",
+    "deaths_by_rank",
+    "round_one_deaths_by_rank",
+    "cascade",
+    "rule_eliminations",
+    "forfeited",
+    "rounds_played",
+    "invalid_actions",
+)
 
 
 def reference_policy_for(
@@ -103,6 +115,11 @@ def grid_population(
     flat = {n: v.reshape((-1,) + v.shape[2:]) for n, v in metrics.items()}
     row = np.repeat(np.arange(len(rules) * num_contexts), episodes)
     return Population(
-        name, flat, row // num_contexts, row % num_contexts, num_contexts, tuple(rules),
+        name,
+        flat,
+        row // num_contexts,
+        row % num_contexts,
+        num_contexts,
+        tuple(rules),
         {"episodes_per_cell": episodes, "seed": seed, "env_kwargs": dict(env_kwargs or {})},
-    )  # fmt: skip
+    )

@@ -72,15 +72,20 @@ class Population:
                 raise ValueError(f"metric {name!r} has {len(values)} rows for {count} episodes")
         if count and (self.rule_index.min() < 0 or self.rule_index.max() >= len(self.rules)):
             raise ValueError(f"rule_index outside 0..{len(self.rules) - 1}")
-        if count and (self.context_index.min() < 0 or self.context_index.max() >= self.num_contexts):
+        if count and (
+            self.context_index.min() < 0 or self.context_index.max() >= self.num_contexts
+        ):
             raise ValueError(f"context_index outside 0..{self.num_contexts - 1}")
 
     def cell_means(self, metric: str) -> np.ndarray:
         """float64[K, C] (or [K, C, ...]) mean over each (rule, context) cell's episodes."""
         return cell_means(
-            self.metrics[metric], self.rule_index, self.context_index, len(self.rules),
+            self.metrics[metric],
+            self.rule_index,
+            self.context_index,
+            len(self.rules),
             self.num_contexts,
-        )  # fmt: skip
+        )
 
     def cell_counts(self) -> np.ndarray:
         """int64[K, C] episodes per cell."""
@@ -104,19 +109,27 @@ class Population:
         """Writes an ``.npz`` (metrics under ``m_<name>``)."""
         arrays = {f"m_{k}": np.asarray(v) for k, v in self.metrics.items()}
         np.savez_compressed(
-            path, rule_index=self.rule_index, context_index=self.context_index,
-            num_contexts=self.num_contexts, rules=np.asarray(self.rules), name=self.name,
+            path,
+            rule_index=self.rule_index,
+            context_index=self.context_index,
+            num_contexts=self.num_contexts,
+            rules=np.asarray(self.rules),
+            name=self.name,
             **arrays,
-        )  # fmt: skip
+        )
 
     @classmethod
     def load(cls, path, name: str | None = None) -> Population:
         with np.load(path, allow_pickle=False) as data:
             metrics = {k[2:]: data[k] for k in data.files if k.startswith("m_")}
             return cls(
-                name or str(data["name"]), metrics, data["rule_index"], data["context_index"],
-                int(data["num_contexts"]), tuple(str(r) for r in data["rules"]),
-            )  # fmt: skip
+                name or str(data["name"]),
+                metrics,
+                data["rule_index"],
+                data["context_index"],
+                int(data["num_contexts"]),
+                tuple(str(r) for r in data["rules"]),
+            )
 
 
 def cell_means(values, rule_index, context_index, num_rules: int, num_contexts: int) -> np.ndarray:
@@ -147,12 +160,16 @@ def from_grid_run(
     num_configs = len(rules) * num_contexts
     if first.shape[0] == num_configs and episodes_per_config is None:
         episodes = first.shape[1]
-        flat = {k: np.asarray(v).reshape((-1,) + np.asarray(v).shape[2:]) for k, v in metrics.items()}
+        flat = {
+            k: np.asarray(v).reshape((-1,) + np.asarray(v).shape[2:]) for k, v in metrics.items()
+        }
     else:
         episodes = episodes_per_config or first.shape[0] // num_configs
         flat = {k: np.asarray(v) for k, v in metrics.items()}
     row = np.repeat(np.arange(num_configs), episodes)
-    return Population(name, flat, row // num_contexts, row % num_contexts, num_contexts, tuple(rules))
+    return Population(
+        name, flat, row // num_contexts, row % num_contexts, num_contexts, tuple(rules)
+    )
 
 
 # ---------------------------------------------------------------------------- resampling
@@ -230,10 +247,16 @@ def rule_contrasts(
         diff = cell[a] - cell[b]
         ci = bootstrap_ci(diff, rng, num_resamples)
         p = sign_flip_test(diff, rng, num_resamples)
-        rows.append({
-            "a": rules[a], "b": rules[b], "mean": float(ci["mean"]), "low": float(ci["low"]),
-            "high": float(ci["high"]), "p_value": float(p),
-        })  # fmt: skip
+        rows.append(
+            {
+                "a": rules[a],
+                "b": rules[b],
+                "mean": float(ci["mean"]),
+                "low": float(ci["low"]),
+                "high": float(ci["high"]),
+                "p_value": float(p),
+            }
+        )
     return rows
 
 

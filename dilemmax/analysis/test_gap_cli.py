@@ -30,11 +30,15 @@ def population_over(reference, name, shift, seed):
     base = reference.ur_at(0.1)[rule, context] + np.asarray(shift)[rule]
     deaths = rng.binomial(3, np.clip(base, 0, 1)) / 3.0
     metrics = {
-        "fatality": deaths, "survivors": 3 - 3 * deaths, "collapse": (deaths == 1) * 1.0,
-        "targeted_elimination": (rule == 3) * (deaths > 0) * 1.0, "exploitation": deaths * 0,
-        "cascade": deaths * 0, "deaths_by_rank": np.zeros((len(rule), 3)),
+        "fatality": deaths,
+        "survivors": 3 - 3 * deaths,
+        "collapse": (deaths == 1) * 1.0,
+        "targeted_elimination": (rule == 3) * (deaths > 0) * 1.0,
+        "exploitation": deaths * 0,
+        "cascade": deaths * 0,
+        "deaths_by_rank": np.zeros((len(rule), 3)),
         "round_one_deaths_by_rank": np.zeros((len(rule), 3)),
-    }  # fmt: skip
+    }
     return S.Population(name, metrics, rule, context, c)
 
 
@@ -48,10 +52,19 @@ def test_gap_report_and_figures(tmp_path, small_reference):
     assert 0.4 < rp["mean"] < 0.8 and rp["low"] > 0
     for rule in ("RE", "DV", "RP", "PP"):  # sampled at the reference's own rates: no gap
         assert abs(report["populations"]["safe"]["iag"]["0.1"][rule]["mean"]) < 0.05
-    assert report["populations"]["rp_exploiter"]["fingerprint"]["rp_decisively_safest_contexts"] == 0
+    assert (
+        report["populations"]["rp_exploiter"]["fingerprint"]["rp_decisively_safest_contexts"] == 0
+    )
     assert "population_x_rule" in report
-    for stem in ("fatality_safe", "iag_rp_exploiter", "reference_ur", "stakes_fatality",
-                 "stakes_survivors", "rule_ranking", "iag_table"):  # fmt: skip
+    for stem in (
+        "fatality_safe",
+        "iag_rp_exploiter",
+        "reference_ur",
+        "stakes_fatality",
+        "stakes_survivors",
+        "rule_ranking",
+        "iag_table",
+    ):
         assert (tmp_path / f"{stem}.csv").exists() and (tmp_path / f"{stem}.md").exists()
         if stem != "iag_table":
             assert (tmp_path / f"{stem}.png").stat().st_size > 1000
@@ -67,11 +80,17 @@ def test_reference_save_load(tmp_path, small_reference):
 
 def test_parse_context_errors_name_the_problem():
     assert redteam_cli._parse_context("6,1,5:10") == ((1, 5, 6), 10)
-    for bad, what in [("1,5,6", "expected"), ("1,5,x:3", "integers"), ("1,5,5:3", "summing"),
-                      ("1,5,6:13", "T must be")]:  # fmt: skip
+    for bad, what in [
+        ("1,5,6", "expected"),
+        ("1,5,x:3", "integers"),
+        ("1,5,5:3", "summing"),
+        ("1,5,6:13", "T must be"),
+    ]:
         with pytest.raises(ValueError, match=what):
             redteam_cli._parse_context(bad)
-    assert redteam_cli.context_index((1, 5, 6), 10) == 11 * 12 + 9  # split (1, 5, 6) is the 12th, T = 10
+    assert (
+        redteam_cli.context_index((1, 5, 6), 10) == 11 * 12 + 9
+    )  # split (1, 5, 6) is the 12th, T = 10
 
 
 def test_certify_command_end_to_end(tmp_path, capsys):
@@ -81,14 +100,42 @@ def test_certify_command_end_to_end(tmp_path, capsys):
     context = np.full(2 * episodes, idx)
     collapse = np.zeros(2 * episodes)
     exploitation = np.concatenate([np.zeros(episodes), np.ones(episodes)])
-    pop = S.Population("demo", {"collapse": collapse, "exploitation": exploitation},
-                       rule, context, num_contexts)  # fmt: skip
+    pop = S.Population(
+        "demo", {"collapse": collapse, "exploitation": exploitation}, rule, context, num_contexts
+    )
     pop.save(tmp_path / "pop.npz")
-    code = main(["redteam", "certify", "--population", str(tmp_path / "pop.npz"), "--context",
-                 "1,5,6:10", "--rules", "AON", "RP", "PP", "--out", str(tmp_path / "case")])  # fmt: skip
+    code = main(
+        [
+            "redteam",
+            "certify",
+            "--population",
+            str(tmp_path / "pop.npz"),
+            "--context",
+            "1,5,6:10",
+            "--rules",
+            "AON",
+            "RP",
+            "PP",
+            "--out",
+            str(tmp_path / "case"),
+        ]
+    )
     assert code == 0
     case = json.loads((tmp_path / "case.json").read_text())
     assert case["certification"]["certified_rules"] == ["AON"]
-    assert main(["redteam", "certify", "--population", str(tmp_path / "pop.npz"),
-                 "--context", "1,5,6", "--out", str(tmp_path / "x")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "redteam",
+                "certify",
+                "--population",
+                str(tmp_path / "pop.npz"),
+                "--context",
+                "1,5,6",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "expected 'w1,w2,w3:T'" in capsys.readouterr().out

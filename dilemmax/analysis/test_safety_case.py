@@ -24,8 +24,11 @@ def evidence(episodes_per_cell, collapse_rate, exploitation_rate, rules=("AON", 
             collapse.append(col)
             exploit.append(exp)
     collapse = np.concatenate(collapse)
-    metrics = {"collapse": collapse, "exploitation": np.concatenate(exploit),
-               "fatality": collapse.copy()}  # fmt: skip
+    metrics = {
+        "collapse": collapse,
+        "exploitation": np.concatenate(exploit),
+        "fatality": collapse.copy(),
+    }
     return S.Population("pop", metrics, rule_index, context_index, 2, tuple(rules))
 
 
@@ -64,11 +67,20 @@ def test_certification_refuses_over_budget_no_evidence_and_thin_evidence():
 def test_safety_case_structure_and_files(tmp_path):
     zero = {"AON": 0.0, "RP": 0.0}
     case = SC.safety_case(
-        evidence(200, zero, {"AON": 0.0, "RP": 0.10}), deployment(), SC.Budgets(),
+        evidence(200, zero, {"AON": 0.0, "RP": 0.10}),
+        deployment(),
+        SC.Budgets(),
         reference_ur={"w=(1,5,6) T=10": {"AON": 0.0, "RP": 0.03}},
-    )  # fmt: skip
-    for section in ("hazard", "claims", "evidence", "defeaters", "monitoring",
-                    "recertification_triggers", "certification"):  # fmt: skip
+    )
+    for section in (
+        "hazard",
+        "claims",
+        "evidence",
+        "defeaters",
+        "monitoring",
+        "recertification_triggers",
+        "certification",
+    ):
         assert case[section]
     assert case["claims"][0]["rule"] == "AON"
     changes = {t["change"] for t in case["recertification_triggers"]}

@@ -67,7 +67,9 @@ def test_sign_flip_identical_not_significant_shifted_significant():
 
 def test_rule_contrasts_find_the_shifted_rule_only():
     pop = synthetic("p", [0.1, 0.1, 0.5], num_contexts=60, seed=4)
-    rows = S.rule_contrasts(pop.cell_means("fatality"), np.random.default_rng(5), ("A", "B", "C"), B)
+    rows = S.rule_contrasts(
+        pop.cell_means("fatality"), np.random.default_rng(5), ("A", "B", "C"), B
+    )
     by_pair = {(r["a"], r["b"]): r for r in rows}
     assert by_pair[("A", "B")]["p_value"] > 0.05
     assert by_pair[("A", "C")]["p_value"] < 0.01 and by_pair[("A", "C")]["high"] < 0
