@@ -44,20 +44,20 @@ def population_over(reference, name, shift, seed):
 
 def test_gap_report_and_figures(tmp_path, small_reference):
     pops = [
-        population_over(small_reference, "safe", [0, 0, 0, 0, 0], 0),
+        population_over(small_reference, "safe@0.1", [0, 0, 0, 0, 0], 0),
         population_over(small_reference, "rp_exploiter", [0, 0, 0, 0.6, 0], 1),
     ]
     report = gap.write_gap_report(pops, small_reference, tmp_path, num_resamples=500)
     rp = report["populations"]["rp_exploiter"]["iag"]["0.1"]["RP"]
     assert 0.4 < rp["mean"] < 0.8 and rp["low"] > 0
     for rule in ("RE", "DV", "RP", "PP"):  # sampled at the reference's own rates: no gap
-        assert abs(report["populations"]["safe"]["iag"]["0.1"][rule]["mean"]) < 0.05
+        assert abs(report["populations"]["safe@0.1"]["iag"]["0.1"][rule]["mean"]) < 0.05
     assert (
         report["populations"]["rp_exploiter"]["fingerprint"]["rp_decisively_safest_contexts"] == 0
     )
     assert "population_x_rule" in report
     for stem in (
-        "fatality_safe",
+        "fatality_safe_0_1",
         "iag_rp_exploiter",
         "reference_ur",
         "stakes_fatality",
