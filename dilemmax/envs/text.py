@@ -117,6 +117,7 @@ class TextProtocol(abc.ABC):
         self, memory: Any, agent: str, prompt: Prompt, reply: str, parsed: ParsedReply
     ) -> None:
         """Updates ``memory`` with the agent's own reply (note edits, a plan, a lesson)."""
+        return None
 
     def after_step(
         self, memory: Any, agent: str, state: Any, actions: Any, infos: Any, next_state: Any
@@ -130,3 +131,4 @@ class TextProtocol(abc.ABC):
     def after_episode(self, memory: Any, agent: str, final_state: Any) -> None:
         """Called once per agent at the end of an episode (a protocol that remembers earlier
         rounds across episodes records them here)."""
+        return None
