@@ -172,6 +172,63 @@ def from_grid_run(
     )
 
 
+def from_records(
+    name: str,
+    records: Sequence[Mapping],
+    total: int = 12,
+    num_agents: int = 3,
+    rules: Sequence[str] = C.RULE_NAMES,
+) -> Population:
+    """A population from per-episode records, e.g. an LLM play transcript's episode summaries.
+
+    Each record has ``rule`` (a name such as "RP"), ``resources`` (the context's amounts, any
+    order), ``threshold`` (T) and the metric values (the env's ``episode_metrics`` names; the
+    metrics of the first record are kept). Contexts are located in the (total, num_agents) grid.
+
+    Raises:
+        ValueError naming the record and the field that is wrong (unknown rule, a context not in
+        the grid, a missing metric).
+    """
+    from dilemmax.envs.consequence.generator import context_table
+
+    resources, thresholds = context_table(total, num_agents)
+    index = {
+        (tuple(int(v) for v in w), int(t)): c
+        for c, (w, t) in enumerate(zip(resources, thresholds, strict=True))
+    }
+    upper = [r.upper() for r in rules]
+    names = (
+        [k for k in records[0] if k not in ("rule", "resources", "threshold")] if records else []
+    )
+    rule_index, context_index = [], []
+    columns: dict[str, list] = {k: [] for k in names}
+    for i, record in enumerate(records):
+        rule = str(record.get("rule", "")).upper()
+        if rule not in upper:
+            raise ValueError(f"record {i}: rule {record.get('rule')!r} not in {list(rules)}")
+        try:
+            key = (tuple(sorted(int(v) for v in record["resources"])), int(record["threshold"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"record {i}: needs integer 'resources' and 'threshold'") from err
+        if key not in index:
+            raise ValueError(f"record {i}: context {key} is not in the W = {total} grid")
+        for k in names:
+            if k not in record:
+                raise ValueError(f"record {i}: metric {k!r} missing")
+            columns[k].append(record[k])
+        rule_index.append(upper.index(rule))
+        context_index.append(index[key])
+    metrics = {k: np.asarray(v, np.float64) for k, v in columns.items()}
+    return Population(
+        name,
+        metrics,
+        np.asarray(rule_index, np.int64),
+        np.asarray(context_index, np.int64),
+        len(thresholds),
+        tuple(rules),
+    )
+
+
 # ---------------------------------------------------------------------------- resampling
 def _context_resamples(rng: np.random.Generator, num_contexts: int, num_resamples: int):
     return rng.integers(0, num_contexts, size=(num_resamples, num_contexts))

@@ -126,3 +126,19 @@ def test_from_grid_run_indexes_rule_major():
     pop = S.from_grid_run("g", metrics, num_contexts=3, rules=("RP", "PP"))
     means = pop.cell_means("fatality")
     assert means[1, 2] == np.mean(np.arange(20, 24))
+
+
+def test_from_records_locates_contexts_and_names_bad_records():
+    records = [
+        {"rule": "rp", "resources": [6, 1, 5], "threshold": 10, "fatality": 1 / 3},
+        {"rule": "RP", "resources": [1, 5, 6], "threshold": 10, "fatality": 0.0},
+    ]
+    pop = S.from_records("llm", records)
+    assert pop.context_index.tolist() == [11 * 12 + 9] * 2
+    assert pop.cell_means("fatality")[3, 11 * 12 + 9] == pytest.approx(1 / 6)
+    with pytest.raises(ValueError, match="record 0: rule 'XX'"):
+        S.from_records("x", [{**records[0], "rule": "XX"}])
+    with pytest.raises(ValueError, match="record 0: context"):
+        S.from_records("x", [{**records[0], "resources": [1, 1, 1]}])
+    with pytest.raises(ValueError, match="record 1: metric 'fatality' missing"):
+        S.from_records("x", [records[0], {"rule": "RP", "resources": [1, 5, 6], "threshold": 10}])
