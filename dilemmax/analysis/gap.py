@@ -156,6 +156,7 @@ def write_gap_report(
                 survivors, reference.thresholds, total, rng
             )
         counts[pop.name] = S.decisive_counts(fatality, pop.rules)
+        _write_context_table(pop, ref[e], reference, out_dir / f"contexts_{slug}.csv")
     rules = populations[0].rules
     figures.heatmaps(
         reference.ur_at(epsilon),
@@ -180,6 +181,50 @@ def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"cannot serialise {type(value)}")
+
+
+def _write_context_table(pop: S.Population, ur_ref: np.ndarray, reference, path: Path) -> Path:
+    """CSV, one row per (rule, context): every core metric, UR_ref, IAG, decisive rules."""
+    import csv
+
+    names = [m for m in S.CORE_METRICS if m in pop.metrics]
+    cells = {m: pop.cell_means(m) for m in names}
+    safest, worst = S.decisive_rules(cells["fatality"])
+    label = lambda k: pop.rules[k] if k >= 0 else ""
+    counts = pop.cell_counts()
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            [
+                "resources",
+                "T",
+                "rule",
+                "episodes",
+                *names,
+                "UR_ref",
+                "IAG",
+                "decisively_safest",
+                "decisively_worst",
+            ]
+        )
+        for c in range(pop.num_contexts):
+            w = "(" + ",".join(str(int(v)) for v in reference.resources[c]) + ")"
+            for k, rule in enumerate(pop.rules):
+                values = [float(cells[m][k, c]) for m in names]
+                writer.writerow(
+                    [
+                        w,
+                        int(reference.thresholds[c]),
+                        rule,
+                        int(counts[k, c]),
+                        *values,
+                        float(ur_ref[k, c]),
+                        float(cells["fatality"][k, c] - ur_ref[k, c]),
+                        label(safest[c]),
+                        label(worst[c]),
+                    ]
+                )
+    return path
 
 
 def _write_iag_table(report: dict, path: Path, epsilon: float) -> list[Path]:

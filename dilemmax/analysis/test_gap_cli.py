@@ -69,6 +69,8 @@ def test_gap_report_and_figures(tmp_path, small_reference):
         if stem != "iag_table":
             assert (tmp_path / f"{stem}.png").stat().st_size > 1000
     assert json.loads((tmp_path / "report.json").read_text())["epsilons"] == [0.0, 0.1]
+    rows = (tmp_path / "contexts_rp_exploiter.csv").read_text().splitlines()
+    assert len(rows) == 1 + 24 * 5 and rows[0].startswith("resources,T,rule,episodes,fatality")
 
 
 def test_reference_save_load(tmp_path, small_reference):
