@@ -1,7 +1,9 @@
 """The client protocol: chat messages in, text + token counts + latency out, in batches.
 
 Every client takes a list of :class:`ChatRequest` and returns one :class:`Completion` per
-request, in order. A request that still fails after the client's retries comes back as a
+request, in order; it also calls ``on_result(index, completion)`` as each request finishes, so
+the harness can record every call the moment it returns (a crash then loses only calls that were
+still in flight). A request that still fails after the client's retries comes back as a
 ``Completion`` with ``error`` set and empty text (the harness then plays the game's invalid
 action and counts it); only errors that no retry can fix (a wrong API key, an unknown model)
 raise :class:`FatalClientError`, which stops a run with its message.
@@ -19,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dilemmax.envs.text import Prompt
+
+OnResult = Callable[[int, "Completion"], None]
+"""``on_result(index, completion)``: called once per request as soon as it has finished."""
 
 
 class FatalClientError(RuntimeError):
@@ -69,9 +74,11 @@ class Completion:
 
 @runtime_checkable
 class Client(Protocol):
-    """Anything with ``complete(requests) -> completions`` (same length and order)."""
+    """Anything with ``complete(requests, on_result) -> completions`` (same length and order)."""
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[Completion]: ...
+    def complete(
+        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
+    ) -> list[Completion]: ...
 
 
 @dataclass
@@ -88,9 +95,11 @@ class ScriptedClient:
     reply: Callable[[ChatRequest], str] | Sequence[str]
     calls: list[ChatRequest] = field(default_factory=list)
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+    def complete(
+        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
+    ) -> list[Completion]:
         out = []
-        for request in requests:
+        for index, request in enumerate(requests):
             start = time.perf_counter()
             if callable(self.reply):
                 text = str(self.reply(request))
@@ -106,6 +115,8 @@ class ScriptedClient:
                     latency_s=time.perf_counter() - start,
                 )
             )
+            if on_result is not None:
+                on_result(index, out[-1])
         return out
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
+from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
 
 
 def _plain_chat(messages: Sequence[dict]) -> str:
@@ -78,10 +78,16 @@ class TransformersClient:
             )
         return _plain_chat(messages)
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+    def complete(
+        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
+    ) -> list[Completion]:
         out: list[Completion] = []
         for start in range(0, len(requests), self.batch_size):
-            out += self._generate(requests[start : start + self.batch_size])
+            batch = self._generate(requests[start : start + self.batch_size])
+            for offset, completion in enumerate(batch):
+                if on_result is not None:
+                    on_result(start + offset, completion)
+            out += batch
         return out
 
     def _generate(self, requests: Sequence[ChatRequest]) -> list[Completion]:

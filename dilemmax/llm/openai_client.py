@@ -18,7 +18,7 @@ from typing import Any
 
 import tenacity
 
-from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
+from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -117,11 +117,19 @@ class OpenAIClient:
         self._fatal = _fatal_errors()
         self._bad_request = openai.BadRequestError
 
-    def complete(self, requests: Sequence[ChatRequest]) -> list[Completion]:
+    def complete(
+        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
+    ) -> list[Completion]:
+        def one(index: int) -> Completion:
+            completion = self._complete_one(requests[index])
+            if on_result is not None:
+                on_result(index, completion)
+            return completion
+
         if len(requests) <= 1:
-            return [self._complete_one(r) for r in requests]
+            return [one(i) for i in range(len(requests))]
         with ThreadPoolExecutor(min(self.concurrency, len(requests))) as pool:
-            return list(pool.map(self._complete_one, requests))
+            return list(pool.map(one, range(len(requests))))
 
     # ------------------------------------------------------------------ one request
     def _retrying(self) -> tenacity.Retrying:

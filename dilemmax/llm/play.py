@@ -187,7 +187,7 @@ class BatchedPlay:
         self._model_agents = [a for a, s in zip(env.agents, self.seats, strict=True) if s.is_model]
 
     # ------------------------------------------------------------------ public
-    def run(self, key: jax.Array, num_episodes: int, configs=None, part: str = "main") -> PlayResult:
+    def run(self, key: jax.Array, num_episodes: int, configs=None, part="main") -> PlayResult:
         """``num_episodes`` episodes (per configuration when ``configs`` is batched [C, ...]).
 
         ``part`` names this run in call keys (a rotation, a condition group), so several parts
@@ -269,7 +269,8 @@ class BatchedPlay:
                     actions[agent][e] = int(turn.action)
                 else:
                     asks.append((int(e), agent, turn))
-        for (e, agent, _), parsed in zip(asks, self._exchange(wave, part, t, asks, memory)):
+        replies = self._exchange(wave, part, t, asks, memory)
+        for (e, agent, _), parsed in zip(asks, replies, strict=True):
             actions[agent][e] = int(parsed.action)
         return {a: jnp.asarray(v, jnp.int32) for a, v in actions.items()}
 
@@ -306,23 +307,30 @@ class BatchedPlay:
                 replies[i] = (_completion_from_row(row), True)
             else:
                 missing.setdefault(seat_of[agent].name, []).append(i)
+        parsed: list[ParsedReply | None] = [None] * len(asks)
+
+        def record(i: int, completion: Completion) -> None:
+            # Runs as each call returns (possibly on a client thread): parse and write it now.
+            parsed[i] = parse_safely(self.protocol, completion.text, asks[i][2])
+            replies[i] = (completion, False)
+            self._record(keys[i], wave, part, t, asks[i], completion, parsed[i])
+
         for seat_name, indices in missing.items():
             policy = next(s.policy for s in self.seats if s.name == seat_name)
-            completions = policy.ask([asks[i][2] for i in indices])
+            prompts = [asks[i][2] for i in indices]
+            completions = policy.ask(prompts, lambda j, c, idx=indices: record(idx[j], c))
             for i, completion in zip(indices, completions, strict=True):
-                replies[i] = (completion, False)
-        parsed_all = []
+                if parsed[i] is None:  # a client that did not report it (it must)
+                    record(i, completion)
         for i, (e, agent, prompt) in enumerate(asks):
             completion, replayed = replies[i]
-            parsed = parse_safely(self.protocol, completion.text, prompt)
-            if not replayed:
-                self._record(keys[i], wave, part, t, asks[i], completion, parsed)
-            self.protocol.after_reply(memory[(e, agent)], agent, prompt, completion.text, parsed)
+            if parsed[i] is None:
+                parsed[i] = parse_safely(self.protocol, completion.text, prompt)
+            self.protocol.after_reply(memory[(e, agent)], agent, prompt, completion.text, parsed[i])
             stats = self.stats.setdefault(seat_of[agent].name, CallStats())
-            stats.add(completion, parsed if prompt.kind == "act" else None, replayed)
-            parsed_all.append(parsed)
+            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed)
         self._update_progress()
-        return parsed_all
+        return parsed
 
     def _record(self, key, wave, part, t, ask, completion: Completion, parsed) -> None:
         """Writes one call (prompt, reply, what it parsed to) to the transcript, flushed."""
@@ -378,9 +386,7 @@ class BatchedPlay:
         stacked = jax.tree.map(lambda *xs: np.stack(xs, axis=1), *steps)  # [N, T, ...]
         t_played = len(steps)
         valid = np.arange(length)[None, :] < played[:, None]
-        pad = lambda x: np.concatenate(
-            [x, np.repeat(x[:, -1:], length - t_played, axis=1)], axis=1
-        )
+        pad = lambda x: np.concatenate([x, np.repeat(x[:, -1:], length - t_played, axis=1)], axis=1)
         actions, rewards, dones, infos = jax.tree.map(pad, stacked)
         rollout = Rollout(actions, rewards, dones, infos, jnp.asarray(valid), final_state)
         metrics = jax.tree.map(np.asarray, self._programs.metrics(rollout))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-from dilemmax.llm.client import ChatRequest, Client, Completion
+from dilemmax.llm.client import ChatRequest, Client, Completion, OnResult
 
 
 @dataclass
@@ -116,11 +116,13 @@ class LLMPolicy:
         self._protocol: TextProtocol | None = None
         self._memory: dict[str, Any] = {}
 
-    def ask(self, prompts: Sequence[Prompt]) -> list[Completion]:
-        """One batched client call for ``prompts`` (in order)."""
+    def ask(self, prompts: Sequence[Prompt], on_result: OnResult | None = None) -> list[Completion]:
+        """One batched client call for ``prompts`` (in order); ``on_result(i, completion)`` as
+        each finishes."""
         if not prompts:
             return []
-        completions = self.client.complete([ChatRequest.from_prompt(p) for p in prompts])
+        requests = [ChatRequest.from_prompt(p) for p in prompts]
+        completions = self.client.complete(requests, on_result)
         if len(completions) != len(prompts):
             raise RuntimeError(
                 f"{self.name}: client returned {len(completions)} replies for {len(prompts)}"

@@ -11,6 +11,7 @@ client's retries and the harness's resume are tested against real HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -131,10 +132,8 @@ class LocalChatServer:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def _error(self, status: int, message: str):
                 body = {"error": {"message": message, "type": "test", "code": str(status)}}

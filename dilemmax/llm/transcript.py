@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -119,7 +120,8 @@ class Transcript:
             elif row.get("type") == "episode":
                 self.episodes_written.add(str(row.get("id")))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = open(self.path, "a+", encoding="utf-8")
+        self._lock = threading.Lock()  # client threads record calls as they return
+        self._file: IO[str] = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._file.truncate(end)  # drop a partial last line before appending
         self._file.seek(end)
         if not rows:
@@ -139,7 +141,8 @@ class Transcript:
 
     def record_call(self, row: Mapping[str, Any]) -> None:
         row = {"type": "call", **row}
-        self.recorded[row["key"]] = row
+        with self._lock:
+            self.recorded[row["key"]] = row
         self._write(row)
 
     def record_episode(self, episode_id: str, row: Mapping[str, Any]) -> None:
@@ -149,8 +152,10 @@ class Transcript:
         self._write({"type": "episode", "id": episode_id, **_jsonable(dict(row))})
 
     def _write(self, row: Mapping[str, Any]) -> None:
-        self._file.write(json.dumps(_jsonable(dict(row)), ensure_ascii=False) + "\n")
-        self._file.flush()
+        line = json.dumps(_jsonable(dict(row)), ensure_ascii=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
 
     def close(self) -> None:
         if not self._file.closed:
