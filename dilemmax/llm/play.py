@@ -141,6 +141,22 @@ class _Programs:
         self.metrics = jax.jit(jax.vmap(env.episode_metrics))
 
 
+_PROGRAMS: dict[tuple, _Programs] = {}
+
+
+def _programs_for(env: MultiAgentEnv, seats: Sequence[Seat], num_steps: int) -> _Programs:
+    """Compiled programs shared by every run with the same env, jittable seats and length (a
+    model seat contributes a placeholder, so which model it is does not matter)."""
+    key = (id(env), tuple(None if s.is_model else id(s.policy) for s in seats), num_steps)
+    cached = _PROGRAMS.get(key)
+    if cached is None or cached.env is not env:
+        if len(_PROGRAMS) >= 32:  # a long-lived process building many envs
+            _PROGRAMS.clear()
+        cached = _PROGRAMS[key] = _Programs(env, seats, num_steps)
+        cached.seats = list(seats)  # keeps the policies alive, so their ids stay theirs
+    return cached
+
+
 # --------------------------------------------------------------------------- the runner
 class BatchedPlay:
     """Plays episodes of ``env`` in waves of ``num_envs`` parallel environments.
@@ -183,7 +199,7 @@ class BatchedPlay:
         self.transcript = transcript
         self.progress = progress
         self.stats: dict[str, CallStats] = {}
-        self._programs = _Programs(env, self.seats, self.num_steps)
+        self._programs = _programs_for(env, self.seats, self.num_steps)
         self._model_agents = [a for a, s in zip(env.agents, self.seats, strict=True) if s.is_model]
 
     # ------------------------------------------------------------------ public

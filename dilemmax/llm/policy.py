@@ -91,7 +91,7 @@ def parse_safely(protocol: TextProtocol, text: str, prompt: Prompt) -> ParsedRep
         return ParsedReply(int(fallback), False, f"parser raised {type(error).__name__}")
 
 
-@dataclass
+@dataclass(eq=False)
 class LLMPolicy:
     """A seat played by a language model behind ``client``.
 
