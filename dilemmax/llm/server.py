@@ -36,6 +36,8 @@ class LocalChatServer:
             request gets the fault instead of a reply. ``"hold"`` blocks the request until
             :meth:`release` (or the server stops), so a test can kill a client mid-call.
         timeout_delay: seconds a ``"timeout"`` fault waits before answering.
+        structured_output: if False, a request with ``response_format`` gets 400 (a server
+            without structured output).
 
     Attributes:
         received: requests that arrived (every attempt, retries included).
@@ -48,6 +50,7 @@ class LocalChatServer:
         reply: Reply,
         faults: dict[int, str] | None = None,
         timeout_delay: float = 2.0,
+        structured_output: bool = True,
     ):
         self.reply = reply
         self.faults = dict(faults or {})
@@ -55,6 +58,10 @@ class LocalChatServer:
         if bad:
             raise ValueError(f"unknown fault(s) {bad}; choose from {FAULTS}")
         self.timeout_delay = float(timeout_delay)
+        self.structured_output = bool(structured_output)
+        self.bodies: list[dict] = []  # every well-formed request body, in arrival order
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.received = 0
         self.answered = 0
         self.held = threading.Event()
@@ -164,7 +171,18 @@ class LocalChatServer:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     return self._error(400, "request body is not JSON")
-                payload = json.dumps(server._completion(body)).encode()
+                with server._lock:
+                    server.bodies.append(body)
+                if "response_format" in body and not server.structured_output:
+                    return self._error(400, "response_format is not supported")
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    payload = json.dumps(server._completion(body)).encode()
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
                 self._send(200, payload)
                 with server._lock:
                     server.answered += 1
