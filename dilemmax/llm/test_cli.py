@@ -102,3 +102,40 @@ def test_open_harvest_homogeneous_team_and_mixed_arena(tmp_path):
     assert seatings == {("openai:tiny", "scripted:greedy"), ("scripted:greedy", "openai:tiny")}
     assert all(e["truncated"] and e["steps"] == 2 for e in results["episodes"])
     assert "return[openai:tiny]" in results["summary"]["all"]
+
+
+def fake_trained_run(folder, env_id="moral_hazard"):
+    """A run folder as ``dilemmax train`` writes it, holding an untrained actor (one seed)."""
+    import jax
+    import jax.numpy as jnp
+    from flax import serialization
+
+    from dilemmax.agents.networks import NetworkSpec, make_actor
+
+    env = dilemmax.make(env_id)
+    spec = NetworkSpec(hidden=8, num_layers=1)
+    space = env.observation_space(env.agents[0])
+    actor = make_actor(spec, space, env.action_space(env.agents[0]).n, env.num_agents)
+    params = actor.init(jax.random.key(0), jnp.zeros(space.shape, space.dtype), jnp.int32(0))
+    stacked = jax.tree.map(lambda x: x[None], params)
+    config = {"env": env_id, "env_kwargs": {}, "shared_params": True, **spec.to_dict()}
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    checkpoint = {"runner_state": {"params": {"actor": stacked}}}
+    (folder / "checkpoints" / "ckpt_1.msgpack").write_bytes(
+        serialization.msgpack_serialize(jax.tree.map(jnp.asarray, checkpoint))
+    )
+    return folder
+
+
+def test_a_trained_seat_beside_a_scripted_one(tmp_path, capsys):
+    run = fake_trained_run(tmp_path / "trained")
+    argv = MH + ["--seat", f"agent_0=trained:{run},greedy", "--seat",
+                 "agent_1=scripted:teacher", "--episodes", "4", "--envs", "4",
+                 "--json", str(tmp_path / "r.json")]  # fmt: skip
+    assert main(argv) == 0
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert f"return[trained:{run},greedy]" in results["summary"]["all"]
+    assert results["calls"] == {}
+    assert main(["play", "consequence", "--seats", f"trained:{run}", "--no-progress"]) == 2
+    assert "trained on moral_hazard, not consequence" in capsys.readouterr().err
