@@ -115,7 +115,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.part == "overhead":
-        print("| game | model agent-steps | harness ms / agent-step | protocol turn+parse ms | load |")
+        print("| game | model agent-steps | harness ms / agent-step | turn+parse ms | load |")
         print("| --- | ---: | ---: | ---: | --- |")
         for game in args.games:
             num_envs = args.envs[0]
