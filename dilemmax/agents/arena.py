@@ -148,7 +148,7 @@ class Arena:
 
     def _play(self, key, config, write: Callable, capture: Callable | None) -> dict:
         env = self.env
-        for policy in self.seats:
+        for policy in {id(p): p for p in self.seats}.values():  # once per policy
             reset_policy(policy)
         key_config, key_reset, key_run = jax.random.split(key, 3)
         if config is None:

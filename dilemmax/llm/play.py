@@ -228,7 +228,7 @@ class BatchedPlay:
         padded = wave + [wave[0]] * (self.num_envs - n)  # inactive copies keep shapes fixed
         keys = jnp.stack([job.key for job in padded])
         if configs is None:
-            batch_configs = jax.vmap(env.sample_config)(keys)  # placeholder, not used
+            batch_configs = keys  # a placeholder: each episode samples its own configuration
             use_config = False
         else:
             index = jnp.asarray([job.config_index for job in padded])
