@@ -223,7 +223,7 @@ class BatchedPlay:
 
     # ------------------------------------------------------------------ one wave
     def _play_wave(self, wave: list[_Job], configs, part: str, memories) -> tuple[dict, list]:
-        env, programs = self.env, self._programs
+        programs = self._programs
         n = len(wave)
         padded = wave + [wave[0]] * (self.num_envs - n)  # inactive copies keep shapes fixed
         keys = jnp.stack([job.key for job in padded])

@@ -74,21 +74,24 @@ class CallStats:
 
 
 def reflect_reply(prompt: Prompt, text: str, error: str = "") -> ParsedReply:
-    """A reflect call's reply as a :class:`ParsedReply` (it plays no action: ``action`` -1)."""
+    """A reflect reply as a :class:`ParsedReply` (it plays no action: ``action`` -1); what a
+    protocol's parser that failed on a reflect reply leaves the memory hooks."""
     text = text if isinstance(text, str) else ""
     valid = bool(text.strip()) and not error
     return ParsedReply(-1, valid, error or ("" if valid else "empty reply"), text.strip())
 
 
 def parse_safely(protocol: TextProtocol, text: str, prompt: Prompt) -> ParsedReply:
-    """``protocol.parse_reply``; a parser that raises (it must not) gives an invalid reply."""
-    if prompt.kind != "act":
-        return reflect_reply(prompt, text)
+    """``protocol.parse_reply`` for every kind of call (a reflect reply's lessons are read by
+    the protocol's parser too). A parser that raises (it must not) gives an invalid reply."""
     try:
         return protocol.parse_reply(text, prompt)
     except Exception as error:  # untrusted text must never stop a run
+        reason = f"parser raised {type(error).__name__}"
+        if prompt.kind != "act":
+            return reflect_reply(prompt, text, reason)
         fallback = prompt.context.get("invalid_action", 0) if prompt.context else 0
-        return ParsedReply(int(fallback), False, f"parser raised {type(error).__name__}")
+        return ParsedReply(int(fallback), False, reason)
 
 
 @dataclass(eq=False)

@@ -36,8 +36,13 @@ class RecordingProtocol(MoralHazardText):
         prompt = super().turn(state, agent, memory)
         return Prompt(prompt.system, prompt.user, context=prompt.context)
 
+    def parse_reply(self, reply, prompt):
+        if prompt.kind == "reflect":  # the lesson is read by the parser, kept by after_reply
+            return ParsedReply(c.NO_MOVE, True, fields={"lesson": reply.strip()})
+        return super().parse_reply(reply, prompt)
+
     def after_reply(self, memory, agent, prompt, reply, parsed):
-        memory["log"].append((prompt.kind, reply))
+        memory["log"].append((prompt.kind, parsed.fields.get("lesson", reply)))
 
     def after_step(self, memory, agent, state, actions, infos, next_state):
         if int(state.stage) == c.WORK:
@@ -123,6 +128,7 @@ def test_memory_is_per_env_and_agent(env):
         kinds = [kind for kind, _ in memory["log"]]
         expected = 4 if memory["agent"] == "agent_0" else 3  # agent_1 has no note turn
         assert len(kinds) == expected and kinds.count("reflect") == 1
+        assert ("reflect", "LESSON: query when the team value is high") in memory["log"]
 
 
 def test_parser_that_raises_gives_an_invalid_move(env):
@@ -212,8 +218,8 @@ def test_consequence_grid_with_a_model_seat(tmp_path):
     assert {"prompt", "reply", "action", "valid", "prompt_hash", "latency_s"} <= set(calls[0])
 
 
-def test_reflect_reply_plays_no_action():
+def test_a_parser_failing_on_a_reflect_reply_keeps_its_text():
     from dilemmax.llm.policy import parse_safely
 
     parsed = parse_safely(None, "  a lesson ", Prompt("", "q", kind="reflect"))
-    assert parsed == ParsedReply(-1, True, "", "a lesson")
+    assert parsed == ParsedReply(-1, False, "parser raised AttributeError", "a lesson")
