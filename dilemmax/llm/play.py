@@ -241,16 +241,14 @@ class BatchedPlay:
         steps, played = [], np.zeros(self.num_envs, np.int32)
         for t in range(self.num_steps):
             actions = programs.act(step_keys[:, t], obs, state)
-            host_state = jax.device_get(state) if self._model_agents else None
-            actions = self._model_actions(wave, part, t, host_state, actions, live, memory)
+            host_state, actions = self._model_actions(wave, part, t, state, actions, live, memory)
             next_obs, next_state, rewards, dones, infos = programs.step(
                 step_keys[:, t], obs, state, actions, finished
             )
             steps.append(jax.device_get((actions, rewards, dones, infos)))
             played += live
             if self._model_agents:
-                host_next = jax.device_get(next_state)
-                self._observe(wave, part, t, host_state, steps[-1], host_next, live, memory)
+                self._observe(wave, part, t, host_state, steps[-1], next_state, live, memory)
             obs, state = next_obs, next_state
             live = live & ~np.asarray(steps[-1][2]["__all__"])
             finished = jnp.asarray(~live)
@@ -272,9 +270,11 @@ class BatchedPlay:
         return memory
 
     # ------------------------------------------------------------------ model seats
-    def _model_actions(self, wave, part, t, host_state, actions, live, memory) -> dict:
+    def _model_actions(self, wave, part, t, state, actions, live, memory) -> tuple[Any, dict]:
+        """(the state on the host, every seat's actions with the model seats' filled in)."""
         if not self._model_agents:
-            return actions
+            return None, actions
+        host_state = jax.device_get(state)
         actions = {a: np.array(v) for a, v in actions.items()}
         asks: list[tuple[int, str, Prompt]] = []
         for e in np.flatnonzero(live):
@@ -288,9 +288,10 @@ class BatchedPlay:
         replies = self._exchange(wave, part, t, asks, memory)
         for (e, agent, _), parsed in zip(asks, replies, strict=True):
             actions[agent][e] = int(parsed.action)
-        return {a: jnp.asarray(v, jnp.int32) for a, v in actions.items()}
+        return host_state, {a: jnp.asarray(v, jnp.int32) for a, v in actions.items()}
 
-    def _observe(self, wave, part, t, host_state, step, host_next, live, memory) -> None:
+    def _observe(self, wave, part, t, host_state, step, next_state, live, memory) -> None:
+        host_next = jax.device_get(next_state)
         actions, _, _, infos = step
         asks: list[tuple[int, str, Prompt]] = []
         for e in np.flatnonzero(live):
