@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -332,13 +333,20 @@ class BatchedPlay:
             replies[i] = (completion, False)
             self._record(keys[i], wave, part, t, asks[i], completion, parsed[i])
 
-        for seat_name, indices in missing.items():
+        def ask(seat_name: str, indices: list[int]) -> None:
             policy = next(s.policy for s in self.seats if s.name == seat_name)
             prompts = [asks[i][2] for i in indices]
-            completions = policy.ask(prompts, lambda j, c, idx=indices: record(idx[j], c))
+            completions = policy.ask(prompts, lambda j, c: record(indices[j], c))
             for i, completion in zip(indices, completions, strict=True):
                 if parsed[i] is None:  # a client that did not report it (it must)
                     record(i, completion)
+
+        if len(missing) == 1:
+            ask(*next(iter(missing.items())))
+        elif missing:  # different models answer at the same time
+            with ThreadPoolExecutor(len(missing)) as pool:
+                for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
+                    future.result()
         for i, (e, agent, prompt) in enumerate(asks):
             completion, replayed = replies[i]
             if parsed[i] is None:

@@ -28,13 +28,13 @@ class RecordingProtocol(MoralHazardText):
     every agent is asked one reflect question."""
 
     def new_memory(self, agent):
-        return {"agent": agent, "log": []}
+        return {"inner": super().new_memory(agent), "agent": agent, "log": []}
 
     def turn(self, state, agent, memory):
-        if not self.needs_reply(state, agent):
+        i = self.env.agent_index[agent]
+        if int(state.stage) == c.NOTE and not bool(state.queried[i]):
             return NoReply(c.NO_NOTE)
-        prompt = super().turn(state, agent, memory)
-        return Prompt(prompt.system, prompt.user, context=prompt.context)
+        return super().turn(state, agent, memory["inner"])
 
     def parse_reply(self, reply, prompt):
         if prompt.kind == "reflect":  # the lesson is read by the parser, kept by after_reply
@@ -43,6 +43,7 @@ class RecordingProtocol(MoralHazardText):
 
     def after_reply(self, memory, agent, prompt, reply, parsed):
         memory["log"].append((prompt.kind, parsed.fields.get("lesson", reply)))
+        super().after_reply(memory["inner"], agent, prompt, reply, parsed)
 
     def after_step(self, memory, agent, state, actions, infos, next_state):
         if int(state.stage) == c.WORK:
@@ -223,3 +224,14 @@ def test_a_parser_failing_on_a_reflect_reply_keeps_its_text():
 
     parsed = parse_safely(None, "  a lesson ", Prompt("", "q", kind="reflect"))
     assert parsed == ParsedReply(-1, False, "parser raised AttributeError", "a lesson")
+
+
+def test_two_models_each_answer_their_own_seat(env):
+    first, second = ScriptedClient(reply_for), ScriptedClient(reply_for)
+    seats = [Seat("a", LLMPolicy(first, "a")), Seat("b", LLMPolicy(second, "b"))]
+    runner = BatchedPlay(env, seats, RecordingProtocol(env), num_envs=ENVS)
+    runner.run(jax.random.key(2), 2)
+    turns = lambda client: [t for t in map(last_user_message, client.calls) if "===" in t]
+    assert turns(first) and all("Agent 1 of" in t for t in turns(first))
+    assert turns(second) and all("Agent 2 of" in t for t in turns(second))
+    assert runner.stats["a"].act_calls == 2 * 3 and runner.stats["b"].act_calls == 2 * 2
