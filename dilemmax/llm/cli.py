@@ -147,7 +147,11 @@ def _env_options(env_id: str, sets: dict) -> dict:
     from dilemmax.envs.registry import env_spec
 
     options = dict(sets)
-    params = inspect.signature(env_spec(env_id).load().__init__).parameters
+    try:
+        env_class = env_spec(env_id).load()
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    params = inspect.signature(env_class.__init__).parameters
     if "split" in params and "split" not in options:
         options["split"] = "held_out"  # language-model runs evaluate on unseen layouts/rules
     return options
@@ -160,6 +164,9 @@ def _make_env(env_id: str, options: dict):
         return dilemmax.make(env_id, **options)
     except (TypeError, ValueError) as error:
         raise UsageError(f"{env_id}: {error}") from error
+
+
+GRID_ENVS = ("consequence", "moral_hazard")
 
 
 def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, list[str]]]:
@@ -185,7 +192,7 @@ def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, lis
             )
             parts.append((f"n={n}", group_env, conditions.configs, list(conditions.names)))
         return parts
-    raise UsageError(f"{env_id} has no sweep grid (--grid is for consequence and moral_hazard)")
+    raise UsageError(f"{env_id} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
 
 
 # --------------------------------------------------------------------------- the command
@@ -250,6 +257,8 @@ def _play(args) -> int:
         raise UsageError("--max-steps must be >= 1")
     if args.resume and not args.out:
         raise UsageError("--resume needs the --out folder of the run to continue")
+    if args.grid and args.env not in GRID_ENVS:
+        raise UsageError(f"{args.env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
     options = _env_options(args.env, parse_assignments(args.set))
     protocol_options = parse_assignments(args.protocol, "--protocol")
     env = _make_env(args.env, options)

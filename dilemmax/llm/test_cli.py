@@ -32,6 +32,7 @@ MH = ["play", "moral_hazard", "--no-progress"]
         (MH + ["--seats", "hf:/no/such/model"], "no model at"),
         (MH + ["--seats", "scripted:teacher", "--set", "mapping='nope'"], "moral_hazard:"),
         (["play", "open_harvest", "--seats", "scripted:greedy", "--grid"], "no sweep grid"),
+        (["play", "chess", "--seats", "scripted:greedy"], "unknown environment 'chess'"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(argv, message, capsys, monkeypatch):
