@@ -8,7 +8,8 @@ Two measurements (compile excluded: every configuration is played once untimed f
   are subtracted. Reported as wall time and as CPU time of the harness thread (less sensitive
   to a loaded machine), with the part spent inside the game's protocol.
 - ``throughput``: agent-steps/s of batched play against the local OpenAI-compatible server
-  (``dilemmax.llm.server``, instant replies over real HTTP), at 1, 16 and 256 envs.
+  (``python -m dilemmax.llm.server``, in its own process: instant replies over real HTTP), at
+  1, 16 and 256 envs; every seat is the model.
 
     python benchmarks/llm_harness.py overhead
     python benchmarks/llm_harness.py throughput --envs 1 16 256
@@ -101,18 +102,34 @@ def overhead(env_id: str, num_envs: int, episodes: int, repeats: int) -> dict:
     return {"env": env_id, **best, "load": load()}
 
 
+def _server_process(reply: str):
+    """The local server in its own process (so it does not share this one's GIL)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dilemmax.llm.server", "--reply", reply],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process, process.stdout.readline().strip()
+
+
 def throughput(env_id: str, num_envs: int, episodes: int, concurrency: int) -> dict:
     from dilemmax.llm.openai_client import OpenAIClient
-    from dilemmax.llm.server import LocalChatServer
 
     env = dilemmax.make(env_id)
     steps = GRID_STEPS if env.max_steps > 100 else None
-    with LocalChatServer(lambda body: REPLIES[env_id]) as server:
-        client = OpenAIClient("local", base_url=server.base_url, concurrency=concurrency)
+    process, base_url = _server_process(REPLIES[env_id])
+    try:
+        client = OpenAIClient("local", base_url=base_url, concurrency=concurrency)
         model = LLMPolicy(client, "model")
         seats = [Seat("model", model)] * env.num_agents
         _play(env, seats, num_envs, episodes, steps)  # compile and warm the connections
         seconds, result, runner = _play(env, seats, num_envs, episodes, steps)
+    finally:
+        process.kill()
+        process.wait()
     calls = runner.stats["model"].calls
     return {
         "env": env_id,

@@ -188,3 +188,20 @@ class LocalChatServer:
                     server.answered += 1
 
         return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m dilemmax.llm.server --reply TEXT``: serve one fixed reply until killed (a
+    stand-in server for benchmarks and demos); prints the base URL on its first line."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--reply", default="ACTION QUERY", help="the text every call gets")
+    args = parser.parse_args(argv)
+    server = LocalChatServer(lambda body: args.reply).start()
+    print(server.base_url, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
