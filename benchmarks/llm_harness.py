@@ -3,7 +3,7 @@
 Two measurements (compile excluded: every configuration is played once untimed first):
 
 - ``overhead``: the harness's host work per model agent-step (the protocol's turn and parse,
-  memory hooks, device-to-host copies of the state, transcript-free bookkeeping and stats), the
+  memory hooks, device-to-host copies of the state, the transcript line, stats), the
   client excluded: every seat is a model behind an instant scripted client whose own seconds
   are subtracted. Reported as wall time and as CPU time of the harness thread (less sensitive
   to a loaded machine), with the part spent inside the game's protocol.
@@ -18,7 +18,9 @@ Two measurements (compile excluded: every configuration is played once untimed f
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import jax
 from timing import load, machine
@@ -27,6 +29,7 @@ import dilemmax
 from dilemmax.llm.client import ScriptedClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.transcript import Transcript
 
 # A well-formed reply per game (the parser's cost on a typical reply).
 REPLIES = {
@@ -82,13 +85,16 @@ def overhead(env_id: str, num_envs: int, episodes: int, repeats: int) -> dict:
     seats = [Seat("model", model)] * env.num_agents
     _play(env, seats, num_envs, episodes, steps, protocol)  # compile
     best = None
-    for _ in range(repeats):
+    for repeat in range(repeats):
         harness = _Clock()
-        runner = BatchedPlay(env, seats, protocol, num_envs=num_envs, max_steps=steps)
+        path = Path(tempfile.mkdtemp()) / f"transcript_{repeat}.jsonl"
+        transcript = Transcript(path, {"benchmark": env_id})  # written as in a real run
+        runner = BatchedPlay(env, seats, protocol, num_envs, steps, transcript)
         runner._model_actions = harness.wrap(runner._model_actions)
         runner._observe = harness.wrap(runner._observe)
         client_clock.wall = client_clock.cpu = protocol_clock.wall = protocol_clock.cpu = 0.0
         runner.run(jax.random.key(1), episodes)
+        transcript.close()
         calls = runner.stats["model"].calls
         row = {
             "wall_ms": (harness.wall - client_clock.wall) / calls * 1e3,
