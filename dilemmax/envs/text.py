@@ -14,6 +14,11 @@ Two layers:
   drives. It carries the per-agent memory each paper's protocol keeps (notes, rules ledger,
   earlier trials, earlier rounds) and hands the parser only what it needs, in a :class:`Prompt`,
   never the env state. A harness that uses only this interface plays every game.
+
+Every parser is total and linear in the reply; the building blocks (length cap, ASCII-only
+integers, bounded JSON extraction, keyword lines) are in :mod:`dilemmax.envs.text_parsing`. The
+OpenSocialJax agent protocol both grid games share (notes, plan, recent steps, trial-end
+reflection, the JSON reply, ``explore_share``) is in :mod:`dilemmax.envs.osj_protocol`.
 """
 
 from __future__ import annotations
