@@ -86,7 +86,7 @@ def summarize(
         episodes += list(infos)
     labels = [group_of(info) for info in episodes]
     groups = list(dict.fromkeys(labels))
-    names = list(columns)
+    names = sorted(columns)
     out: dict[str, dict[str, tuple[float, float, float]]] = {}
     for g, group_key in zip(groups, jax.random.split(key, max(len(groups), 1)), strict=False):
         rows = [i for i, label in enumerate(labels) if label == g]
