@@ -76,6 +76,10 @@ class Arena:
             except NotImplementedError:
                 text_protocol = None
         self.text_protocol = text_protocol
+        unique = {id(p): p for p in self.seats}.values()
+        for policy in unique:  # model seats read their turns from the protocol
+            if callable(getattr(policy, "bind", None)):
+                policy.bind(env, text_protocol)
         self._reset_to = jax.jit(env.reset_to)
         self._sample_config = jax.jit(env.sample_config)
         self._step = jax.jit(env.step_env)
@@ -145,7 +149,7 @@ class Arena:
 
     def _play(self, key, config, write: Callable, capture: Callable | None) -> dict:
         env = self.env
-        for policy in self.seats:
+        for policy in {id(p): p for p in self.seats}.values():  # once per policy
             reset_policy(policy)
         key_config, key_reset, key_run = jax.random.split(key, 3)
         if config is None:
@@ -157,8 +161,10 @@ class Arena:
         for t, step_key in enumerate(jax.random.split(key_run, env.max_steps)):
             key_act, key_step = jax.random.split(step_key)
             actions = self._act(key_act, obs, state)
+            before = state
             obs, state, rewards, dones, infos = self._step(key_step, state, actions)
             steps.append((actions, rewards, dones, infos))
+            self._notify("after_step", before, actions, infos, state)
             if self.on_step is not None:
                 self.on_step()
             write({"t": t, "actions": _to_json(actions), "rewards": _to_json(rewards),
@@ -167,8 +173,16 @@ class Arena:
                 capture(np.asarray(env.render(state, "rgb_array")))
             if bool(dones["__all__"]):
                 break
+        self._notify("end_episode", state)
         rollout = _pad_rollout(steps, state, env.max_steps)
         return jax.tree.map(np.asarray, self._metrics(rollout))
+
+    def _notify(self, hook: str, *args) -> None:
+        """Calls ``policy.<hook>(agent, *args)`` on seats that keep memory (language models)."""
+        for agent, policy in zip(self.env.agents, self.seats, strict=True):
+            method = getattr(policy, hook, None)
+            if callable(method) and not is_jittable(policy):
+                method(agent, *args)
 
     def _act(self, key, obs, state) -> dict:
         env = self.env
