@@ -6,8 +6,9 @@
 #   bash benchmarks/finetune/cpu_demo.sh [OUT]      (default OUT=benchmarks/finetune/results/cpu_demo)
 set -euo pipefail
 OUT=${1:-benchmarks/finetune/results/cpu_demo}
-SFT_STEPS=${SFT_STEPS:-300}
-RLOO_STEPS=${RLOO_STEPS:-40}
+SFT_STEPS=${SFT_STEPS:-600}
+RLOO_STEPS=${RLOO_STEPS:-30}
+RLOO_LR=${RLOO_LR:-2e-5}
 EPISODES=${EPISODES:-2}       # evaluation episodes per condition (15 conditions)
 REWARD_RECORDS=${REWARD_RECORDS:-60}
 THREADS=${THREADS:-1}
@@ -23,9 +24,9 @@ MODEL=${MODEL:-$OUT/tiny}
 # 3. LoRA SFT (tiny-model overrides: lr 3e-3, batch 4 x 1, output layer and norms trained beside LoRA)
 run dilemmax finetune sft --model "$MODEL" --data "$OUT/data" --out "$OUT/sft" --steps "$SFT_STEPS" \
   --lr 3e-3 --batch 4 --accum 1 --warmup 10 --lora-save lm_head,norm --threads "$THREADS" --save-steps 100
-# 4. RLOO from the SFT adapter (K=5, T=1.0, top-p 1.0, beta 0.03, 128 tokens; demo lr 2e-4)
+# 4. RLOO from the SFT adapter (K=5, T=1.0, top-p 1.0, beta 0.03, 128 tokens; demo lr $RLOO_LR)
 run dilemmax finetune rloo --model "$MODEL" --adapter "$OUT/sft/adapter" --data "$OUT/data" \
-  --out "$OUT/sft_rloo" --steps "$RLOO_STEPS" --lr 2e-4 --warmup 2 --threads "$THREADS" --save-steps 20 \
+  --out "$OUT/sft_rloo" --steps "$RLOO_STEPS" --lr "$RLOO_LR" --warmup 2 --threads "$THREADS" --save-steps 20 \
   --logging-steps 5
 # 5. mean RLOO reward on held-out prompts (one sampled reply each, T=1.0): base, SFT, SFT+RLOO
 for m in base sft sft_rloo; do
@@ -35,6 +36,6 @@ for m in base sft sft_rloo; do
 done
 # 6. game outcomes on the 15-condition grid through the play harness (greedy replies)
 run dilemmax finetune evaluate --model "$MODEL" --adapter sft="$OUT/sft/adapter" \
-  --adapter sft_rloo="$OUT/sft_rloo/adapter" --episodes "$EPISODES" --threads "$THREADS" \
-  --out "$OUT/eval" --no-progress
+  --adapter sft_rloo="$OUT/sft_rloo/adapter" --episodes "$EPISODES" --max-tokens 96 \
+  --threads "$THREADS" --out "$OUT/eval" --no-progress
 uptime | tee "$OUT/uptime_end.txt"
