@@ -269,10 +269,11 @@ def _methods(specs) -> dict[str, str | None]:
 
 
 def _cmd_evaluate(args) -> int:
-    from dilemmax.finetune.datasets import paper_protocol_options
+    from dilemmax.finetune.datasets import load_spec, paper_protocol_options, sft_grid
     from dilemmax.finetune.evaluate import evaluate_methods, table3, write_report
 
     _threads(args)
+    grid = sft_grid(load_spec(args.conditions)) if args.conditions else None
     results = evaluate_methods(
         args.model,
         _methods(args.adapter),
@@ -286,6 +287,7 @@ def _cmd_evaluate(args) -> int:
         num_envs=args.envs,
         batch_size=args.batch,
         progress=not args.no_progress,
+        grid=grid,
     )
     paths = write_report(results, args.out)
     print(table3(results))
@@ -409,6 +411,11 @@ def add_commands(subparsers) -> None:
     p.add_argument("--batch", type=int, default=16, help="prompts per generate call")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", required=True, help="report folder (results.json, table3.md, png)")
+    p.add_argument(
+        "--conditions",
+        metavar="DATA",
+        help="play the condition grid of this dataset folder instead of the paper's 15",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_evaluate)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -438,6 +438,16 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     with Path(path).open() as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def load_spec(data_dir: str | Path) -> DatasetSpec:
+    """The :class:`DatasetSpec` a dataset folder was written with (its ``spec.json``)."""
+    raw = json.loads((Path(data_dir) / "spec.json").read_text())
+    names = {f.name for f in fields(DatasetSpec)}
+    values = {k: v for k, v in raw.items() if k in names}
+    for name in ("costs", "team_weights", "num_agents", "provenances", "fractions"):
+        values[name] = tuple(values[name])
+    return DatasetSpec(**values)
 
 
 def save_dataset(spec: DatasetSpec, out_dir: str | Path, progress: bool = True) -> dict[str, Path]:

@@ -50,9 +50,12 @@ def play_method(
     batch_size: int = 16,
     mapping: str = "highest",
     progress: bool = True,
+    grid: Mapping[int, Any] | None = None,
 ) -> Summary:
-    """Plays ``num_episodes`` episodes of each of the 15 conditions with the model (and adapter)
-    in every seat. Returns {"all" | condition name -> outcome -> (mean, low, high)}."""
+    """Plays ``num_episodes`` episodes of each of the 15 conditions (or of ``grid``, a
+    ``{n: ConditionSet}`` such as a dataset's :func:`~dilemmax.finetune.datasets.sft_grid`) with
+    the model (and adapter) in every seat. Returns {"all" | condition name -> outcome -> (mean,
+    low, high)}."""
     import torch
     from tqdm.auto import tqdm
 
@@ -76,7 +79,7 @@ def play_method(
     policy = LLMPolicy(client, name=name)
     key = jax.random.key(seed)
     parts, names_of = [], {}
-    grid = condition_grid(mapping)
+    grid = condition_grid(mapping) if grid is None else grid
     total = sum(len(s) for s in grid.values()) * num_episodes
     bar = tqdm(total=total, desc=f"play {name}", disable=not progress)
     for (n, conditions), part_key in zip(

@@ -3,7 +3,9 @@ are by episode, and everything follows from the seed."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from dataclasses import asdict
 
 import jax
 import numpy as np
@@ -17,9 +19,11 @@ from dilemmax.finetune.conftest import SMALL_SPEC
 from dilemmax.finetune.datasets import (
     build_records,
     decode_state,
+    load_spec,
     move_line,
     prompt_of,
     protocol_for,
+    sft_grid,
     split_of_episodes,
 )
 from dilemmax.finetune.rewards import score_records
@@ -131,3 +135,20 @@ def test_same_seed_same_records_other_seed_other_cases(small_records):
 )
 def test_move_line(action, agent, n, line):
     assert move_line(action, agent, n) == line
+
+
+def test_load_spec_round_trips_and_gives_the_dataset_grid(tmp_path):
+    # What `dilemmax finetune evaluate --conditions DATA` plays: the grid the data was drawn from.
+    spec_dict = asdict(SMALL_SPEC)
+    spec_dict["counts"] = {"train": 1}
+    (tmp_path / "spec.json").write_text(json.dumps(spec_dict))
+    spec = load_spec(tmp_path)
+    assert spec == SMALL_SPEC
+    grid = sft_grid(spec)
+    assert sorted(grid) == [2, 3]
+    assert grid[2].names == (
+        "n=2 k=0.00 w_T=0.50 provenance=anonymous",
+        "n=2 k=0.00 w_T=0.50 provenance=visible",
+        "n=2 k=0.35 w_T=0.50 provenance=anonymous",
+        "n=2 k=0.35 w_T=0.50 provenance=visible",
+    )
