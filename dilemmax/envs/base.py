@@ -192,9 +192,7 @@ class MultiAgentEnv(abc.ABC):
         observation and state are the first of the next episode.
         """
         key_step, key_reset = jax.random.split(typed_key(key))
-        obs, state, rewards, dones, infos = self.step_env(
-            key_step, state, scalar_actions(actions)
-        )
+        obs, state, rewards, dones, infos = self.step_env(key_step, state, scalar_actions(actions))
 
         if reset_state is not None:
             obs, state = jax.tree.map(

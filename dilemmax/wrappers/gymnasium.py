@@ -130,7 +130,7 @@ class SingleSeatEnv(gymnasium.Env):
             return self._observation(), self.illegal_reward, True, False, info
         self._key, key = jax.random.split(self._key)
         self._obs, self._state, rewards, dones, _ = self._step(
-            key, self._state, self._obs, jax_action(parsed)
+            key, self._state, self._obs, jax_action(parsed, self.action_space.n)
         )
         terminated = bool(dones[self.agent]) or bool(dones["__all__"])
         self._over = terminated
@@ -241,9 +241,7 @@ class SingleSeatVectorEnv(gymnasium.vector.VectorEnv):
             pick = lambda f, n: jnp.where(done.reshape((-1,) + (1,) * (n.ndim - 1)), f, n)
             return jax.tree.map(pick, (fresh_obs, fresh_state), (next_obs, next_state))
 
-        new_obs, new_state = jax.lax.cond(
-            jnp.any(done), restart, lambda: (next_obs, next_state)
-        )
+        new_obs, new_state = jax.lax.cond(jnp.any(done), restart, lambda: (next_obs, next_state))
         return new_obs, new_state, next_obs[self.agent], reward, done
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -267,7 +265,8 @@ class SingleSeatVectorEnv(gymnasium.vector.VectorEnv):
             i = int(np.argmin(legal))
             check_action(f"{self.agent} (env {i})", actions[i], self._masks[i])
         forced = ~legal if self.illegal_action == "terminate" else np.zeros(self.num_envs, bool)
-        jax_actions = np.array([jax_action(p) for p in parsed], np.int32)
+        n = self.single_action_space.n
+        jax_actions = np.array([jax_action(p, n) for p in parsed], np.int32)
         self._key, key = jax.random.split(self._key)
         self._obs, self._state, final_obs, reward, done = self._step(
             key, self._state, self._obs, jax_actions, forced

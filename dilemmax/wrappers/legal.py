@@ -15,10 +15,6 @@ import numpy as np
 
 ILLEGAL_ACTION_MODES = ("raise", "noop", "terminate")
 
-# What the JAX envs receive for an action that is not an int32 at all (a float, NaN, a string):
-# out of range in every game, so the env plays its documented no-op and flags it invalid.
-OUT_OF_RANGE = -1
-
 
 class LegalDiscrete(gymnasium.spaces.Discrete):
     """A Discrete space whose unmasked ``sample()`` draws among the currently legal actions."""
@@ -74,10 +70,15 @@ def check_action(agent: str, action: Any, mask: np.ndarray) -> int:
     return as_int
 
 
-def jax_action(action: int | None) -> np.int32:
-    """What the JAX env is given for a (possibly illegal) parsed action under ``"noop"``."""
-    if action is None or not np.iinfo(np.int32).min <= action <= np.iinfo(np.int32).max:
-        return np.int32(OUT_OF_RANGE)
+def jax_action(action: int | None, num_actions: int) -> np.int32:
+    """What the JAX env is given for a (possibly illegal) parsed action under ``"noop"``.
+
+    An action in ``0 .. n - 1`` goes through as it is (a masked one is the env's to handle);
+    anything else (negative, too large, not an integer) becomes ``n``: out of range in every
+    game, so the env plays its documented no-op for it and flags it invalid.
+    """
+    if action is None or not 0 <= action < num_actions:
+        return np.int32(num_actions)
     return np.int32(action)
 
 

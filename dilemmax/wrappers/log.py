@@ -81,9 +81,7 @@ class LogWrapper:
         obs, env_state = self._env.reset_to(key, config)
         return obs, self._wrap(env_state)
 
-    def step(
-        self, key: jax.Array, state: LogState, actions, reset_state=None, *, full_infos=False
-    ):
+    def step(self, key: jax.Array, state: LogState, actions, reset_state=None, *, full_infos=False):
         """The wrapped env's step plus the logging keys (each ``[num_agents]``).
 
         The env's own infos come in the per-agent layout (JaxMARL's) unless ``full_infos``.

@@ -93,6 +93,12 @@ class DilemmaxParallelEnv(ParallelEnv):
         illegal_reward: the offender's reward under ``"terminate"``.
         mask_in_obs: observations as ``{"observation", "action_mask"}`` dicts.
         max_cycles: truncate the episode after this many steps (None: the game's own end only).
+        keep_done_agents: keep agents who are done (an eliminated player) in ``env.agents``
+            until the episode ends, as vectorising code that needs a fixed set of agents
+            (SuperSuit's ``pettingzoo_env_to_vec_env_v1``, hence Stable-Baselines3) wants: they
+            go on acting in their seat, where the JAX game ignores their moves (an eliminated
+            player has one legal action), and receive the game's rewards (0 once eliminated);
+            terminations and truncations are then those of the whole episode.
         **options: the env's static options.
     """
 
@@ -105,6 +111,7 @@ class DilemmaxParallelEnv(ParallelEnv):
         illegal_reward: float = -1.0,
         mask_in_obs: bool = False,
         max_cycles: int | None = None,
+        keep_done_agents: bool = False,
         **options,
     ):
         self.env, self._reset, self._step, self._mask, self._global_state = _compiled(
@@ -120,6 +127,7 @@ class DilemmaxParallelEnv(ParallelEnv):
         self.illegal_reward = float(illegal_reward)
         self.mask_in_obs = bool(mask_in_obs)
         self.max_cycles = None if max_cycles is None else int(max_cycles)
+        self.keep_done_agents = bool(keep_done_agents)
         self.metadata = {
             "name": f"dilemmax/{env_id}",
             "render_modes": render_modes,
@@ -192,7 +200,9 @@ class DilemmaxParallelEnv(ParallelEnv):
         # Agents already removed still occupy a seat in the JAX game: they play their first legal
         # action (for an eliminated player, the only one).
         full = {
-            a: jax_action(parsed[a]) if a in parsed else np.int32(np.argmax(self._masks[a]))
+            a: jax_action(parsed[a], self._masks[a].shape[0])
+            if a in parsed
+            else np.int32(np.argmax(self._masks[a]))
             for a in self.possible_agents
         }
         self._key, key_step = jax.random.split(self._key)
@@ -202,7 +212,10 @@ class DilemmaxParallelEnv(ParallelEnv):
         acting = list(self.agents)
         self._last_obs = self._numpy_obs(obs)
         rewards = {a: float(rewards[a]) for a in acting}
-        terminations = {a: bool(dones[a]) or bool(dones["__all__"]) for a in acting}
+        if self.keep_done_agents:
+            terminations = dict.fromkeys(acting, bool(dones["__all__"]))
+        else:
+            terminations = {a: bool(dones[a]) or bool(dones["__all__"]) for a in acting}
         time_up = self.max_cycles is not None and self._cycles >= self.max_cycles
         truncations = {a: time_up and not terminations[a] for a in acting}
         self._refresh_masks()

@@ -65,7 +65,7 @@ def _ippo_ff(env, key):
         obs, state, reward, done, info = jax.vmap(env.step)(
             jax.random.split(key_step, NUM_ENVS), state, env_act
         )
-        info = jax.tree.map(lambda x: x.reshape((num_actors)), info)
+        info = jax.tree.map(lambda x: x.reshape(num_actors), info)
         done = _batchify(done, env.agents, num_actors).squeeze()
         reward = _batchify(reward, env.agents, num_actors).squeeze()
         return (params, state, obs, key), (obs_batch, action, log_prob, value, reward, done, info)
