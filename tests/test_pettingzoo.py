@@ -268,8 +268,12 @@ def test_illegal_action_terminate_penalises_the_offender(view):
 
 def test_pettingzoo_aec_wrappers():
     env = TerminateIllegalWrapper(aec_env("toy"), illegal_reward=-1)
-    env.reset(seed=0)
-    env.step(99)  # agent_0 offends
+    seed = 0
+    env.reset(seed=seed)
+    while env.unwrapped.action_mask("agent_0").all():  # find a start where 3 is illegal
+        seed += 1
+        env.reset(seed=seed)
+    env.step(3)  # agent_0 offends (the wrapper itself indexes the mask: in range only)
     assert all(env.terminations.values())
     assert env.rewards["agent_0"] == -1
     while env.agents:
