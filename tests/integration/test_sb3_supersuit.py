@@ -37,5 +37,7 @@ def test_ppo_collects_and_trains(env_id):
     model.learn(total_timesteps=2048)
     assert model.num_timesteps >= 2048
     after = list(model.policy.parameters())
-    assert any(not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after, strict=True))
+    assert any(
+        not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after, strict=True)
+    )
     vec_env.close()

@@ -75,4 +75,6 @@ def test_multi_agent_dqn_collects_and_trains(env_id, tmp_path):
     )
     assert result.train_step >= 2000 or collector.collect_step >= 2000
     after = list(algorithm.parameters())
-    assert any(not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after, strict=True))
+    assert any(
+        not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after, strict=True)
+    )
