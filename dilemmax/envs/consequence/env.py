@@ -380,12 +380,17 @@ class ConsequenceEnv(MultiAgentEnv):
         return dict(policies.SCRIPTED_POLICIES)
 
     def text_protocol(
-        self, clause: str | None = None, goal: str = "competitive", ask_rationale: bool = False
+        self,
+        clause: str | None = None,
+        goal: str = "competitive",
+        ask_rationale: bool = False,
+        **flags,
     ) -> text.ConsequenceTextProtocol:
-        """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``."""
-        if clause is None:
+        """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``;
+        ``flags``: ``anonymous`` / ``neutral`` (see :mod:`dilemmax.envs.consequence.text`)."""
+        if clause is None and "anonymous" not in flags:
             clause = "anonymous" if self.anonymous_rule else "named"
-        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale)
+        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale, **flags)
 
     def render_ansi(self, state: ConsequenceState) -> str:
         return render.render_ansi(self, state)
