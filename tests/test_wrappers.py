@@ -115,3 +115,9 @@ def test_log_wrapper_keeps_full_infos_on_request_and_trial_done_per_agent():
     assert all(leaf.shape == (2,) for leaf in jax.tree.leaves(infos))
     _, _, _, _, full = env.step(jax.random.key(1), state, _spend((1, 0)), full_infos=True)
     assert "spent" in full and "returned_episode" in full
+
+
+def test_spaces_default_to_the_first_agent():
+    env = ToyEnv(num_agents=2)
+    assert env.action_space() == env.action_space("agent_0")
+    assert env.observation_space().shape == env.observation_space("agent_1").shape

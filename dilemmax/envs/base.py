@@ -11,6 +11,7 @@ Shapes below use ``A`` for the number of agents and ``T`` for the number of time
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -101,6 +102,15 @@ class Rollout:
     final_state: PyTree
 
 
+def _default_to_first_agent(method):
+    @functools.wraps(method)
+    def space(self, agent: str | None = None):
+        return method(self, self.agents[0] if agent is None else agent)
+
+    space.defaults_to_first_agent = True
+    return space
+
+
 class MultiAgentEnv(abc.ABC):
     """Base class of every environment.
 
@@ -119,6 +129,15 @@ class MultiAgentEnv(abc.ABC):
 
     max_steps: int = 1
     render_modes: tuple[str, ...] = ("ansi",)
+
+    def __init_subclass__(cls, **kwargs):
+        """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
+        JaxMARL's single-space scripts (``ippo_ff_overcooked.py``) call them."""
+        super().__init_subclass__(**kwargs)
+        for name in ("observation_space", "action_space"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "defaults_to_first_agent", False):
+                setattr(cls, name, _default_to_first_agent(method))
 
     def __init__(self, num_agents: int, agents: list[str] | None = None):
         self.num_agents = int(num_agents)
