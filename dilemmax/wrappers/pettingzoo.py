@@ -60,15 +60,22 @@ _MAX_SEED = 2**31 - 1
 
 @functools.cache
 def _compiled(env_id: str, options: tuple) -> tuple:
-    """(env, jitted reset, jitted step_env, jitted action_mask, jitted global_state)."""
+    """(env, jitted reset, jitted step, jitted action_mask, jitted global_state).
+
+    Reset and step also return the next action masks, so one Python step is one compiled call;
+    the wrapper then copies the whole output to host memory at once.
+    """
     env = make(env_id, **dict(options))
-    return (
-        env,
-        jax.jit(env.reset),
-        jax.jit(env.step_env),
-        jax.jit(env.action_mask),
-        jax.jit(env.global_state),
-    )
+
+    def reset(key):
+        obs, state = env.reset(key)
+        return obs, state, env.action_mask(state)
+
+    def step(key, state, actions):
+        obs, state, rewards, dones, _ = env.step_env(key, state, actions)
+        return obs, state, rewards, dones, env.action_mask(state)
+
+    return env, jax.jit(reset), jax.jit(step), jax.jit(env.action_mask), jax.jit(env.global_state)
 
 
 def state_space_of(env: MultiAgentEnv, state) -> gymnasium.spaces.Box:
@@ -180,11 +187,12 @@ class DilemmaxParallelEnv(ParallelEnv):
             self._seeds = np.random.default_rng(seed)
         episode_seed = int(self._seeds.integers(_MAX_SEED))
         self._key, key_reset = jax.random.split(jax.random.key(episode_seed))
-        obs, self._state = self._reset(key_reset)
+        obs, self._state, masks = self._reset(key_reset)
+        obs, masks = jax.device_get((obs, masks))
         self.agents = list(self.possible_agents)
         self._over = False
         self._cycles = 0
-        self._refresh_masks()
+        self._set_masks(masks)
         self._last_obs = self._numpy_obs(obs)
         return self._observations(self.agents), self._infos(self.agents)
 
@@ -206,7 +214,8 @@ class DilemmaxParallelEnv(ParallelEnv):
             for a in self.possible_agents
         }
         self._key, key_step = jax.random.split(self._key)
-        obs, self._state, rewards, dones, _ = self._step(key_step, self._state, full)
+        obs, self._state, rewards, dones, masks = self._step(key_step, self._state, full)
+        obs, rewards, dones, masks = jax.device_get((obs, rewards, dones, masks))
         self._cycles += 1
 
         acting = list(self.agents)
@@ -218,7 +227,7 @@ class DilemmaxParallelEnv(ParallelEnv):
             terminations = {a: bool(dones[a]) or bool(dones["__all__"]) for a in acting}
         time_up = self.max_cycles is not None and self._cycles >= self.max_cycles
         truncations = {a: time_up and not terminations[a] for a in acting}
-        self._refresh_masks()
+        self._set_masks(masks)
         infos = self._infos(acting)
         for a in illegal:
             infos[a]["illegal_action"] = True
@@ -254,8 +263,7 @@ class DilemmaxParallelEnv(ParallelEnv):
         self._over = True
         return self._observations(acting), rewards, terminations, truncations, infos
 
-    def _refresh_masks(self) -> None:
-        masks = self._mask(self._state)
+    def _set_masks(self, masks) -> None:
         self._masks = {a: np.asarray(masks[a], dtype=bool) for a in self.possible_agents}
 
     def _infos(self, agents) -> dict[str, dict]:
