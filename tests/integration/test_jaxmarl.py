@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
+
 jaxmarl_baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
 
 import dilemmax  # noqa: E402

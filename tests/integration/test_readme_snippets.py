@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Use it from your RL code"
 NEEDS = {"jaxmarl": "jaxmarl", "supersuit": "supersuit", "tianshou": "tianshou"}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
+
 ss = pytest.importorskip("supersuit")
 sb3 = pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")

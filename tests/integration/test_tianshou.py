@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
+
 tianshou = pytest.importorskip("tianshou")
 torch = pytest.importorskip("torch")
 
