@@ -312,9 +312,9 @@ def test_waste_reappears_only_after_step_50_on_clean_river(env):
 
 # ----------------------------------------------------------------------------- trials
 def test_trial_starts_redraw_the_waste_shades_uniformly_and_keep_the_hues():
-    grid = jnp.full((4, 8), C.WATER, jnp.uint8).at[:2].set(
-        jnp.asarray([waste(h % C.NUM_HUES, h % C.NUM_SHADES) for h in range(16)], jnp.uint8)
-        .reshape(2, 8)
+    kinds = [waste(h % C.NUM_HUES, h % C.NUM_SHADES) for h in range(16)]
+    grid = (
+        jnp.full((4, 8), C.WATER, jnp.uint8).at[:2].set(jnp.asarray(kinds, jnp.uint8).reshape(2, 8))
     )
     draws = np.stack(
         [np.asarray(D.redraw_shades(jax.random.key(k), grid)) for k in range(60)]
