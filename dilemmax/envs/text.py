@@ -105,6 +105,12 @@ class TextProtocol(abc.ABC):
         """A fresh per-agent memory for one episode (None for games that keep none)."""
         return None
 
+    def next_memory(self, memory: Any, agent: str) -> Any:
+        """The memory ``agent`` starts its next episode with, given the one it ended with
+        (after ``after_episode``). Default: a fresh one; a protocol that recalls earlier rounds
+        returns one that keeps them."""
+        return self.new_memory(agent)
+
     def turn(self, state: Any, agent: str, memory: Any) -> Prompt | NoReply:
         """What ``agent`` is asked in ``state`` (single, unbatched), given its memory.
 

@@ -19,7 +19,8 @@ Order of events in a step (all agents act at once):
    agents they hit to a free spawn point and freeze them for 12 steps.
 6. Waste reappears (from trial step 50 on), then apples grow from the resulting pollution.
 7. After the 400th step of a trial the map is re-laid: same layout, rule and dominant hue, the
-   river polluted again with the same waste, hands empty, apples gone, agents at spawn points.
+   river polluted again on the same cells with the same hues but freshly drawn shades (as in the
+   reference), hands empty, apples gone, agents at spawn points.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ import numpy as np
 from dilemmax.envs import grid as G
 from dilemmax.envs import pools
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, observation
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
+from dilemmax.envs.options import check_env_options
+from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -94,6 +98,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         height: int = C.GRID_HEIGHT,
         width: int = C.GRID_WIDTH,
     ):
+        check_env_options("open_cleanup", type(self), locals())
         if not 1 <= num_agents <= C.NUM_SPAWNS:
             raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
@@ -172,6 +177,14 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_after=jnp.zeros((a, 4), jnp.uint8),
         )
 
+    def _next_trial(self, key: jax.Array, played: OpenCleanupState) -> OpenCleanupState:
+        """The start of the trial after ``played``'s: the map re-laid with the waste shades drawn
+        again (hues kept, as in the reference), agents at fresh spawn points."""
+        k_start, k_shade = jax.random.split(key)
+        config = played.config
+        fresh = self._trial_start(k_start, config, played.trial + 1, played.time)
+        return fresh.replace(grid=D.redraw_shades(k_shade, config.initial_grid))
+
     def reset_to(self, key: jax.Array, config: OpenCleanupConfig):
         state = self._trial_start(key, config, 0, 0)
         return self.get_obs(state), state
@@ -196,7 +209,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         height, width = self.height, self.width
         k_move, k_zap, k_spawn, k_apple, k_reset = jax.random.split(key, 5)
 
-        raw = jnp.stack([jnp.asarray(actions[a], jnp.int32).reshape(()) for a in self.agents])
+        raw = action_indices(actions, self.agents)
         in_range = (raw >= 0) & (raw < self.num_actions)
         legal = self._legal(state)[jnp.arange(self.num_agents), jnp.clip(raw, 0, None)]
         legal = legal & in_range
@@ -276,10 +289,12 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_before=jnp.where(firing[:, None], before, state.shot_before),
             shot_after=jnp.where(firing[:, None], after, state.shot_after),
         )
-        # A new trial re-lays the map; the configuration stays.
-        fresh = self._trial_start(k_reset, config, state.trial + 1, state.time + 1)
+        # A new trial re-lays the map; the configuration stays. Behind rare_cond, so a batch
+        # pays for the re-lay only on the steps where some env starts a trial.
         relay = trial_done & ~episode_done
-        next_state = jax.tree.map(lambda f, s: jnp.where(relay, f, s), fresh, next_state)
+        next_state = rare_cond(
+            relay, self._next_trial, lambda key, played: played, k_reset, next_state
+        )
 
         infos = {
             "trial_done": trial_done,
@@ -305,6 +320,10 @@ class OpenCleanupEnv(MultiAgentEnv):
         rewards = {a: rewards_arr[i] for i, a in enumerate(self.agents)}
         dones = {a: episode_done for a in self.agents}
         dones["__all__"] = episode_done
+        was_done = state.time >= self.max_steps
+        next_state, rewards, dones, infos = freeze_finished(
+            was_done, state, next_state, rewards, dones, infos
+        )
         return self.get_obs(next_state), next_state, rewards, dones, infos
 
     # ------------------------------------------------------------------ observations

@@ -15,10 +15,10 @@ One step, in order:
    agents block, ties drawn at random, swaps blocked). Tree cells are walkable.
 3. An agent standing on an apple eats it and is paid ``pay[colour, stage]``.
 4. Zaps: each firing agent's beam covers the faced cell, the one beyond and the two beside the
-   faced cell. Every agent it covers that is not already frozen is sent to a free spawn point
-   and frozen for 12 steps, standing (and blocking) there; frozen agents are immune, so nobody
-   can be kept frozen forever. The zapper's beam then cools down for 2 steps (ZAP is illegal on
-   the 2 steps after firing). Zaps cost and pay nothing.
+   faced cell. Every agent it covers is sent to a free spawn point and frozen for 12 steps,
+   standing (and blocking) there. A frozen agent can be hit again, as in the reference: it is
+   sent to a spawn point again and its 12 steps restart. The zapper's beam then cools down for
+   2 steps (ZAP is illegal on the 2 steps after firing). Zaps cost and pay nothing.
 5. The orchard ripens, rots and regrows (:mod:`dilemmax.envs.open_harvest.dynamics`).
 6. Trial bookkeeping: the trial ends at 400 steps or when the orchard is dead; then the orchard
    is re-laid (an unripe apple on every tree) and agents go back to spawn points, on the same
@@ -47,9 +47,11 @@ import jax.numpy as jnp
 
 from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, observation
 from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -84,6 +86,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         num_trials: int = c.NUM_TRIALS,
         trial_steps: int = c.TRIAL_STEPS,
     ):
+        check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
             raise ValueError(f"num_agents must be in 1..{c.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
@@ -186,7 +189,7 @@ class OpenHarvestEnv(MultiAgentEnv):
     def step_env(self, key: jax.Array, state: HarvestState, actions: Mapping[str, jax.Array]):
         key_move, key_spawn, key_orchard = jax.random.split(key, 3)
         config, layout = state.config, state.config.layout
-        chosen = jnp.stack([jnp.asarray(actions[a], jnp.int32) for a in self.agents])
+        chosen = action_indices(actions, self.agents)
         free = state.frozen == 0
         in_range = (chosen >= 0) & (chosen < c.NUM_ACTIONS)
         legal = (
@@ -204,9 +207,10 @@ class OpenHarvestEnv(MultiAgentEnv):
 
         orchard, eaten = dynamics.eat(state.orchard, config, positions)
 
-        # Zaps: frozen agents are immune; every agent hit goes to a free spawn point.
+        # Zaps: every agent hit goes to a free spawn point, a frozen one too (as in the reference:
+        # it is sent back again and its 12 steps restart).
         firing = action == c.ZAP
-        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE) & free[None, :]
+        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE)
         hit = jnp.any(hits, axis=0)
         spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
         positions, _ = grid.respawn_positions(
@@ -282,6 +286,9 @@ class OpenHarvestEnv(MultiAgentEnv):
             "invalid_action": ~legal,
             "action": action,
         }
+        next_state, rewards, dones, infos = freeze_finished(
+            state.done, state, next_state, rewards, dones, infos
+        )
         return self.get_obs(next_state), next_state, rewards, dones, infos
 
     # ------------------------------------------------------------------ observations
