@@ -44,7 +44,9 @@ class TrainConfig:
     update_epochs x num_minibatches (minibatches split the envs), clipped surrogate, GAE.
 
     Network: see :class:`~dilemmax.agents.networks.NetworkSpec`; shared_params shares one
-    parameter set across learners (agent-id input), else one per learner.
+    parameter set across learners (agent-id input), else one per learner. recurrent: an RL^2
+    actor (and, for IPPO, critic) with a GRU memory of gru_hidden units that persists across
+    trials and resets at episode starts (:class:`~dilemmax.agents.networks.RecurrentNet`).
 
     Run: num_seeds seeds train in one vmapped program; shard splits the env batch over all local
     devices ("auto": when there is more than one). log_every updates make one compiled chunk
@@ -88,6 +90,8 @@ class TrainConfig:
     conv_features: list[int] = field(default_factory=lambda: [16, 32])
     agent_id: bool = True
     conv_impl: str = "auto"
+    recurrent: bool = False
+    gru_hidden: int = 64
 
     seed: int = 0
     num_seeds: int = 1
@@ -137,6 +141,13 @@ class TrainConfig:
             )
         if self.conv_impl not in CONV_IMPLS:
             raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {self.conv_impl!r}")
+        if self.gru_hidden < 1:
+            raise ValueError(f"gru_hidden must be >= 1, got {self.gru_hidden}")
+        if self.recurrent and self.learner_transform:
+            raise ValueError(
+                "recurrent=True does not combine with learner_transform: a scripted step would "
+                "leave the memory without the learner's own action"
+            )
         if self.shard not in ("auto", "on", "off", True, False):
             raise ValueError(f"shard must be 'auto', 'on' or 'off', got {self.shard!r}")
 
