@@ -496,7 +496,13 @@ class Trainer:
             value = self._apply(self.critic, params["critic"], batch.critic_in, ids, None)
         elif self.recurrent_critic:
             _, value = self._apply_unroll(
-                self.critic, params["critic"], memory0["critic"], batch.obs, batch.extras, start, ids
+                self.critic,
+                params["critic"],
+                memory0["critic"],
+                batch.obs,
+                batch.extras,
+                start,
+                ids,
             )
             value = value[..., 0]
         else:

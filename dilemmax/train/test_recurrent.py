@@ -173,7 +173,9 @@ def test_arena_python_path_equals_jax_path_for_a_recurrent_seat(trained):
     key = jax.random.PRNGKey(11)
     fast = arena.run(key, 6)
     slow = arena.run(key, 6, python_loop=True)
-    np.testing.assert_array_equal(fast.metrics["return_per_trial"], slow.metrics["return_per_trial"])
+    np.testing.assert_array_equal(
+        fast.metrics["return_per_trial"], slow.metrics["return_per_trial"]
+    )
     assert fast.summary()["return"][0] > REMEMBERING_BEST - 0.6
 
 
@@ -220,3 +222,18 @@ def test_trained_policy_load_returns_a_recurrent_policy(tmp_path, monkeypatch):
     assert isinstance(policy, RecurrentPolicy)
     _, metrics = run_episodes(TwoTrialBandit(), [policy], jax.random.PRNGKey(0), 4)
     assert metrics["return_per_trial"].shape == (4, TRIALS)
+
+
+def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():
+    from dilemmax.train.test_ppo import ToyEnv, toy_config
+
+    config = toy_config(algo="mappo", shared_params=False, recurrent=True, gru_hidden=8)
+    trainer = Trainer(config, env=ToyEnv())
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
+    assert set(state.memory) == {"actor", "prev_action", "prev_reward", "trial_done", "start"}
+    new_state, metrics = jax.jit(trainer.update)(state)
+    assert all(np.isfinite(metrics[k]) for k in ("loss/total", "loss/actor", "loss/value"))
+    assert new_state.memory["actor"].shape == (2, 16, 8)  # learners, envs, memory
+    # Every toy episode lasts 2 steps: after 4 steps the next step starts a fresh episode.
+    assert bool(np.all(new_state.memory["start"]))
+    assert (np.asarray(new_state.memory["prev_action"]) == -1).all()

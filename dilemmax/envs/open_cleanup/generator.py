@@ -319,9 +319,7 @@ def sample_rule(
     else:
         first, second = jnp.divmod(drawn, num_tools)
         pairs = first * C.NUM_TOOLS + second
-    hue_clears = jnp.full((C.NUM_HUES,), C.NUM_PAIRS, jnp.int32).at[:num_hues].set(
-        pairs[:num_hues]
-    )
+    hue_clears = jnp.full((C.NUM_HUES,), C.NUM_PAIRS, jnp.int32).at[:num_hues].set(pairs[:num_hues])
     effect_pairs = jnp.concatenate([hue_clears, pairs[num_hues:]])
     return Rule(effect_pairs=effect_pairs.astype(jnp.int32))
 
