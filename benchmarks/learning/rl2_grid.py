@@ -33,6 +33,7 @@ from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.train.config import TrainConfig, make_config, parse_sets
+from dilemmax.train.envs import ConfiguredEnv, overrides_as_arrays
 from dilemmax.train.run import TrainingRun
 
 
@@ -96,10 +97,13 @@ def main() -> None:
     steps_done = records[-1]["env_steps"] if records else 0
 
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
-    env = dilemmax.make(args.env, **env_kwargs)
+    base = dilemmax.make(args.env, **env_kwargs)
+    # The run's configuration overrides (say a pollution threshold) apply to evaluation too.
+    template = base.sample_config(jax.random.PRNGKey(0))
+    env = ConfiguredEnv(base, overrides_as_arrays(config.env_config, template))
     trained = TrainedPolicy.load(run_dir)
     populations = {"RL^2 (trained, recurrent)": trained, "random": random_policy}
-    scripted = env.scripted_policies()
+    scripted = base.scripted_policies()
     for name, policy in scripted.items():
         if name == "greedy" or (args.references and name != "random"):
             populations[f"{name} (scripted)"] = policy
@@ -171,7 +175,8 @@ configured; a run stopped early is evaluated at its last checkpoint), {config.nu
 {config.num_steps} steps per update, reward `{config.reward}`, GRU {config.gru_hidden}, network
 embedding {config.embed_dim} per code, conv features {config.conv_features}, hidden
 {config.hidden}. Training env options {json.dumps(config.env_kwargs)}; evaluation env options
-{json.dumps(env_kwargs)}. Evaluation: {args.episodes} episodes per population, the trained policy
+{json.dumps(env_kwargs)}, configuration overrides {json.dumps(config.env_config)}.
+Evaluation: {args.episodes} episodes per population, the trained policy
 sampling (not greedy), same key for every population; intervals resample episodes.
 
 {chr(10).join(lines)}

@@ -154,11 +154,12 @@ def test_memory_resets_at_episode_start_and_persists_across_trials(trained):
     # Pull the bad arm (arm 0) and get 0: a remembering policy switches to arm 1.
     carry = policy.record(carry, 0, jnp.int32(0), jnp.zeros(1), jnp.bool_(True))
     obs, st, *_ = env.step_env(jax.random.PRNGKey(2), st, {"agent_0": jnp.int32(0)})
-    second, _ = policy.step(carry, jax.random.PRNGKey(3), Observation(*view(obs, st), 0))
+    second, carry = policy.step(carry, jax.random.PRNGKey(3), Observation(*view(obs, st), 0))
     assert int(second) == 1
     # Pull arm 1 and get 1: it stays.
     carry = policy.record(carry, 0, jnp.int32(1), jnp.ones(1), jnp.bool_(True))
-    third, _ = policy.step(carry, jax.random.PRNGKey(4), Observation(*view(obs, st), 0))
+    obs, st, *_ = env.step_env(jax.random.PRNGKey(4), st, {"agent_0": jnp.int32(1)})
+    third, _ = policy.step(carry, jax.random.PRNGKey(5), Observation(*view(obs, st), 0))
     assert int(third) == 1
     # A stateless call is refused with a clear error instead of silently forgetting.
     with pytest.raises(TypeError, match="keeps a memory"):
