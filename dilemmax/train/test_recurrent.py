@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from flax import struct
 
+import dilemmax
 from dilemmax.agents.arena import Arena
 from dilemmax.agents.trained import RecurrentPolicy, TrainedPolicy
 from dilemmax.envs.base import MultiAgentEnv
@@ -180,7 +181,7 @@ def test_arena_python_path_equals_jax_path_for_a_recurrent_seat(trained):
     assert fast.summary()["return"][0] > REMEMBERING_BEST - 0.6
 
 
-def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path):
+def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path, monkeypatch):
     config = bandit_config(total_timesteps=64 * 16 * 3 * 2, log_every=2)  # 3 chunks of 2
     straight = TrainingRun(config, tmp_path / "straight", env=TwoTrialBandit()).train()
     crashed = TrainingRun(config, tmp_path / "resumed", env=TwoTrialBandit())
@@ -194,6 +195,12 @@ def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path
     assert path is not None
     raw = checkpoint.read_raw(path)
     assert raw["runner_state"]["memory"]["actor"].shape == (1, 1, 64, 16)  # seeds, L, E, M
+    # The run folder loads as a recurrent policy that the rollout carries.
+    monkeypatch.setattr(dilemmax, "make", lambda env_id, **kw: TwoTrialBandit())
+    policy = TrainedPolicy.load(tmp_path / "resumed")
+    assert isinstance(policy, RecurrentPolicy)
+    _, metrics = run_episodes(TwoTrialBandit(), [policy], jax.random.PRNGKey(0), 4)
+    assert metrics["return_per_trial"].shape == (4, TRIALS)
 
 
 def test_recurrent_update_is_deterministic_and_jit_equals_no_jit():
@@ -211,18 +218,6 @@ def test_recurrent_update_is_deterministic_and_jit_equals_no_jit():
 def test_recurrent_rejects_a_learner_transform():
     with pytest.raises(ValueError, match="learner_transform"):
         bandit_config(learner_transform="dilemmax.train.test_ppo:script_everything")
-
-
-def test_trained_policy_load_returns_a_recurrent_policy(tmp_path, monkeypatch):
-    import dilemmax
-
-    config = bandit_config(total_timesteps=64 * 16 * 2, log_every=2)
-    TrainingRun(config, tmp_path / "run", env=TwoTrialBandit()).train()
-    monkeypatch.setattr(dilemmax, "make", lambda env_id, **kw: TwoTrialBandit())
-    policy = TrainedPolicy.load(tmp_path / "run")
-    assert isinstance(policy, RecurrentPolicy)
-    _, metrics = run_episodes(TwoTrialBandit(), [policy], jax.random.PRNGKey(0), 4)
-    assert metrics["return_per_trial"].shape == (4, TRIALS)
 
 
 def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():
