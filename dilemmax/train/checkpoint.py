@@ -44,7 +44,11 @@ def to_bytes(tree: Any, **meta) -> bytes:
 def from_bytes(template: Any, data: bytes) -> tuple[Any, dict]:
     """(tree shaped like ``template``, metadata) from ``to_bytes`` output."""
     raw = serialization.msgpack_restore(data)
-    restored = serialization.from_state_dict(_plain(template), raw.pop("runner_state"))
+    state = raw.pop("runner_state")
+    if isinstance(state, dict) and getattr(template, "memory", None) == {}:
+        # Feed-forward checkpoints from before recurrent training lack the (empty) memory field.
+        state.setdefault("memory", {})
+    restored = serialization.from_state_dict(_plain(template), state)
 
     def rebuild(t, r):
         if _is_key(t):

@@ -233,3 +233,18 @@ def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():
     # Every toy episode lasts 2 steps: after 4 steps the next step starts a fresh episode.
     assert bool(np.all(new_state.memory["start"]))
     assert (np.asarray(new_state.memory["prev_action"]) == -1).all()
+
+
+def test_feed_forward_checkpoints_from_before_the_memory_field_still_restore():
+    from flax import serialization
+
+    from dilemmax.train.test_ppo import ToyEnv, toy_config
+
+    state = Trainer(toy_config(), env=ToyEnv()).init(jax.random.PRNGKey(0))
+    assert state.memory == {}
+    raw = serialization.msgpack_restore(checkpoint.to_bytes(state, chunk=0, update=0))
+    del raw["runner_state"]["memory"]  # the layout written before recurrent training existed
+    restored, meta = checkpoint.from_bytes(state, serialization.msgpack_serialize(raw))
+    assert meta == {"chunk": 0, "update": 0}
+    for x, y in zip(jax.tree.leaves(state), jax.tree.leaves(restored), strict=True):
+        np.testing.assert_array_equal(x, y)
