@@ -1,10 +1,11 @@
-"""The dilemmax command."""
+"""The dilemmax command: listing, rollouts, and one-line errors (status 2) for user mistakes."""
 
 import json
 
 import pytest
 
 from dilemmax.cli import main, parse_assignments
+from dilemmax.envs.options import OptionError, OptionSpec
 
 
 def test_list_names_every_registered_env(capsys):
@@ -24,14 +25,70 @@ def test_rollout_writes_transcript_and_summary(tmp_path, capsys):
     assert json.loads(summary.read_text())["return"][1] == 0.0  # first_legal spends nothing
 
 
-def test_rollout_rejects_unknown_policy_and_seat():
-    with pytest.raises(SystemExit, match="choose from"):
-        main(["rollout", "toy", "--policy", "nope"])
-    with pytest.raises(SystemExit, match="unknown agent"):
-        main(["rollout", "toy", "--seat", "agent_9=random"])
+def _error(capsys, argv) -> str:
+    """The one-line error of a command that must fail with status 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
 
 
-def test_parse_assignments():
+def test_rollout_rejects_unknown_policy_and_seat(capsys):
+    assert "choose from" in _error(capsys, ["rollout", "toy", "--policy", "nope"])
+    assert "unknown name 'agent_9'" in _error(
+        capsys, ["rollout", "toy", "--seat", "agent_9=random"]
+    )
+
+
+def test_rollout_options_are_typed_by_the_env(capsys):
+    assert "horizon='2.5'" in _error(capsys, ["rollout", "toy", "--set", "horizon=2.5"])
+    assert "unknown name 'colour'" in _error(capsys, ["rollout", "toy", "--set", "colour=1"])
+    assert "unknown environment" in _error(capsys, ["rollout", "no_such_game"])
+
+
+def test_episodes_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["rollout", "toy", "--episodes", "0"])
+    assert exit_.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+def test_gif_is_refused_before_playing_where_the_game_has_no_frames(tmp_path, capsys):
+    gif = tmp_path / "x.gif"
+    err = _error(capsys, ["rollout", "toy", "--gif", str(gif), "--out", str(tmp_path / "t")])
+    assert "no frames" in err
+    assert not gif.exists() and not (tmp_path / "t").exists()
+
+
+def test_parse_assignments_is_typed_and_total():
     assert parse_assignments(["n=3", "rule=RP", "w=(1, 5)"]) == {"n": 3, "rule": "RP", "w": (1, 5)}
-    with pytest.raises(SystemExit):
-        parse_assignments(["oops"])
+    specs = {"flag": OptionSpec("bool"), "n": OptionSpec("int", low=1)}
+    assert parse_assignments(["flag=false", "n=4"], specs=specs) == {"flag": False, "n": 4}
+    for bad in (["oops"], ["=3"], ["n=0"], ["flag=perhaps"], ["other=1"]):
+        with pytest.raises(OptionError):
+            parse_assignments(bad, specs=specs)
+
+
+def test_long_rollouts_show_a_progress_bar(capsys):
+    assert main(["rollout", "toy", "--episodes", "2", "--set", "horizon=250"]) == 0
+    captured = capsys.readouterr()
+    assert "rollout" in captured.err and "step" in captured.err  # tqdm writes to stderr
+    assert main(["rollout", "toy", "--set", "horizon=250", "--no-progress"]) == 0
+    assert "step/s" not in capsys.readouterr().err
+
+
+def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
+    out = tmp_path / "run"
+    sets = [
+        "total_timesteps=32", "num_envs=4", "num_steps=4", "num_minibatches=1",
+        "update_epochs=1", "log_every=1", "eval_every=0", "hidden=8", "num_layers=1",
+    ]  # fmt: skip
+    argv = ["train", "toy", "--out", str(out), "--no-progress"]
+    argv += [x for s in sets for x in ("--set", s)]
+    assert main(argv) == 0
+    assert [p.name for p in out.glob("checkpoints/*")] == ["ckpt_000001.msgpack"]
+    from dilemmax.agents.trained import TrainedPolicy
+
+    assert TrainedPolicy.load(out).env_id == "toy"  # reads the checksummed checkpoint
+    capsys.readouterr()
+    assert "--resume" in _error(capsys, argv)  # the folder holds a run: not overwritten

@@ -83,6 +83,10 @@ class Arena:
             except NotImplementedError:
                 text_protocol = None
         self.text_protocol = text_protocol
+        unique = {id(p): p for p in self.seats}.values()
+        for policy in unique:  # model seats read their turns from the protocol
+            if callable(getattr(policy, "bind", None)):
+                policy.bind(env, text_protocol)
         self._reset_to = jax.jit(env.reset_to)
         self._sample_config = jax.jit(env.sample_config)
         self._step = jax.jit(env.step_env)
@@ -95,6 +99,7 @@ class Arena:
         self._carried_step = {id(p): jax.jit(p.step) for p in self.seats if is_carried(p)}
         self._record = jax.jit(lambda c, a, r, i, d: record_step(env, self.seats, c, a, r, i, d))
         self._carries: list = []
+        self.on_step: Callable[[], None] | None = None  # called after each Python-path step
 
     def run(
         self,
@@ -157,7 +162,7 @@ class Arena:
 
     def _play(self, key, config, write: Callable, capture: Callable | None) -> dict:
         env = self.env
-        for policy in self.seats:
+        for policy in {id(p): p for p in self.seats}.values():  # once per policy
             reset_policy(policy)
         self._carries = initial_carries(self.seats)
         key_config, key_reset, key_run = jax.random.split(key, 3)
@@ -170,18 +175,30 @@ class Arena:
         for t, step_key in enumerate(jax.random.split(key_run, env.max_steps)):
             key_act, key_step = jax.random.split(step_key)
             actions = self._act(key_act, obs, state)
+            before = state
             obs, state, rewards, dones, infos = self._step(key_step, state, actions)
             if self._carried_step:
                 self._carries = self._record(self._carries, actions, rewards, infos, dones)
             steps.append((actions, rewards, dones, infos))
+            self._notify("after_step", before, actions, infos, state)
+            if self.on_step is not None:
+                self.on_step()
             write({"t": t, "actions": _to_json(actions), "rewards": _to_json(rewards),
                    "dones": _to_json(dones), "infos": _to_json(infos)})  # fmt: skip
             if capture is not None:
                 capture(np.asarray(env.render(state, "rgb_array")))
             if bool(dones["__all__"]):
                 break
+        self._notify("end_episode", state)
         rollout = _pad_rollout(steps, state, env.max_steps)
         return jax.tree.map(np.asarray, self._metrics(rollout))
+
+    def _notify(self, hook: str, *args) -> None:
+        """Calls ``policy.<hook>(agent, *args)`` on seats that keep memory (language models)."""
+        for agent, policy in zip(self.env.agents, self.seats, strict=True):
+            method = getattr(policy, hook, None)
+            if callable(method) and not is_jittable(policy):
+                method(agent, *args)
 
     def _act(self, key, obs, state) -> dict:
         env = self.env
@@ -202,8 +219,38 @@ class Arena:
                 action = self._jitted[id(policy)](keys[i], view.replace(text_fn=None))
             else:
                 action = policy(keys[i], view)
-            actions[agent] = jnp.int32(action)
+            actions[agent] = policy_action(action, agent)
         return actions
+
+
+class PolicyError(TypeError):
+    """A policy returned something that is not an action."""
+
+
+def policy_action(action: Any, agent: str) -> jax.Array:
+    """int32[] of a policy's returned action, or :class:`PolicyError` naming the seat.
+
+    Integers (Python, numpy, or 0-d / one-element integer arrays) pass, even out of range: the env
+    flags those as invalid moves, as it does for a model's illegal reply. None, floats, strings
+    and other shapes are refused, since truncating them would play a move nobody chose.
+    """
+    try:
+        arr = np.asarray(action)
+    except Exception:  # noqa: BLE001 - an object numpy cannot read is not an action
+        arr = None
+    if arr is None or arr.dtype.kind not in "iub" or arr.size != 1 or arr.dtype == bool:
+        raise PolicyError(
+            f"the policy of seat {agent} returned {_short(action)}; expected an integer action"
+        )
+    value = int(arr.reshape(()))
+    if not -(2**31) <= value < 2**31:
+        value = -1  # out of int32: an invalid action, flagged by the env
+    return jnp.int32(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _NullFile:

@@ -23,7 +23,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import serialization
 
 import dilemmax
 from dilemmax.agents.networks import (
@@ -229,7 +228,9 @@ class TrainedPolicy:
             )
         else:
             actor = make_actor(spec, space, num_actions, env.num_agents)
-        raw = serialization.msgpack_restore(ckpt.read_bytes())
+        from dilemmax.train.checkpoint import read_raw  # checksum verified, file named if bad
+
+        raw = read_raw(ckpt)
         stacked = raw["runner_state"]["params"]["actor"]  # leaves [seeds, ...]
         num_seeds = jax.tree.leaves(stacked)[0].shape[0]
         if not 0 <= seed < num_seeds:

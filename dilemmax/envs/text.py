@@ -14,6 +14,11 @@ Two layers:
   drives. It carries the per-agent memory each paper's protocol keeps (notes, rules ledger,
   earlier trials, earlier rounds) and hands the parser only what it needs, in a :class:`Prompt`,
   never the env state. A harness that uses only this interface plays every game.
+
+Every parser is total and linear in the reply; the building blocks (length cap, ASCII-only
+integers, bounded JSON extraction, keyword lines) are in :mod:`dilemmax.envs.text_parsing`. The
+OpenSocialJax agent protocol both grid games share (notes, plan, recent steps, trial-end
+reflection, the JSON reply, ``explore_share``) is in :mod:`dilemmax.envs.osj_protocol`.
 """
 
 from __future__ import annotations
@@ -100,6 +105,12 @@ class TextProtocol(abc.ABC):
         """A fresh per-agent memory for one episode (None for games that keep none)."""
         return None
 
+    def next_memory(self, memory: Any, agent: str) -> Any:
+        """The memory ``agent`` starts its next episode with, given the one it ended with
+        (after ``after_episode``). Default: a fresh one; a protocol that recalls earlier rounds
+        returns one that keeps them."""
+        return self.new_memory(agent)
+
     def turn(self, state: Any, agent: str, memory: Any) -> Prompt | NoReply:
         """What ``agent`` is asked in ``state`` (single, unbatched), given its memory.
 
@@ -117,6 +128,7 @@ class TextProtocol(abc.ABC):
         self, memory: Any, agent: str, prompt: Prompt, reply: str, parsed: ParsedReply
     ) -> None:
         """Updates ``memory`` with the agent's own reply (note edits, a plan, a lesson)."""
+        return None
 
     def after_step(
         self, memory: Any, agent: str, state: Any, actions: Any, infos: Any, next_state: Any
@@ -130,3 +142,4 @@ class TextProtocol(abc.ABC):
     def after_episode(self, memory: Any, agent: str, final_state: Any) -> None:
         """Called once per agent at the end of an episode (a protocol that remembers earlier
         rounds across episodes records them here)."""
+        return None

@@ -3,17 +3,24 @@
 msgpack stores every array's raw bytes, so a restored state equals the saved one bit for bit and
 a resumed run continues exactly where it stopped. Typed PRNG keys (``jax.random.key``) are stored
 as their key data and rewrapped from the template on restore. Files are written to a temporary
-name and renamed, so a crash mid-write never leaves a truncated checkpoint behind.
+name, flushed to disk and renamed, so a crash mid-write never leaves a truncated checkpoint
+behind.
 
-A checkpoint file holds ``{"runner_state": <state dict>, "chunk": int, "update": int}``; code
-that only needs the parameters (``dilemmax.agents.trained``) reads it with
-``flax.serialization.msgpack_restore`` and no template.
+A checkpoint file holds ``{"runner_state": <state dict>, "chunk": int, "update": int, "sha256":
+str}``; code that only needs the parameters (``dilemmax.agents.trained``) reads it with
+``flax.serialization.msgpack_restore`` and no template. The checksum covers every leaf (its path,
+dtype, shape and bytes) and the metadata, so a flipped bit, a truncated or a foreign file is
+refused on restore with :class:`CheckpointError` naming the file, and
+:func:`restore_latest_good` falls back to the previous good checkpoint. Files written before
+checksums existed (no ``sha256`` key) still restore.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import serialization
+
+from dilemmax.errors import UsageError
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^ckpt_(\d+)\.msgpack$")
@@ -35,30 +44,98 @@ def _plain(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
 
 
+class CheckpointError(UsageError, ValueError):
+    """A checkpoint file that cannot be restored (unreadable, damaged or of another run)."""
+
+
+_META_KEYS = ("chunk", "update")
+
+
+def digest(state: Any, meta: Mapping[str, int]) -> str:
+    """sha256 over every leaf of a state dict (path, dtype, shape, bytes) and the metadata."""
+    h = hashlib.sha256()
+
+    def visit(node, path: str) -> None:
+        if isinstance(node, Mapping):
+            for key in sorted(node, key=str):
+                visit(node[key], f"{path}/{key}")
+            return
+        arr = np.ascontiguousarray(np.asarray(node))
+        h.update(f"{path}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(arr.tobytes())
+
+    visit(state, "")
+    for key in sorted(meta):
+        h.update(f"#{key}={int(meta[key])}".encode())
+    return h.hexdigest()
+
+
 def to_bytes(tree: Any, **meta) -> bytes:
-    """Serialises ``tree`` (and integer metadata) to msgpack bytes."""
+    """Serialises ``tree`` (and integer metadata) to msgpack bytes, with its checksum."""
     state = serialization.to_state_dict(jax.device_get(_plain(tree)))
-    return serialization.msgpack_serialize({"runner_state": state, **meta})
+    state = jax.tree.map(np.asarray, state)
+    meta = {k: int(v) for k, v in meta.items()}
+    return serialization.msgpack_serialize(
+        {"runner_state": state, **meta, "sha256": digest(state, meta)}
+    )
 
 
-def from_bytes(template: Any, data: bytes) -> tuple[Any, dict]:
-    """(tree shaped like ``template``, metadata) from ``to_bytes`` output."""
-    raw = serialization.msgpack_restore(data)
+def _load_verified(data: bytes, where: str) -> tuple[dict, dict]:
+    """(state dict, metadata) of checkpoint bytes, checksum verified; else CheckpointError."""
+    try:
+        raw = serialization.msgpack_restore(data)
+    except Exception as err:  # noqa: BLE001 - any decoding failure means a damaged file
+        raise CheckpointError(
+            f"{where}: not a readable checkpoint ({type(err).__name__})"
+        ) from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("runner_state"), dict):
+        raise CheckpointError(f"{where}: not a dilemmax checkpoint (no runner_state)")
+    expected = raw.pop("sha256", None)
     state = raw.pop("runner_state")
-    if isinstance(state, dict) and getattr(template, "memory", None) == {}:
+    unknown = sorted(set(raw) - set(_META_KEYS), key=str)
+    if unknown:
+        raise CheckpointError(f"{where}: unexpected entries {unknown} (damaged?)")
+    try:
+        meta = {k: int(v) for k, v in raw.items()}
+    except (TypeError, ValueError):
+        raise CheckpointError(f"{where}: damaged metadata") from None
+    if expected is not None:
+        if isinstance(expected, bytes):
+            expected = expected.decode("ascii", "replace")
+        try:
+            actual = digest(state, meta)
+        except Exception:  # noqa: BLE001 - a leaf msgpack could not rebuild as an array
+            raise CheckpointError(f"{where}: damaged contents") from None
+        if actual != expected:
+            raise CheckpointError(f"{where}: checksum mismatch (the file was changed or damaged)")
+    return state, meta
+
+
+def from_bytes(template: Any, data: bytes, where: str = "checkpoint") -> tuple[Any, dict]:
+    """(tree shaped like ``template``, metadata) from ``to_bytes`` output.
+
+    Raises :class:`CheckpointError` (naming ``where``) when the bytes are unreadable, fail their
+    checksum or do not fit the template."""
+    state, meta = _load_verified(data, where)
+    if getattr(template, "memory", None) == {}:
         # Feed-forward checkpoints from before recurrent training lack the (empty) memory field.
         state.setdefault("memory", {})
-    restored = serialization.from_state_dict(_plain(template), state)
+    try:
+        restored = serialization.from_state_dict(_plain(template), state)
+    except Exception as err:  # noqa: BLE001 - structure of another run or a damaged tree
+        raise CheckpointError(f"{where}: does not fit this run ({err})") from None
 
     def rebuild(t, r):
         if _is_key(t):
             return jax.random.wrap_key_data(jnp.asarray(r), impl=jax.random.key_impl(t))
         r = np.asarray(r)
         if r.dtype != np.dtype(t.dtype) or r.shape != tuple(t.shape):
-            raise ValueError(f"checkpoint leaf {r.dtype}{r.shape} != template {t.dtype}{t.shape}")
+            raise CheckpointError(
+                f"{where}: leaf {r.dtype}{r.shape} does not fit this run ({t.dtype}{t.shape})"
+            )
         return jnp.asarray(r)
 
-    return jax.tree.map(rebuild, template, restored), {k: int(v) for k, v in raw.items()}
+    return jax.tree.map(rebuild, template, restored), meta
 
 
 def checkpoint_path(run_dir: str | Path, chunk: int) -> Path:
@@ -80,21 +157,72 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def save(run_dir: str | Path, tree: Any, chunk: int, update: int, keep: int = 3) -> Path:
-    """Writes checkpoint ``chunk`` atomically and keeps only the ``keep`` newest."""
+    """Writes checkpoint ``chunk`` atomically (temporary file, fsync, rename) and keeps only
+    the ``keep`` newest."""
     path = checkpoint_path(run_dir, chunk)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(to_bytes(tree, chunk=chunk, update=update))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = to_bytes(tree, chunk=chunk, update=update)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    _sync_dir(path.parent)
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         old.unlink(missing_ok=True)
     return path
 
 
+def _sync_dir(folder: Path) -> None:
+    """Makes a rename durable (best effort: not every platform opens directories)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def restore(path: str | Path, template: Any) -> tuple[Any, dict]:
-    return from_bytes(template, Path(path).read_bytes())
+    """(state, metadata) of one checkpoint file; :class:`CheckpointError` if it is bad."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror})") from None
+    return from_bytes(template, data, str(path))
+
+
+def restore_latest_good(
+    run_dir: str | Path, template: Any, warn=print
+) -> tuple[Any, dict, Path] | None:
+    """The newest checkpoint of ``run_dir`` that restores: ``(state, metadata, path)``.
+
+    A damaged newer checkpoint is named through ``warn`` and skipped; None when there is no
+    checkpoint at all. Raises :class:`CheckpointError` when every checkpoint is damaged.
+    """
+    found = list_checkpoints(run_dir)
+    problems = []
+    for path in reversed(found):
+        try:
+            state, meta = restore(path, template)
+        except CheckpointError as err:
+            problems.append(str(err))
+            warn(f"skipping damaged checkpoint {err}")
+            continue
+        return state, meta, path
+    if problems:
+        raise CheckpointError(f"no usable checkpoint in {run_dir}: " + "; ".join(problems))
+    return None
 
 
 def read_raw(path: str | Path) -> dict:
-    """The checkpoint as nested dicts of numpy arrays (no template needed)."""
-    return serialization.msgpack_restore(Path(path).read_bytes())
+    """The checkpoint as nested dicts of numpy arrays (no template needed), checksum verified."""
+    path = Path(path)
+    state, meta = _load_verified(path.read_bytes(), str(path))
+    return {"runner_state": state, **meta}

@@ -7,13 +7,26 @@ A config is plain data (JSON round-trips it into a run folder), built as
 
 from __future__ import annotations
 
-import ast
 import dataclasses
+import difflib
+import functools
+import importlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
+from dilemmax.envs.options import (
+    _BAD,
+    INT32_MAX,
+    OptionError,
+    OptionSpec,
+    _show,
+    merge,
+    parse_value,
+    spec_from_annotation,
+)
 
 
 @dataclass
@@ -130,26 +143,32 @@ class TrainConfig:
         )
 
     def validate(self) -> None:
-        if self.algo not in ("ippo", "mappo"):
-            raise ValueError(f"algo must be 'ippo' or 'mappo', got {self.algo!r}")
-        if self.reward not in ("individual", "team"):
-            raise ValueError(f"reward must be 'individual' or 'team', got {self.reward!r}")
+        """Checks every field's type and range (see :func:`field_spec`) and the constraints
+        between fields, before anything compiles. Raises :class:`OptionError` (a ValueError)
+        naming the field, the value and what is allowed; ints given for float fields become
+        floats."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            setattr(self, f.name, field_spec(f.name).check(f.name, value, "TrainConfig"))
         if self.num_envs % self.num_minibatches:
-            raise ValueError(
-                f"num_envs ({self.num_envs}) must be a multiple of num_minibatches "
+            raise OptionError(
+                f"TrainConfig: num_envs ({self.num_envs}) must be a multiple of num_minibatches "
                 f"({self.num_minibatches}): minibatches split the envs"
             )
-        if self.conv_impl not in CONV_IMPLS:
-            raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {self.conv_impl!r}")
-        if self.gru_hidden < 1:
-            raise ValueError(f"gru_hidden must be >= 1, got {self.gru_hidden}")
+        for name in ("train_grid", "eval_grid"):
+            grid = getattr(self, name)
+            if grid is not None and not _GRID_NAME.fullmatch(grid):
+                raise OptionError(
+                    f"TrainConfig: option {name}={grid!r} is not allowed: expected the name of a "
+                    "configuration grid (lower-case letters, digits and underscores)"
+                )
+        if self.learners is not None and len(set(self.learners)) != len(self.learners):
+            raise OptionError(f"TrainConfig: learners {self.learners} repeat a seat")
         if self.recurrent and self.learner_transform:
-            raise ValueError(
-                "recurrent=True does not combine with learner_transform: a scripted step would "
-                "leave the memory without the learner's own action"
+            raise OptionError(
+                "TrainConfig: recurrent=True does not combine with learner_transform: a scripted "
+                "step would leave the memory without the learner's own action"
             )
-        if self.shard not in ("auto", "on", "off", True, False):
-            raise ValueError(f"shard must be 'auto', 'on' or 'off', got {self.shard!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -159,11 +178,115 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """A config from plain data (say a config.json); unknown keys are refused. Call
+        :meth:`validate` before using values that came from outside."""
+        if not isinstance(values, dict):
+            raise OptionError(f"a training config must be a JSON object, got {_show(values)}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
-            raise ValueError(f"unknown config key(s): {', '.join(unknown)}")
+            raise OptionError(
+                f"unknown config key(s): {', '.join(map(str, unknown))}; "
+                f"keys: {', '.join(sorted(names))}"
+            )
         return cls(**values)
+
+
+# ----------------------------------------------------------------------------- field ranges
+_GRID_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+# Learner transforms a config may name: the package's own policy transformers. A config.json is
+# data, possibly received from elsewhere, so a name outside this list is refused rather than
+# imported. Code (a test, a user script) adds its own with register_learner_transform.
+LEARNER_TRANSFORMS: dict[str, Any] = {
+    "dilemmax.envs.moral_hazard.policies:with_scripted_followup": None,
+}
+
+
+def register_learner_transform(name: str, transform: Any) -> None:
+    """Allows ``learner_transform=name`` in this process, resolving to ``transform``."""
+    LEARNER_TRANSFORMS[name] = transform
+
+
+def resolve_learner_transform(name: str | None):
+    """The policy transformer allowed under ``name`` (None for None); the package's own are
+    imported on first use, from their fixed path in :data:`LEARNER_TRANSFORMS`."""
+    if not name:
+        return None
+    if name not in LEARNER_TRANSFORMS:
+        raise OptionError(
+            f"learner_transform {_show(name)} is not one of the allowed transforms: "
+            f"{', '.join(sorted(LEARNER_TRANSFORMS))}"
+        )
+    transform = LEARNER_TRANSFORMS[name]
+    if transform is None:
+        module_name, _, attr = name.partition(":")
+        transform = getattr(importlib.import_module(module_name), attr)
+        LEARNER_TRANSFORMS[name] = transform
+    return transform
+
+
+class _TransformSpec(OptionSpec):
+    """learner_transform: None or a name in :data:`LEARNER_TRANSFORMS` (read at check time, so
+    registered transforms count)."""
+
+    def describe(self) -> str:
+        return "None or one of " + ", ".join(repr(n) for n in sorted(LEARNER_TRANSFORMS))
+
+    def _check_kind(self, value: Any) -> Any:
+        return value if isinstance(value, str) and value in LEARNER_TRANSFORMS else _BAD
+
+
+_COUNT = OptionSpec("int", low=1, high=INT32_MAX)
+_COEF = OptionSpec("float", low=0.0, high=1e6)
+
+# Declared ranges of TrainConfig fields. A field not listed here (say one added later) is still
+# checked against its annotated type.
+FIELD_RANGES: dict[str, OptionSpec] = {
+    "algo": OptionSpec("str", choices=("ippo", "mappo")),
+    "reward": OptionSpec("str", choices=("individual", "team")),
+    "learner_transform": _TransformSpec("str", optional=True),
+    "learners": OptionSpec("list", optional=True, min_len=1, item=OptionSpec("int", low=0)),
+    "reward_scale": OptionSpec("float", low=-1e6, high=1e6),
+    "total_timesteps": OptionSpec("int", low=1, high=10**13),
+    "num_envs": OptionSpec("int", low=1, high=2**20),
+    "num_steps": OptionSpec("int", low=1, high=100_000),
+    "update_epochs": OptionSpec("int", low=1, high=10_000),
+    "num_minibatches": OptionSpec("int", low=1, high=2**20),
+    "lr": OptionSpec("float", low=0.0, high=1.0, exclusive_low=True),
+    "gamma": OptionSpec("float", low=0.0, high=1.0),
+    "gae_lambda": OptionSpec("float", low=0.0, high=1.0),
+    "clip_eps": OptionSpec("float", low=0.0, high=100.0, exclusive_low=True),
+    "ent_coef": _COEF,
+    "vf_coef": _COEF,
+    "max_grad_norm": OptionSpec("float", low=0.0, high=1e6, exclusive_low=True),
+    "hidden": OptionSpec("int", low=1, high=65_536),
+    "gru_hidden": OptionSpec("int", low=1, high=65_536),
+    "num_layers": OptionSpec("int", low=0, high=64),
+    "activation": OptionSpec("str", choices=("tanh", "relu")),
+    "embed_dim": OptionSpec("int", low=1, high=4096),
+    "conv_features": OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
+    "conv_impl": OptionSpec("str", choices=CONV_IMPLS),
+    "seed": OptionSpec("int", low=0, high=INT32_MAX),
+    "num_seeds": OptionSpec("int", low=1, high=65_536),
+    "shard": OptionSpec("choice", choices=("auto", "on", "off", True, False)),
+    "log_every": _COUNT,
+    "checkpoint_every": _COUNT,
+    "keep_checkpoints": _COUNT,
+    "eval_every": OptionSpec("int", low=0, high=INT32_MAX),
+    "eval_episodes": _COUNT,
+    "wandb_mode": OptionSpec("str", choices=("online", "offline", "disabled")),
+}
+
+
+@functools.cache
+def _annotations() -> dict[str, str]:
+    return {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+
+
+def field_spec(name: str) -> OptionSpec:
+    """What TrainConfig field ``name`` accepts: its declared range, else its annotated type."""
+    return merge(FIELD_RANGES.get(name), spec_from_annotation(_annotations().get(name, "Any")))
 
 
 # Per-env defaults: sized so that the default run of each env finishes on a laptop CPU and
@@ -216,21 +339,6 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def parse_value(text: str) -> Any:
-    """``--set`` values: JSON or a Python literal when they parse as one, else the string."""
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            return parse(text)
-        except (ValueError, SyntaxError):
-            continue
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    return text
-
-
 def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Merges ``overrides`` into ``values``; ``a.b=v`` sets key ``b`` of the dict at ``a``."""
     values = json.loads(json.dumps(values))  # deep copy of plain data
@@ -245,15 +353,46 @@ def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     return values
 
 
-def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
-    """``["lr=1e-3", "env_config.query_cost=0.2"]`` -> ``{"lr": 0.001, ...}``."""
+_DICT_OPTIONS = ("env_kwargs", "eval_env_kwargs", "env_config")
+
+
+def parse_sets(pairs: list[str] | None, env: str | None = None) -> dict[str, Any]:
+    """``["lr=1e-3", "env_kwargs.sorted_agents=false"]`` -> ``{"lr": 0.001, ...}``, each value
+    typed by what it sets: a TrainConfig field by its spec, ``env_kwargs.X`` /
+    ``eval_env_kwargs.X`` by the option X of ``env`` (when given), ``env_config.X`` untyped.
+
+    Raises :class:`OptionError` (naming the key, the value and what is allowed) for a malformed
+    pair, an unknown field or a value of the wrong type or range; never anything else.
+    """
     out: dict[str, Any] = {}
     for pair in pairs or []:
-        key, sep, value = pair.partition("=")
+        key, sep, text = str(pair).partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise ValueError(f"--set expects key=value, got {pair!r}")
-        out[key.strip()] = parse_value(value.strip())
+            raise OptionError(f"--set expects key=value, got {_show(pair)}")
+        out[key] = parse_value(text, _spec_for_key(key, env), key)
     return out
+
+
+def _spec_for_key(key: str, env: str | None) -> OptionSpec | None:
+    head, _, rest = key.partition(".")
+    names = list(_annotations())
+    if head not in names:
+        close = difflib.get_close_matches(head, names, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise OptionError(f"unknown config key {head!r}{hint}; keys: {', '.join(sorted(names))}")
+    if not rest:
+        return field_spec(head)
+    if head not in _DICT_OPTIONS:
+        raise OptionError(f"cannot set {key!r}: {head!r} is not a dict option")
+    if head == "env_config" or env is None:
+        return None
+    from dilemmax.envs.options import env_option_specs
+
+    specs = env_option_specs(env)
+    if rest not in specs:
+        raise OptionError(f"{env}: unknown option {rest!r}; options: {', '.join(sorted(specs))}")
+    return specs[rest]
 
 
 def make_config(
@@ -265,4 +404,26 @@ def make_config(
     values = apply_overrides(values, overrides or {})
     config = TrainConfig.from_dict(values)
     config.validate()
+    _check_env_kwargs(config)
     return config
+
+
+def _check_env_kwargs(config: TrainConfig) -> None:
+    """Checks env_kwargs and eval_env_kwargs against the env's options (without building it)."""
+    from dilemmax.envs.options import check_env_options, env_option_specs
+    from dilemmax.envs.registry import env_spec
+
+    try:
+        env_cls = env_spec(config.env).load()
+    except ValueError:
+        return  # not a registered env (tests pass an instance to the trainer): nothing to check
+    specs = env_option_specs(config.env)
+    for name in ("env_kwargs", "eval_env_kwargs"):
+        unknown = sorted(set(getattr(config, name)) - set(specs))
+        if unknown:
+            raise OptionError(
+                f"{name}: {config.env} has no option(s) {', '.join(map(str, unknown))}; "
+                f"options: {', '.join(sorted(specs))}"
+            )
+    check_env_options(config.env, env_cls, config.env_kwargs)
+    check_env_options(config.env, env_cls, {**config.env_kwargs, **config.eval_env_kwargs})

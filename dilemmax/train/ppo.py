@@ -26,7 +26,6 @@ several configurations of a sweep, in one program, and checkpoints are that pytr
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -49,7 +48,7 @@ from dilemmax.agents.policy import GENERIC_POLICIES
 from dilemmax.agents.trained import RecurrentPolicy, make_policy_fn
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.rollout import Observation, run_episodes
-from dilemmax.train.config import TrainConfig
+from dilemmax.train.config import TrainConfig, resolve_learner_transform
 from dilemmax.train.envs import (
     ConfiguredEnv,
     apply_config_overrides,
@@ -121,13 +120,9 @@ def resolve_policy(env, name: str) -> Callable:
 
 
 def _load_transform(path: str | None):
-    """The policy transformer named ``"module:function"``, or None."""
-    if not path:
-        return None
-    module_name, _, name = path.partition(":")
-    if not name:
-        raise ValueError(f"learner_transform must be 'module:function', got {path!r}")
-    return getattr(importlib.import_module(module_name), name)
+    """The policy transformer named ``path``, from the allow-list of
+    :func:`dilemmax.train.config.resolve_learner_transform` (never an arbitrary import)."""
+    return resolve_learner_transform(path)
 
 
 class Trainer:

@@ -14,20 +14,32 @@ seeds, sharded over devices) is called repeatedly; after a chunk its metrics are
 every ``checkpoint_every`` chunks and at the end, the runner state is saved. A crash loses at
 most the chunks since the last checkpoint; ``--resume`` restores it and drops the metric records
 written after it, which the resumed run recomputes identically.
+
+The folder is safe against the usual accidents: training holds an exclusive lock on it
+(``.lock``, an OS file lock that dies with its process, so a killed run leaves no stale lock),
+so a second training into the same folder is refused; checkpoints carry a checksum and a damaged
+newest one is named and skipped for the previous good one; a partial last line of metrics.jsonl
+(a crash mid-write) is dropped; ``--resume`` needs the folder's config.json. When a loss or a
+parameter stops being finite, training stops with :class:`TrainingDiverged` before saving that
+state, so the last checkpoint is the last good one.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.errors import UsageError
 from dilemmax.train import checkpoint
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.ppo import RunnerState, Trainer
@@ -36,6 +48,140 @@ from dilemmax.train.sharding import data_mesh, place, runner_shardings
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "curve.png"
+LOCK_FILE = ".lock"
+_DISPLAY_FIELDS = ("progress",)
+
+
+class RunFolderError(UsageError, RuntimeError):
+    """A run folder that cannot be used as asked (in use, no config to resume, ...)."""
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss or parameter became NaN or infinite; the last good checkpoint is kept."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held while training writes into it.
+
+    An ``fcntl.flock`` on ``<run>/.lock``: the OS drops it when the holding process exits, however
+    it exits, so the file a killed run leaves behind is no obstacle. The file records the
+    holder's pid for the refusal message. Platforms without ``fcntl`` get no locking.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            raise RunFolderError(
+                f"{self.path.parent} is in use by another training ({_holder(self.path)}); "
+                "wait for it to finish or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock; the file stays (harmless)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _holder(path: Path) -> str:
+    try:
+        return path.read_text().strip()[:40] or "pid unknown"
+    except OSError:
+        return "pid unknown"
+
+
+def read_records(path: Path, warn=print) -> list[dict]:
+    """The JSON records of a metrics.jsonl; a line that does not parse (a partial last line
+    from a crash mid-write, a damaged line) is dropped with a warning."""
+    if not path.exists():
+        return []
+    out = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            warn(f"{path}: dropping unreadable line {number} (partial write?)")
+            continue
+        if isinstance(record, dict) and isinstance(record.get("chunk"), int):
+            out.append(record)
+        else:
+            warn(f"{path}: dropping line {number} (not a metrics record)")
+    return out
+
+
+def check_env_config(env, overrides: dict) -> None:
+    """Checks ``env_config`` overrides against the env's configuration pytree (its structure
+    only, via ``jax.eval_shape``): every dotted name must be a field, every value a number or
+    array that broadcasts to the field's shape. Raises OptionError naming the field."""
+    if not overrides:
+        return
+    from dilemmax.envs.options import OptionError
+
+    template = jax.eval_shape(env.sample_config, jax.random.PRNGKey(0))
+    for name, value in overrides.items():
+        node = template
+        for part in str(name).split("."):
+            fields = node if isinstance(node, dict) else getattr(node, "__dataclass_fields__", {})
+            if part not in fields:
+                raise OptionError(
+                    f"env_config: {type(env).__name__} configurations have no field {name!r}; "
+                    f"fields: {', '.join(sorted(fields))}"
+                )
+            node = node[part] if isinstance(node, dict) else getattr(node, part)
+        array = np.asarray(value) if not isinstance(value, str | bytes) else np.asarray(None)
+        ok = array.dtype.kind in "biuf"
+        if ok:
+            try:
+                np.broadcast_to(array, node.shape)
+            except ValueError:
+                ok = False
+        if not ok:
+            raise OptionError(
+                f"env_config: {name}={value!r} does not fit the field ({node.dtype}{node.shape})"
+            )
+
+
+def _all_finite(tree) -> jax.Array:
+    leaves = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(x.dtype, jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def non_finite_losses(metrics: dict) -> list[str]:
+    """Names of the ``loss/*`` metrics of a chunk with a NaN or infinite entry."""
+    return sorted(
+        name
+        for name, value in metrics.items()
+        if name.startswith("loss/") and not np.all(np.isfinite(np.asarray(value, np.float64)))
+    )
 
 
 def _to_json(value: Any) -> Any:
@@ -65,18 +211,26 @@ class TrainingRun:
         self.config = config
         self.dir = Path(out_dir)
         self.trainer = Trainer(config, env=env)
+        check_env_config(self.trainer.env, config.env_config)
         self.mesh = data_mesh(config.shard, config.num_envs)
         self._chunk_fn = None
         self._eval_fn = None
+        self._init_fn = None
+        self._finite_fn = jax.jit(_all_finite)
 
     # ------------------------------------------------------------------ programs
     def seed_keys(self) -> jax.Array:
         base = jax.random.PRNGKey(self.config.seed)
         return jax.random.split(base, self.config.num_seeds)
 
+    def _init(self) -> RunnerState:
+        """The fresh runner state of every seed (its program compiled once per run object)."""
+        if self._init_fn is None:
+            self._init_fn = jax.jit(jax.vmap(self.trainer.init))
+        return self._init_fn(self.seed_keys())
+
     def init_state(self) -> RunnerState:
-        init = jax.jit(jax.vmap(self.trainer.init))
-        return place(init(self.seed_keys()), self.mesh)
+        return place(self._init(), self.mesh)
 
     def chunk(self, state: RunnerState):
         if self._chunk_fn is None:
@@ -100,7 +254,7 @@ class TrainingRun:
 
     def template(self) -> RunnerState:
         """A fresh runner state: the structure, dtypes and shapes a checkpoint restores into."""
-        return jax.jit(jax.vmap(self.trainer.init))(self.seed_keys())
+        return self._init()
 
     # ------------------------------------------------------------------ files
     def write_config(self) -> None:
@@ -108,16 +262,16 @@ class TrainingRun:
         (self.dir / CONFIG_FILE).write_text(self.config.to_json() + "\n")
 
     def records(self) -> list[dict]:
-        path = self.dir / METRICS_FILE
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_records(self.dir / METRICS_FILE, warn=lambda _: None)
 
     def _truncate_records(self, chunk: int) -> None:
-        """Keeps the metric records of chunks before ``chunk`` (those a checkpoint covers)."""
-        kept = [r for r in self.records() if r["chunk"] < chunk]
+        """Keeps the metric records of chunks before ``chunk`` (those a checkpoint covers); an
+        unreadable line (a partial write) is named and dropped. Rewritten atomically."""
         path = self.dir / METRICS_FILE
-        path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        kept = [r for r in read_records(path) if r["chunk"] < chunk]
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(tmp, path)
 
     def _append(self, record: dict) -> None:
         with (self.dir / METRICS_FILE).open("a") as f:
@@ -125,16 +279,43 @@ class TrainingRun:
 
     # ------------------------------------------------------------------ the loop
     def restore_latest(self) -> tuple[RunnerState, int] | None:
-        path = checkpoint.latest_checkpoint(self.dir)
-        if path is None:
+        """The newest good checkpoint (damaged newer ones named and skipped) and the chunk to
+        continue from; None without checkpoints."""
+        found = checkpoint.restore_latest_good(self.dir, self.template())
+        if found is None:
             return None
-        state, meta = checkpoint.restore(path, self.template())
+        state, meta, path = found
         return place(state, self.mesh), meta["chunk"] + 1
 
+    def check_resumable(self) -> None:
+        """Refuses to resume a folder without config.json, or whose config is another one."""
+        path = self.dir / CONFIG_FILE
+        if not path.exists():
+            raise RunFolderError(f"cannot resume {self.dir}: it has no {CONFIG_FILE}")
+        try:
+            saved = json.loads(path.read_text())
+        except (ValueError, OSError) as err:
+            reason = f"unreadable {CONFIG_FILE} ({err})"
+            raise RunFolderError(f"cannot resume {self.dir}: {reason}") from None
+        current = json.loads(self.config.to_json())
+        # Display-only fields may differ between the run and its resumption.
+        same = lambda d: {k: v for k, v in d.items() if k not in _DISPLAY_FIELDS}
+        if not isinstance(saved, dict) or same(saved) != same(current):
+            raise RunFolderError(
+                f"cannot resume {self.dir}: its {CONFIG_FILE} is not this run's configuration"
+            )
+
     def train(self, resume: bool = False, max_chunks: int | None = None) -> RunnerState:
-        """Trains to ``config.num_chunks`` chunks (or ``max_chunks`` more, to test crashes)."""
+        """Trains to ``config.num_chunks`` chunks (or ``max_chunks`` more, to test crashes),
+        holding the folder's lock throughout (:class:`RunFolderError` if another run holds it)."""
+        with RunLock(self.dir):
+            return self._train(resume, max_chunks)
+
+    def _train(self, resume: bool, max_chunks: int | None) -> RunnerState:
         c = self.config
         start = 0
+        if resume:
+            self.check_resumable()
         restored = self.restore_latest() if resume else None
         if restored is None:
             if resume:
@@ -157,6 +338,7 @@ class TrainingRun:
                 state, metrics = self.chunk(state)
                 metrics = jax.block_until_ready(metrics)
                 seconds = time.perf_counter() - t0
+                self._stop_if_diverged(state, metrics, chunk)
                 record = {
                     "chunk": chunk,
                     "update": (chunk + 1) * c.log_every,
@@ -184,6 +366,21 @@ class TrainingRun:
                 logger.finish()
         plot_curves(self.dir)
         return state
+
+    def _stop_if_diverged(self, state: RunnerState, metrics: dict, chunk: int) -> None:
+        """Raises :class:`TrainingDiverged` (before anything of this chunk is saved) when a loss
+        or a parameter is NaN or infinite."""
+        bad = non_finite_losses(metrics)
+        if not bool(self._finite_fn(state.params)):
+            bad.append("parameters")
+        if bad:
+            last = checkpoint.latest_checkpoint(self.dir)
+            kept = f"last good checkpoint kept: {last}" if last else "no checkpoint was written"
+            raise TrainingDiverged(
+                f"training diverged in chunk {chunk} (updates up to "
+                f"{(chunk + 1) * self.config.log_every}): non-finite {', '.join(bad)}; {kept}. "
+                "Try a smaller lr or max_grad_norm"
+            )
 
 
 def _progress(config: TrainConfig, start: int, stop: int):
@@ -288,15 +485,34 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
 
 
 def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
-    """(run, restored state, checkpoint) from a run folder or a checkpoint file inside one."""
+    """(run, restored state, checkpoint) from a run folder (its newest good checkpoint) or a
+    checkpoint file inside one.
+
+    Raises :class:`RunFolderError` for a folder without config.json or checkpoints, and
+    :class:`~dilemmax.train.checkpoint.CheckpointError` for a damaged checkpoint file.
+    """
     path = Path(path)
     if path.is_file():
         ckpt, run_dir = path, path.parent.parent
+    elif path.is_dir():
+        run_dir, ckpt = path, None
     else:
-        run_dir, ckpt = path, checkpoint.latest_checkpoint(path)
-        if ckpt is None:
-            raise FileNotFoundError(f"no checkpoint in {path}")
-    config = TrainConfig.from_dict(json.loads((run_dir / CONFIG_FILE).read_text()))
+        raise RunFolderError(f"{path} is neither a run folder nor a checkpoint file")
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.exists():
+        raise RunFolderError(f"{run_dir} has no {CONFIG_FILE}: not a run folder")
+    try:
+        values = json.loads(config_path.read_text())
+    except ValueError as err:
+        raise RunFolderError(f"{config_path} is not valid JSON ({err})") from None
+    config = TrainConfig.from_dict(values)
+    config.validate()
     run = TrainingRun(config, run_dir)
-    state, _ = checkpoint.restore(ckpt, run.template())
+    if ckpt is not None:
+        state, _ = checkpoint.restore(ckpt, run.template())
+        return run, state, ckpt
+    found = checkpoint.restore_latest_good(run_dir, run.template())
+    if found is None:
+        raise RunFolderError(f"no checkpoint in {run_dir}")
+    state, _, ckpt = found
     return run, state, ckpt

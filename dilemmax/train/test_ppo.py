@@ -17,7 +17,7 @@ from dilemmax.agents.networks import masked_categorical
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.spaces import Box, Discrete
 from dilemmax.train import checkpoint
-from dilemmax.train.config import make_config
+from dilemmax.train.config import make_config, register_learner_transform
 from dilemmax.train.ppo import Trainer, make_train
 from dilemmax.train.run import TrainingRun
 
@@ -228,6 +228,9 @@ def test_checkpoint_round_trips_and_resume_is_bit_exact(tmp_path):
 def script_everything(policy):
     """A learner transform that never lets the learner choose (always action 0)."""
     return lambda key, observation: jnp.int32(0)
+
+
+register_learner_transform("dilemmax.train.test_ppo:script_everything", script_everything)
 
 
 def test_steps_scripted_by_a_learner_transform_carry_no_policy_gradient():

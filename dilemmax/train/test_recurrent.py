@@ -216,8 +216,10 @@ def test_recurrent_update_is_deterministic_and_jit_equals_no_jit():
 
 
 def test_recurrent_rejects_a_learner_transform():
-    with pytest.raises(ValueError, match="learner_transform"):
-        bandit_config(learner_transform="dilemmax.train.test_ppo:script_everything")
+    with pytest.raises(ValueError, match="does not combine with learner_transform"):
+        bandit_config(
+            learner_transform="dilemmax.envs.moral_hazard.policies:with_scripted_followup"
+        )
 
 
 def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():

@@ -48,6 +48,8 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
+from dilemmax.envs.guards import action_indices
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -82,6 +84,7 @@ class ConsequenceEnv(MultiAgentEnv):
         endgame: str = "all",
         rules: Sequence[int | str] | None = None,
     ):
+        check_env_options("consequence", type(self), locals())
         super().__init__(num_agents)
         if num_agents < 2:
             raise ValueError(f"num_agents must be >= 2, got {num_agents}")
@@ -165,7 +168,7 @@ class ConsequenceEnv(MultiAgentEnv):
     def step_env(
         self, key: jax.Array, state: ConsequenceState, actions: Mapping[str, jax.Array]
     ) -> tuple[dict, ConsequenceState, dict, dict, dict]:
-        chosen = jnp.stack([jnp.asarray(actions[a]).astype(jnp.int32) for a in self.agents])
+        chosen = action_indices(actions, self.agents)
         legal = self._is_legal(state, chosen)
         # Only one of the two branches is kept, so they may share the step's randomness.
         after_contribution = self._contribute(key, state, chosen, legal)
@@ -380,12 +383,17 @@ class ConsequenceEnv(MultiAgentEnv):
         return dict(policies.SCRIPTED_POLICIES)
 
     def text_protocol(
-        self, clause: str | None = None, goal: str = "competitive", ask_rationale: bool = False
+        self,
+        clause: str | None = None,
+        goal: str = "competitive",
+        ask_rationale: bool = False,
+        **flags,
     ) -> text.ConsequenceTextProtocol:
-        """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``."""
-        if clause is None:
+        """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``;
+        ``flags``: ``anonymous`` / ``neutral`` (see :mod:`dilemmax.envs.consequence.text`)."""
+        if clause is None and "anonymous" not in flags:
             clause = "anonymous" if self.anonymous_rule else "named"
-        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale)
+        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale, **flags)
 
     def render_ansi(self, state: ConsequenceState) -> str:
         return render.render_ansi(self, state)

@@ -8,6 +8,7 @@ import pytest
 
 from dilemmax.envs.consequence.env import ConsequenceEnv
 from dilemmax.envs.consequence.generator import make_config
+from dilemmax.envs.text import NoReply
 
 
 def _prompt(player, rule, clause="named", goal="competitive", agent="agent_1", **kwargs):
@@ -107,3 +108,39 @@ def test_render_ansi_and_one_shot_clause():
     prompt = env.text_protocol().render(state, "agent_0")
     assert "at most 1 round." in prompt and "after round 1, every participant" in prompt
     np.testing.assert_array_equal(state.resources, [1, 5, 6])
+
+
+def test_one_flag_per_variant_and_they_combine(player):
+    env = player.env
+    state = {rule: player.start((1, 5, 6), 10, rule) for rule in ("RP", "PP")}
+
+    def prompt(rule, **flags):
+        return env.text_protocol(**flags).render(state[rule], "agent_0")
+
+    both = {"anonymous": True, "neutral": True}
+    assert prompt("RP", **both) == prompt("PP", **both)  # anonymized: byte-identical
+    assert "leaves the game" in prompt("RP", **both) and "eliminated" not in prompt("RP", **both)
+    assert prompt("RP", anonymous=True) == prompt("RP", clause="anonymous")
+    assert prompt("RP", neutral=True) == prompt("RP", clause="neutral")
+    assert prompt("RP", anonymous=False) == prompt("RP", clause="named")
+    assert "poorest" in prompt("RP", anonymous=False)
+    framed = prompt("RP", anonymous=True, goal="survival")
+    assert "Your goal: still be in the game" in framed and framed != prompt("RP", anonymous=True)
+    with pytest.raises(ValueError):
+        env.text_protocol(anonymous="no")
+
+
+def test_turn_and_parse_reply_use_plain_context(player):
+    protocol = player.env.text_protocol()
+    state = player.start((2, 4, 6), 12, "DV")
+    prompt = protocol.turn(state, "agent_0", None)
+    assert prompt.legal == (0, 1, 2) and prompt.context == {
+        "vote": False, "held": 2, "alive": (True, True, True)
+    }  # fmt: skip
+    assert protocol.parse_reply("CONTRIBUTION: 2", prompt).action == 2
+    assert not protocol.parse_reply("CONTRIBUTION: 3", prompt).valid
+    _, state, *_ = player.play(state, (0, 0, 0))  # a vote follows
+    vote = protocol.turn(state, "agent_0", None)
+    assert vote.context["vote"] and protocol.parse_reply("VOTE: c", vote).action == 2
+    _, state, *_ = player.play(state, (2, 2, 2), seed=1)  # C leaves
+    assert protocol.turn(state, "agent_2", None) == NoReply(0)

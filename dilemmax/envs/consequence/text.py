@@ -5,28 +5,39 @@ rules with the one clause that states the consequence rule, the agent's goal, it
 others' remaining resources, the fund, the threshold, the round, and the history of earlier
 rounds. Participants go by letters (A, B, C, ...) in ``env.agents`` order.
 
-Prompt variants (only the rule clause, the goal line and, for ``neutral``, the vocabulary move):
+Prompt variants: the paper's three prompt-only interventions (Sections 5.3 and 12), one flag
+each, combinable; only the rule clause, the goal line and, for ``neutral``, the vocabulary move:
 
-* ``clause="named"``: RP and PP name the bearer ("the poorest" / "the richest");
-* ``clause="anonymous"``: the sentence naming the bearer is gone, so the RP and PP prompts are
-  byte-identical (AON, RE and DV name no bearer and read as in ``named``);
-* ``clause="neutral"``: the same information without charged labels ("leaves the game" for
-  "is eliminated", "holding the fewest units" for "the poorest");
-* ``goal``: "competitive" (stay in and end richest), "cooperative" (the group reaches the target
-  with everyone still in) or "survival" (still be in the game at the end).
+* ``anonymous`` (anonymization): the sentence naming the RP / PP loss bearer ("the poorest" /
+  "the richest") is gone, so the RP and PP prompts are byte-identical (AON, RE and DV name no
+  bearer and read the same either way);
+* ``neutral`` (neutral wording): the same information without charged labels ("leaves the game"
+  for "is eliminated", "holding the fewest units" for "the poorest");
+* ``goal`` (frame swap): "competitive" (the paper's baseline: stay in and end richest),
+  "cooperative" (the group reaches the target with everyone still in) or "survival" (still be
+  in the game at the end);
+* ``ask_rationale``: ask for reasoning before the move line (the paper auto-labels rationales).
+
+``clause`` is the older single switch: "named" (no flag), "anonymous" or "neutral".
 
 Replies end with ``CONTRIBUTION: <n>`` or, in a DV vote phase, ``VOTE: <letter>``. A reply
 without a readable, legal line is invalid and becomes the no-op: a contribution of 0, or an
-abstention in a vote (action ``num_agents``, which the env counts as no vote).
+abstention in a vote (action ``num_agents``, which the env counts as no vote). The parser is
+total and linear: it scans for the keyword without a backtracking regex, reads ASCII digits only
+(at most 9) and caps the reply length. Eliminated agents and finished games need no reply
+(``turn`` returns ``NoReply(0)``).
 """
 
 from __future__ import annotations
 
-import re
+from typing import Any
 
+import numpy as np
+
+from dilemmax.envs import text_parsing as tp
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.render import participant_label, to_numpy
-from dilemmax.envs.text import ParsedReply, TextProtocol
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 
 CLAUSES = ("named", "anonymous", "neutral")
 GOALS = ("competitive", "cooperative", "survival")
@@ -56,27 +67,33 @@ _VOCAB = {
     },
 }
 
-_CONTRIBUTION = re.compile(r"contribut\w*\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
-_VOTE = re.compile(
-    r"\bvote\w*\s*(?:for)?\s*[:=]?\s*(?:participant|agent)?\s*([A-Za-z][A-Za-z0-9_]*)",
-    re.IGNORECASE,
-)
-_BARE_NUMBER = re.compile(r"\s*(-?\d+)\s*\.?\s*")
-
 
 class ConsequenceTextProtocol(TextProtocol):
     """Renderer and parser for one prompt variant (see the module docstring)."""
 
-    def __init__(self, env, clause: str = "named", goal: str = "competitive", ask_rationale=False):
-        if clause not in CLAUSES:
+    def __init__(
+        self,
+        env,
+        clause: str | None = "named",
+        goal: str = "competitive",
+        ask_rationale=False,
+        anonymous: bool | None = None,
+        neutral: bool | None = None,
+    ):
+        if clause is not None and clause not in CLAUSES:
             raise ValueError(f"clause must be one of {CLAUSES}, got {clause!r}")
         if goal not in GOALS:
             raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
+        for name, flag in (("anonymous", anonymous), ("neutral", neutral)):
+            if flag is not None and not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
         self.env = env
-        self.clause = clause
+        self.anonymous = bool(anonymous) if anonymous is not None else clause == "anonymous"
+        self.neutral = bool(neutral) if neutral is not None else clause == "neutral"
+        self.clause = "anonymous" if self.anonymous else ("neutral" if self.neutral else "named")
         self.goal = goal
         self.ask_rationale = bool(ask_rationale)
-        self.words = _VOCAB["neutral" if clause == "neutral" else "charged"]
+        self.words = _VOCAB["neutral" if self.neutral else "charged"]
 
     # ------------------------------------------------------------------ rules
     def _kills_all_at_end(self, rule: int) -> bool:
@@ -92,7 +109,7 @@ class ConsequenceTextProtocol(TextProtocol):
             )
         else:
             when = "If the fund is still short at the end of a round,"
-        neutral = self.clause == "neutral"
+        neutral = self.neutral
         if rule == C.AON:
             return f"{when} nobody {w['out']} and play moves on to the next round."
         if rule == C.RE:
@@ -104,7 +121,7 @@ class ConsequenceTextProtocol(TextProtocol):
                 f"the game (itself allowed); the one with the most votes {w['out']}, and a tie is "
                 "settled by a fair random draw."
             )
-        if self.clause == "anonymous":
+        if self.anonymous:
             return f"{when} one participant still in the game {w['out']}."
         fewest = rule == C.RP
         amount = "fewest" if fewest else "most"
@@ -245,44 +262,82 @@ class ConsequenceTextProtocol(TextProtocol):
         ]
         return "\n\n".join(parts)
 
+    # ------------------------------------------------------------------ play interface
+    def turn(self, state, agent: str, memory: Any) -> Prompt | NoReply:
+        s = to_numpy(state)
+        seat = self.env.agent_index[agent]
+        if s.done or not s.alive[seat]:
+            return NoReply(0)
+        alive = tuple(bool(a) for a in s.alive)
+        if s.phase == C.PHASE_VOTE:
+            legal = tuple(j for j in range(self.env.num_agents) if alive[j])
+        else:
+            legal = tuple(range(int(s.resources[seat]) + 1))
+        context = {
+            "vote": bool(s.phase == C.PHASE_VOTE),
+            "held": int(s.resources[seat]),
+            "alive": alive,
+        }
+        return Prompt("", self.render(state, agent), "act", legal, context)
+
+    def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
+        ctx = prompt.context
+        return self._total(reply, bool(ctx.get("vote")), int(ctx.get("held", 0)),
+                           tuple(ctx.get("alive", ())))  # fmt: skip
+
     # ------------------------------------------------------------------ parsing
     def parse(self, reply: str, state, agent: str) -> ParsedReply:
         s = to_numpy(state)
         seat = self.env.agent_index[agent]
-        reply = reply if isinstance(reply, str) else ""
         if s.done or not s.alive[seat]:
-            return ParsedReply(action=0, valid=True, rationale=reply.strip())
-        if s.phase == C.PHASE_VOTE:
-            return self._parse_vote(reply, s)
-        return self._parse_contribution(reply, int(s.resources[seat]))
+            text, _ = tp.clean(reply)
+            return ParsedReply(action=0, valid=True, rationale=text.strip())
+        alive = tuple(bool(a) for a in s.alive)
+        return self._total(reply, bool(s.phase == C.PHASE_VOTE), int(s.resources[seat]), alive)
+
+    def _total(self, reply: Any, vote: bool, held: int, alive: tuple) -> ParsedReply:
+        abstain = self.env.num_agents
+        try:
+            text, _ = tp.clean(reply)
+            if vote:
+                return self._parse_vote(text, alive)
+            return self._parse_contribution(text, held)
+        except Exception as exc:  # noqa: BLE001 - a model's reply must never crash a run
+            return ParsedReply(abstain if vote else 0, False, f"parser error: {type(exc).__name__}")
 
     def _parse_contribution(self, reply: str, held: int) -> ParsedReply:
-        matches = list(_CONTRIBUTION.finditer(reply))
-        bare = _BARE_NUMBER.fullmatch(reply)
-        match = matches[-1] if matches else bare
-        if match is None:
+        found = _last_keyword_value(reply, "contribut", _number_at)
+        if found is None:
+            stripped = reply.strip().rstrip(".").strip()
+            bare = _number_at(stripped, 0) if len(stripped) <= 12 else None
+            if bare is not None and bare[1] == len(stripped):
+                found = (bare[0], 0, len(reply))
+        if found is None:
             return ParsedReply(0, False, "no 'CONTRIBUTION: <n>' line found", reply.strip())
-        rationale = _without(reply, match)
-        amount = int(match.group(1))
-        if not 0 <= amount <= held:
-            error = f"contribution {amount} is outside 0..{held}"
-            return ParsedReply(0, False, error, rationale)
-        return ParsedReply(amount, True, "", rationale)
+        (value, ok), start, end = found
+        rationale = (reply[:start] + reply[end:]).strip()
+        if not ok:
+            return ParsedReply(0, False, f"contribution {value!r} is not a whole number of at "
+                               f"most {tp.MAX_INT_DIGITS} ASCII digits", rationale)  # fmt: skip
+        if not 0 <= value <= held:
+            return ParsedReply(0, False, f"contribution {value} is outside 0..{held}", rationale)
+        return ParsedReply(value, True, "", rationale)
 
-    def _parse_vote(self, reply: str, s) -> ParsedReply:
+    def _parse_vote(self, reply: str, alive: tuple) -> ParsedReply:
         abstain = self.env.num_agents
-        matches = list(_VOTE.finditer(reply))
-        bare = re.fullmatch(r"\s*([A-Za-z])\s*\.?\s*", reply)
-        match = matches[-1] if matches else bare
-        if match is None:
+        found = _last_keyword_value(reply, "vote", _name_at)
+        if found is None:
+            stripped = reply.strip().rstrip(".").strip()
+            if len(stripped) == 1 and stripped.isascii() and stripped.isalpha():
+                found = ((stripped, True), 0, len(reply))
+        if found is None:
             return ParsedReply(abstain, False, "no 'VOTE: <letter>' line found", reply.strip())
-        rationale = _without(reply, match)
-        target = self._seat_named(match.group(1))
+        (token, _), start, end = found
+        rationale = (reply[:start] + reply[end:]).strip()
+        target = self._seat_named(token)
         if target is None:
-            return ParsedReply(
-                abstain, False, f"{match.group(1)!r} names no participant", rationale
-            )
-        if not s.alive[target]:
+            return ParsedReply(abstain, False, f"{token[:40]!r} names no participant", rationale)
+        if not alive[target]:
             error = f"participant {participant_label(target)} is no longer in the game"
             return ParsedReply(abstain, False, error, rationale)
         return ParsedReply(target, True, "", rationale)
@@ -290,15 +345,81 @@ class ConsequenceTextProtocol(TextProtocol):
     def _seat_named(self, token: str) -> int | None:
         """The seat a letter ("b"), a label ("P27") or an agent name ("agent_1") refers to."""
         for seat, agent in enumerate(self.env.agents):
-            if token.upper() == participant_label(seat) or token == agent:
+            if token.upper() == participant_label(seat) or token.lower() == agent:
                 return seat
         return None
 
 
+_SEPARATORS = frozenset(" \t\n:=*#`>_\"'")
+_FILLERS = ("for", "participant", "agent")
+
+
+def _skip(text: str, k: int, chars=_SEPARATORS) -> int:
+    while k < len(text) and text[k] in chars:
+        k += 1
+    return k
+
+
+def _number_at(text: str, k: int) -> tuple[tuple[int | None, bool], int] | None:
+    """((value, ok), end) of an integer starting at ``k`` (optional '-'), or None if no digit."""
+    sign = 1
+    if k < len(text) and text[k] == "-":
+        sign, k = -1, k + 1
+    start = k
+    while k < len(text) and text[k].isdigit():
+        k += 1
+    if k == start:
+        return None
+    value = tp.parse_int(text[start:k])
+    if value is None:
+        return (None, False), k
+    return (sign * value, True), k
+
+
+def _name_at(text: str, k: int) -> tuple[tuple[str, bool], int] | None:
+    """((name, True), end) of a participant name at ``k`` after optional filler words."""
+    for _ in range(2):
+        lowered = text[k : k + 12].lower()
+        for filler in _FILLERS:
+            after = k + len(filler)
+            ends = after >= len(text) or not (text[after].isalnum() or text[after] == "_")
+            if lowered.startswith(filler) and ends:
+                k = _skip(text, after)
+                break
+    start = k
+    while (
+        k < len(text)
+        and k - start < 40
+        and (text[k].isascii() and (text[k].isalnum() or text[k] == "_"))
+    ):
+        k += 1
+    if k == start or not text[start].isalpha():
+        return None
+    return (text[start:k], True), k
+
+
+def _last_keyword_value(text: str, keyword: str, read):
+    """(value, start, end) of the LAST ``keyword...`` followed by a readable value, or None.
+
+    Linear: occurrences are visited from the end; after each, the rest of the word and the
+    separators are skipped (spans that never overlap another occurrence), then ``read`` reads
+    a bounded value.
+    """
+    lowered = text.lower()
+    end = len(lowered)
+    while True:
+        start = lowered.rfind(keyword, 0, end)
+        if start < 0:
+            return None
+        k = start + len(keyword)
+        while k < len(text) and text[k].isascii() and text[k].isalpha():
+            k += 1
+        found = read(text, _skip(text, k))
+        if found is not None:
+            value, stop = found
+            return value, start, stop
+        end = start
+
+
 def _units(count: int) -> str:
     return f"{count} unit" if count == 1 else f"{count} units"
-
-
-def _without(reply: str, match: re.Match) -> str:
-    """The reply with the matched action text removed (kept as the rationale)."""
-    return (reply[: match.start()] + reply[match.end() :]).strip()

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_all
@@ -60,6 +61,7 @@ from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -87,6 +89,7 @@ class MoralHazardEnv(MultiAgentEnv):
         w_final: float = c.PRIMARY_W_FINAL,
         w_team: float = c.PRIMARY_W_TEAM,
     ):
+        check_env_options("moral_hazard", type(self), locals())
         super().__init__(num_agents)
         self.default_config = generator.make_config(
             num_agents,
@@ -168,7 +171,7 @@ class MoralHazardEnv(MultiAgentEnv):
         del key  # the game is deterministic given the actions
         n = self.num_agents
         cfg = state.config
-        acts = jnp.stack([jnp.asarray(actions[a], jnp.int32).reshape(()) for a in self.agents])
+        acts = action_indices(actions, self.agents)
         in_range = (acts >= 0) & (acts < self.num_actions)
         legal = self.legal_matrix(state.stage, state.queried)
         valid = (

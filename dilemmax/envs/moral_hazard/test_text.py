@@ -28,7 +28,7 @@ def states(game, config, *joint_actions):
 
 @pytest.fixture(scope="module")
 def text2(game2):
-    return game2.env.text_protocol()
+    return game2.env.text_protocol(lenient=False)  # the strict parser alone
 
 
 def test_work_parser(game2, text2):
@@ -49,7 +49,7 @@ def test_work_parser(game2, text2):
 
 
 def test_note_parser(game3):
-    text = game3.env.text_protocol()
+    text = game3.env.text_protocol(lenient=False)
     # Agent 1 queried, agent 2 did not.
     _, state = states(game3, fixed_config(3), (QUERY, local(B), QUERY))
     parse = lambda reply, agent="agent_0": text.parse(reply, state, agent)
@@ -172,3 +172,127 @@ def test_system_prompt_names_the_ring_and_formats(game3):
     for fmt in ("ACTION LOCAL <A-D>", "ACTION QUERY", "NOTE CASE <number> UNSAFE <A-D>"):
         assert fmt in prompt
     assert "NO NOTE" in prompt and "FINAL <A-D>" in prompt
+
+
+# ---------------------------------------------------------------- play interface, lenient parsing
+from dilemmax.envs.moral_hazard.text import lenient_move, rationale_structure_ok, rloo_reward  # noqa: E402
+from dilemmax.envs.text import NoReply  # noqa: E402
+
+
+def _sloppy_model(prompt: str) -> str:
+    """A model that knows what it wants but never writes the strict format (Table 2's pattern)."""
+    if "Your move (work)" in prompt:
+        mine = re.search(r"Case \d+ \(yours\): (.*?) \| local question: which option has the "
+                         r"(highest|lowest)", prompt)  # fmt: skip
+        utilities = {k: int(v) for k, v in re.findall(r"([A-D])=(\d+)", mine[1])}
+        pick = (max if mine[2] == "highest" else min)(utilities, key=utilities.get)
+        return f"I keep my local point.\n**ACTION LOCAL {pick}.**"
+    if "Your move (note)" in prompt:
+        return "Nothing to add: NO NOTE."
+    return "My choice -> FINAL: C"
+
+
+def _play_through_turns(game, text, keys):
+    """Plays episodes through turn / parse_reply; returns (replies asked, valid, local points)."""
+    reset = jax.jit(game.env.reset)
+    asked = valid = recovered = local_points = 0
+    for seed in keys:
+        _, state = reset(jax.random.key(seed))
+        memories = {a: text.new_memory(a) for a in game.env.agents}
+        for _ in range(c.MAX_STEPS):
+            actions = {}
+            for agent in game.env.agents:
+                prompt = text.turn(state, agent, memories[agent])
+                if isinstance(prompt, NoReply):
+                    actions[agent] = prompt.action
+                    continue
+                parsed = text.parse_reply(_sloppy_model(prompt.user), prompt)
+                asked, valid = asked + 1, valid + parsed.valid
+                recovered += parsed.recovered
+                actions[agent] = parsed.action
+            _, state, _, _, infos = game.step(jax.random.key(0), state, game.actions(
+                [actions[a] for a in game.env.agents]))  # fmt: skip
+            local_points += int(np.asarray(infos["local_correct"]).sum())
+        for agent in game.env.agents:
+            text.after_episode(memories[agent], agent, state)
+    return asked, valid, recovered, local_points
+
+
+def test_lenient_extraction_reproduces_a_table_2_row(game2):
+    """Low format validity with high local reward (OpenThinker3-7B: 3.8% valid, 98.6% local)."""
+    seeds = range(4)
+    asked, valid, recovered, local = _play_through_turns(game2, game2.env.text_protocol(), seeds)
+    opportunities = len(seeds) * game2.env.num_agents
+    assert valid == 0 and recovered == asked  # every work and final reply fails the format
+    assert local == opportunities  # ... yet every local answer is read and scores
+    strict = game2.env.text_protocol(lenient=False)
+    asked, valid, recovered, local = _play_through_turns(game2, strict, seeds)
+    assert valid == 0 and recovered == 0 and local == 0  # strict play: the moves are not made
+
+
+def test_lenient_forms_and_what_is_never_read(game2):
+    text = game2.env.text_protocol()
+    work, note_stage, at_final = states(
+        game2, fixed_config(), (QUERY, local(B)), (NO_NOTE, NO_NOTE)
+    )
+    for reply, action in {
+        "FINAL: C": final(C), "**FINAL C**": final(C), "Final answer: d.": final(D),
+        "final\r\nB": final(B),
+    }.items():  # fmt: skip
+        got = text.parse(reply, at_final, "agent_0")
+        assert (got.action, got.valid, got.recovered) == (action, False, True), reply
+        assert got.error.startswith("no line of the form")
+    got = text.parse("ACTION LOCAL B.", work, "agent_0")
+    assert (got.action, got.recovered) == (local(B), True)
+    assert text.parse("I choose ACTION QUERY!", work, "agent_0").action == QUERY
+    # Not a move: a bare "query", a label that is not A-D, a note without a case.
+    for reply in ("I will not query", "LOCAL E", "local option", ""):
+        got = text.parse(reply, work, "agent_0")
+        assert (got.action, got.recovered) == (c.NO_MOVE, False), reply
+    assert text.parse("ACTION LOCAL A\r\n", work, "agent_0").valid  # \r\n is fine strictly
+    assert lenient_move("note: case 2 unsafe c", c.NOTE, 0, 2) == note(1, C)
+    assert lenient_move("NOTE CASE 9 UNSAFE C", c.NOTE, 0, 2) is None
+
+
+def test_turn_needs_no_reply_from_seats_without_a_decision(game2):
+    text = game2.env.text_protocol()
+    work, note_stage, at_final, done = states(
+        game2, fixed_config(), (QUERY, local(B)), (NO_NOTE, NO_NOTE), (final(D), final(A))
+    )
+    memory = text.new_memory("agent_1")
+    assert text.turn(note_stage, "agent_1", memory) == NoReply(NO_NOTE)
+    assert text.turn(done, "agent_0", memory) == NoReply(c.NO_MOVE)
+    prompt = text.turn(note_stage, "agent_0", text.new_memory("agent_0"))
+    assert prompt.legal[0] == NO_NOTE and "_state" not in prompt.context
+    assert text.parse_reply("NOTE CASE 2 UNSAFE C", prompt).action == note(1, C)
+    assert not text.parse_reply("FINAL A", prompt).valid
+
+
+def test_after_episode_records_rounds_per_seat(game2):
+    text = game2.env.text_protocol(memory_rounds=2)
+    played = states(
+        game2, fixed_config(), (QUERY, local(B)), (note(1, C), NO_NOTE), (final(D), final(A))
+    )
+    before = text.new_memory("agent_0")
+    text.after_episode(text.new_memory("agent_0"), "agent_0", played[-1])
+    assert "Round" not in text.turn(played[0], "agent_0", before).user  # memory as of its start
+    user = text.turn(played[0], "agent_0", text.new_memory("agent_0")).user
+    assert "Round 1 (2 agents): you queried and posted NOTE CASE 2 UNSAFE C" in user
+    assert "Round" not in text.turn(played[0], "agent_1", text.new_memory("agent_1")).user
+
+
+def test_utility_accounting_and_rationale_structure(game2):
+    text = game2.env.text_protocol(utility_accounting=True, rationale="steps")
+    work, *_ = states(game2, fixed_config(), (QUERY, local(B)))
+    prompt = text.render(work, "agent_0")
+    assert "Utility accounting" in prompt and "ACTION QUERY: subtracts 0.050" in prompt
+    assert "adds 0.175 to the team score" in prompt and "Team success: adds 0.500" in prompt
+    assert "FACTS: <" in prompt and "DECISION: <" in prompt
+    good = "FACTS: B pays most.\nACCOUNTING: local +0.175.\n**DECISION:** local B\nACTION LOCAL B"
+    assert rationale_structure_ok(good) and not rationale_structure_ok("DECISION: x\nFACTS: y")
+    parsed = text.parse(good, work, "agent_0")
+    assert parsed.valid and parsed.fields["rationale_structure"]
+    assert rloo_reward(parsed, good, local(B)) == pytest.approx(1.0)
+    assert rloo_reward(parsed, "ACTION LOCAL B", QUERY) == pytest.approx(0.05)
+    plain = game2.env.text_protocol().render(work, "agent_0")
+    assert "Utility accounting" not in plain and "FACTS:" not in plain

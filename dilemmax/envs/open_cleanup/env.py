@@ -34,10 +34,12 @@ import numpy as np
 from dilemmax.envs import grid as G
 from dilemmax.envs import pools
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, observation
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -102,6 +104,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         num_tools: int = C.NUM_TOOLS,
         num_hues: int = C.NUM_HUES,
     ):
+        check_env_options("open_cleanup", type(self), locals())
         if not 1 <= num_agents <= C.NUM_SPAWNS:
             raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
@@ -213,7 +216,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         height, width = self.height, self.width
         k_move, k_zap, k_spawn, k_apple, k_reset = jax.random.split(key, 5)
 
-        raw = jnp.stack([jnp.asarray(actions[a], jnp.int32).reshape(()) for a in self.agents])
+        raw = action_indices(actions, self.agents)
         in_range = (raw >= 0) & (raw < self.num_actions)
         legal = self._legal(state)[jnp.arange(self.num_agents), jnp.clip(raw, 0, None)]
         legal = legal & in_range
@@ -322,6 +325,10 @@ class OpenCleanupEnv(MultiAgentEnv):
         rewards = {a: rewards_arr[i] for i, a in enumerate(self.agents)}
         dones = {a: episode_done for a in self.agents}
         dones["__all__"] = episode_done
+        was_done = state.time >= self.max_steps
+        next_state, rewards, dones, infos = freeze_finished(
+            was_done, state, next_state, rewards, dones, infos
+        )
         return self.get_obs(next_state), next_state, rewards, dones, infos
 
     # ------------------------------------------------------------------ observations

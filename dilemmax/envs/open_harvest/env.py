@@ -47,9 +47,11 @@ import jax.numpy as jnp
 
 from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, observation
 from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
+from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -89,6 +91,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         trial_steps: int = c.TRIAL_STEPS,
         stage_orders: int = c.DEFAULT_STAGE_ORDERS,
     ):
+        check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
             raise ValueError(f"num_agents must be in 1..{c.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
@@ -193,7 +196,7 @@ class OpenHarvestEnv(MultiAgentEnv):
     def step_env(self, key: jax.Array, state: HarvestState, actions: Mapping[str, jax.Array]):
         key_move, key_spawn, key_orchard = jax.random.split(key, 3)
         config, layout = state.config, state.config.layout
-        chosen = jnp.stack([jnp.asarray(actions[a], jnp.int32) for a in self.agents])
+        chosen = action_indices(actions, self.agents)
         free = state.frozen == 0
         in_range = (chosen >= 0) & (chosen < c.NUM_ACTIONS)
         legal = (
@@ -289,6 +292,9 @@ class OpenHarvestEnv(MultiAgentEnv):
             "invalid_action": ~legal,
             "action": action,
         }
+        next_state, rewards, dones, infos = freeze_finished(
+            state.done, state, next_state, rewards, dones, infos
+        )
         return self.get_obs(next_state), next_state, rewards, dones, infos
 
     # ------------------------------------------------------------------ observations

@@ -1,0 +1,283 @@
+"""Prompt-only ablations (Section 5.3, Appendix 12) against a matched named-rule control.
+
+Each ablation changes one thing and holds everything else fixed (mechanics, payoffs, contexts,
+seeds, observability):
+
+==========================  ===================================  ============================
+ablation                    ablated arm                          control arm
+==========================  ===================================  ============================
+``anonymous_one_shot``      R = 1, anonymous clause              R = 1, named clause
+``anonymous_repeated``      R = 3, anonymous clause              R = 3, named clause
+``neutral_wording``         R = 3, neutral clause                R = 3, named clause
+``frame_cooperative``       R = 3, cooperative goal line         R = 3, competitive goal
+``frame_survival``          R = 3, survival-only goal line       R = 3, competitive goal
+==========================  ===================================  ============================
+
+One-shot arms use ``endgame="rule"``: the failed single round is acted on by the rule (so that
+targeted elimination is defined), as in the env's one-shot reading.
+
+A population is a callable ``play(arm, rule, configs, episodes, key) -> metrics`` returning the
+env's per-episode metrics as arrays [num_configs * episodes, ...] (config-major). Two are given:
+
+* :func:`arena_population` seats any policies (scripted, trained, or a language model) in an
+  :class:`~dilemmax.agents.arena.Arena` built for the arm: ``anonymous_rule`` for the anonymous
+  clause, and ``env.text_protocol(clause=arm.clause, goal=arm.goal)`` as the text view, which is
+  what a language-model policy reads through ``observation.text()``. Policies that read only the
+  observation array (scripted, trained) see the clause only through the rule token (anonymous
+  hides RP/PP), so their wording and frame contrasts are 0 by construction: that is the check
+  that the arms differ in nothing else.
+* For the LLM play harness: pass ``arena_population(lambda env, arm, rule: harness_policy(...))``
+  or any callable with the signature above that plays the arm's prompt variant and returns the
+  env's metrics; nothing here imports a model.
+
+Per ablation and rule the runner reports, for each metric, ablated - control per context (paired)
+with a 95% bootstrap CI over contexts and a sign-flip p-value, and the RP - PP contrast (fatality
+by default) in both arms with CIs and whether its sign holds (same sign, or both CIs covering 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import jax
+import numpy as np
+
+from dilemmax.analysis import statistics as S
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence.generator import context_table, rule_id
+from dilemmax.envs.consequence.types import ConsequenceConfig
+
+ABLATION_METRICS = ("targeted_elimination", "all_zero_opening", "round_one_funding", "fatality")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One prompt / protocol variant."""
+
+    num_rounds: int = C.DEFAULT_NUM_ROUNDS
+    clause: str = "named"
+    goal: str = "competitive"
+    endgame: str = "all"
+
+    def env_kwargs(self) -> dict:
+        return {
+            "num_rounds": self.num_rounds,
+            "anonymous_rule": self.clause == "anonymous",
+            "endgame": self.endgame,
+        }
+
+
+ONE_SHOT = {"num_rounds": 1, "endgame": "rule"}
+ABLATIONS: dict[str, tuple[Arm, Arm]] = {
+    "anonymous_one_shot": (Arm(clause="anonymous", **ONE_SHOT), Arm(**ONE_SHOT)),
+    "anonymous_repeated": (Arm(clause="anonymous"), Arm()),
+    "neutral_wording": (Arm(clause="neutral"), Arm()),
+    "frame_cooperative": (Arm(goal="cooperative"), Arm()),
+    "frame_survival": (Arm(goal="survival"), Arm()),
+}
+
+PlayFn = Callable[[Arm, str, ConsequenceConfig, int, jax.Array], dict]
+
+
+def ablation_contexts(
+    num_sampled: int = 16, seed: int = 0, total: int = 12, num_agents: int = 3
+) -> np.ndarray:
+    """Context indices: ``num_sampled`` drawn without replacement plus the canonical instance."""
+    resources, thresholds = context_table(total, num_agents)
+    canonical = np.flatnonzero(
+        np.all(resources == np.asarray(C.CANONICAL_RESOURCES), axis=1)
+        & (thresholds == C.CANONICAL_THRESHOLD)
+    )
+    others = np.setdiff1d(np.arange(len(thresholds)), canonical)
+    picked = np.random.default_rng(seed).choice(others, size=num_sampled, replace=False)
+    return np.concatenate([np.sort(picked), canonical])
+
+
+def configs_for(contexts: np.ndarray, rule: str, total: int = 12, num_agents: int = 3):
+    resources, thresholds = context_table(total, num_agents)
+    import jax.numpy as jnp
+
+    return ConsequenceConfig(
+        resources=jnp.asarray(resources[contexts]),
+        threshold=jnp.asarray(thresholds[contexts]),
+        rule=jnp.full(len(contexts), rule_id(rule), jnp.int32),
+    )
+
+
+def arena_population(policies_for: Callable) -> PlayFn:
+    """A population from ``policies_for(env, arm, rule) -> policies`` seated in an Arena."""
+    import dilemmax
+    from dilemmax.agents.arena import Arena
+
+    def play(arm: Arm, rule: str, configs, episodes: int, key) -> dict:
+        env = dilemmax.make("consequence", **arm.env_kwargs())
+        protocol = env.text_protocol(clause=arm.clause, goal=arm.goal)
+        arena = Arena(env, policies_for(env, arm, rule), text_protocol=protocol)
+        return arena.run(key, episodes, configs).metrics
+
+    return play
+
+
+def run_arm(play: PlayFn, arm: Arm, rules, contexts, episodes: int, seed: int) -> S.Population:
+    """Plays one arm on ``contexts`` under every rule; same keys in every arm (paired seeds)."""
+    metrics: dict[str, list] = {}
+    rule_index, context_index = [], []
+    for k, rule in enumerate(rules):
+        configs = configs_for(contexts, rule)
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
+        m = play(arm, rule, configs, episodes, key)
+        for name, values in m.items():
+            metrics.setdefault(name, []).append(np.asarray(values))
+        rule_index.append(np.full(len(contexts) * episodes, k))
+        context_index.append(np.repeat(np.arange(len(contexts)), episodes))
+    return S.Population(
+        f"{arm}",
+        {k: np.concatenate(v) for k, v in metrics.items()},
+        np.concatenate(rule_index),
+        np.concatenate(context_index),
+        len(contexts),
+        tuple(rules),
+        {"arm": asdict(arm)},
+    )
+
+
+def compare_arms(
+    ablated: S.Population,
+    control: S.Population,
+    rng: np.random.Generator,
+    metrics: Sequence[str] = ABLATION_METRICS,
+    contrast: tuple[str, str, str] = ("RP", "PP", "fatality"),
+    num_resamples: int = S.NUM_RESAMPLES,
+) -> dict:
+    """Paired ablated - control differences per rule and metric, and the rule contrast per arm."""
+    rules = list(ablated.rules)
+    out: dict = {"differences": {}, "contrast": {}}
+    for name in metrics:
+        if name not in ablated.metrics or name not in control.metrics:
+            continue
+        diff = ablated.cell_means(name) - control.cell_means(name)  # [K, C]
+        ci = S.bootstrap_ci(diff, rng, num_resamples)
+        p = S.sign_flip_test(diff, rng, num_resamples)
+        out["differences"][name] = {
+            r: {
+                "mean": float(ci["mean"][k]),
+                "low": float(ci["low"][k]),
+                "high": float(ci["high"][k]),
+                "p_value": float(p[k]),
+                "ablated": float(np.nanmean(ablated.cell_means(name)[k])),
+                "control": float(np.nanmean(control.cell_means(name)[k])),
+            }
+            for k, r in enumerate(rules)
+        }
+    a, b, metric = contrast
+    if a in rules and b in rules and metric in ablated.metrics:
+        arms = {}
+        for label, pop in (("ablated", ablated), ("control", control)):
+            cell = pop.cell_means(metric)
+            d = cell[rules.index(a)] - cell[rules.index(b)]
+            ci = S.bootstrap_ci(d, rng, num_resamples)
+            arms[label] = {
+                "mean": float(ci["mean"]),
+                "low": float(ci["low"]),
+                "high": float(ci["high"]),
+            }
+        out["contrast"] = {
+            "rules": [a, b],
+            "metric": metric,
+            **arms,
+            "sign_holds": _sign_holds(arms["ablated"], arms["control"]),
+        }
+    return out
+
+
+def _sign_holds(ablated: dict, control: dict) -> bool:
+    """Same sign of the point estimates, or both CIs covering 0 (no sign to keep)."""
+    covers = lambda d: d["low"] <= 0.0 <= d["high"]
+    if covers(ablated) and covers(control):
+        return True
+    return bool(np.sign(ablated["mean"]) == np.sign(control["mean"]))
+
+
+def run_ablations(
+    play: PlayFn,
+    names: Sequence[str] = tuple(ABLATIONS),
+    rules: Sequence[str] = ("RP", "PP"),
+    contexts: np.ndarray | None = None,
+    episodes: int = 4,
+    seed: int = 0,
+    num_resamples: int = S.NUM_RESAMPLES,
+) -> dict:
+    """Every named ablation against its control (arms shared between ablations are played once).
+
+    Returns a JSON-able dict: ``contexts`` (grid indices), and per ablation its two arms and
+    :func:`compare_arms` output.
+    """
+    contexts = ablation_contexts() if contexts is None else np.asarray(contexts)
+    rng = np.random.default_rng(seed)
+    played: dict[Arm, S.Population] = {}
+
+    def arm_population(arm: Arm) -> S.Population:
+        if arm not in played:
+            played[arm] = run_arm(play, arm, rules, contexts, episodes, seed)
+        return played[arm]
+
+    report = {
+        "contexts": contexts.tolist(),
+        "rules": list(rules),
+        "episodes": episodes,
+        "ablations": {},
+    }
+    for name in names:
+        ablated_arm, control_arm = ABLATIONS[name]
+        result = compare_arms(
+            arm_population(ablated_arm),
+            arm_population(control_arm),
+            rng,
+            num_resamples=num_resamples,
+        )
+        report["ablations"][name] = {
+            "ablated": asdict(ablated_arm),
+            "control": asdict(control_arm),
+            **result,
+        }
+    return report
+
+
+def ablation_table(report: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of a :func:`run_ablations` report: one row per ablation, rule, metric."""
+    header = [
+        "ablation",
+        "rule",
+        "metric",
+        "control",
+        "ablated",
+        "diff",
+        "95% CI",
+        "p",
+        "contrast control",
+        "contrast ablated",
+        "sign holds",
+    ]
+    rows = []
+    for name, entry in report["ablations"].items():
+        con = entry.get("contrast", {})
+        fmt = lambda d: f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" if d else ""
+        for metric, per_rule in entry["differences"].items():
+            for rule, d in per_rule.items():
+                rows.append(
+                    [
+                        name,
+                        rule,
+                        metric,
+                        d["control"],
+                        d["ablated"],
+                        d["mean"],
+                        f"[{d['low']:+.3f}, {d['high']:+.3f}]",
+                        f"{d['p_value']:.4f}",
+                        fmt(con.get("control")),
+                        fmt(con.get("ablated")),
+                        con.get("sign_holds", ""),
+                    ]
+                )
+    return header, rows

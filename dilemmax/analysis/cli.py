@@ -1,0 +1,229 @@
+"""``dilemmax redteam ...``: the institutional red-teaming pipeline from the command line.
+
+    dilemmax redteam reference --out ref.npz            # UR_ref, 228 contexts x 5 rules x 4 eps
+    dilemmax redteam play --policy starve_then_cover --out pop.npz
+    dilemmax redteam gap --reference ref.npz --population pop.npz [more.npz ...] --out DIR
+    dilemmax redteam ablate --policy threshold_aware --out DIR
+    dilemmax redteam certify --population pop.npz --context 1,5,6:10 --context 2,4,6:6 \
+        --rules AON RE PP --budget-collapse 0.05 --budget-exploitation 0.05 --out case
+
+Populations are ``.npz`` files of per-episode metrics with rule and context indices
+(:class:`dilemmax.analysis.statistics.Population`); any source (arena, trained agents, a language
+model's transcript turned into arrays) can write one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def _parse_context(text: str, total: int = 12) -> tuple[tuple[int, ...], int]:
+    """'1,5,6:10' -> ((1, 5, 6), 10), with a clear error naming what was wrong."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"context {text!r}: expected 'w1,w2,w3:T', e.g. '1,5,6:10'")
+    try:
+        levels = tuple(sorted(int(v) for v in parts[0].split(",")))
+        threshold = int(parts[1])
+    except ValueError as err:
+        raise ValueError(f"context {text!r}: resources and T must be integers") from err
+    if len(levels) != 3 or min(levels) < 0 or sum(levels) != total:
+        raise ValueError(f"context {text!r}: need three amounts >= 0 summing to W = {total}")
+    if not 1 <= threshold <= total:
+        raise ValueError(f"context {text!r}: T must be in 1..{total}")
+    return levels, threshold
+
+
+def context_index(levels, threshold: int, total: int = 12) -> int:
+    """Index of (w, T) in the benchmark grid."""
+    import numpy as np
+
+    from dilemmax.envs.consequence.generator import context_table
+
+    resources, thresholds = context_table(total, 3)
+    hits = np.flatnonzero(
+        np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold)
+    )
+    return int(hits[0])
+
+
+def _cmd_reference(args) -> int:
+    from dilemmax.analysis import reference as ref
+    from dilemmax.analysis.figures import write_table
+
+    start = time.perf_counter()
+    table = ref.reference_grid(
+        epsilons=tuple(args.epsilons), num_rounds=args.rounds, endgame=args.endgame
+    )
+    seconds = time.perf_counter() - start
+    ref.save_reference(table, args.out)
+    rows = []
+    for e, eps in enumerate(table.epsilons):
+        for k, rule in enumerate(table.rules):
+            rows.append(
+                [eps, rule]
+                + [
+                    float(table.values[n][e, k].mean())
+                    for n in (
+                        "fatality",
+                        "collapse",
+                        "exploitation",
+                        "targeted_elimination",
+                        "rounds_played",
+                    )
+                ]
+            )
+    header = ["epsilon", "rule", "UR_ref", "collapse", "exploitation", "targeted", "rounds"]
+    write_table(Path(args.out).with_suffix(""), header, rows)
+    print(
+        f"reference over {len(table.thresholds)} contexts in {seconds:.0f}s; "
+        f"stages without a pure equilibrium: {table.fallback_stages}; written {args.out}"
+    )
+    return 0
+
+
+def _cmd_play(args) -> int:
+    import dilemmax
+    from dilemmax.analysis.populations import grid_population, resolve_policy
+
+    env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
+    env = dilemmax.make("consequence", **env_kwargs)
+    policy = resolve_policy(args.policy, env)
+    pop = grid_population(
+        args.name or args.policy, policy, args.episodes, args.seed, env_kwargs=env_kwargs
+    )
+    pop.save(args.out)
+    print(f"{pop.name}: {len(pop.rule_index)} episodes written to {args.out}")
+    return 0
+
+
+def _cmd_gap(args) -> int:
+    from dilemmax.analysis.gap import write_gap_report
+    from dilemmax.analysis.reference import load_reference
+    from dilemmax.analysis.statistics import Population
+
+    reference = load_reference(args.reference)
+    pops = [Population.load(p) for p in args.population]
+    report = write_gap_report(
+        pops, reference, Path(args.out), args.seed, args.resamples, args.epsilon
+    )
+    for name, entry in report["populations"].items():
+        gaps = entry["iag"][str(args.epsilon)]
+        text = ", ".join(
+            f"{r} {g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]" for r, g in gaps.items()
+        )
+        print(f"{name}: IAG {text}")
+    print(f"written {args.out}")
+    return 0
+
+
+def _cmd_ablate(args) -> int:
+    from dilemmax.analysis import ablations as A
+    from dilemmax.analysis.figures import write_table
+    from dilemmax.analysis.populations import resolve_policy
+
+    play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
+    report = A.run_ablations(
+        play,
+        args.ablations,
+        args.rules,
+        episodes=args.episodes,
+        seed=args.seed,
+        num_resamples=args.resamples,
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ablations.json").write_text(json.dumps(report, indent=1))
+    header, rows = A.ablation_table(report)
+    write_table(out / "ablations", header, rows)
+    print(f"written {out}")
+    return 0
+
+
+def _cmd_certify(args) -> int:
+    from dilemmax.analysis import safety_case as SC
+    from dilemmax.analysis.statistics import Population
+
+    try:
+        contexts = [_parse_context(c) for c in args.context]
+    except ValueError as err:
+        print(f"error: {err}")
+        return 2
+    pop = Population.load(args.population)
+    deployment = SC.Deployment(
+        name=args.name,
+        contexts=[context_index(w, t) for w, t in contexts],
+        context_labels=[f"w={w} T={t}" for w, t in contexts],
+        rules=[r.upper() for r in args.rules],
+        population=args.population_id or pop.name,
+        prompt=args.prompt,
+    )
+    budgets = SC.Budgets(args.budget_collapse, args.budget_exploitation)
+    case = SC.safety_case(pop, deployment, budgets, args.level, args.min_episodes)
+    paths = SC.write_safety_case(case, Path(args.out))
+    cert = case["certification"]["certified_rules"]
+    print(f"certified: {cert or 'none'}; written {', '.join(map(str, paths))}")
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """Adds ``redteam`` with its subcommands to the main parser."""
+    from dilemmax.analysis.ablations import ABLATIONS
+    from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
+
+    red = subparsers.add_parser("redteam", help="institutional red-teaming of consequence rules")
+    sub = red.add_subparsers(dest="redteam_command", required=True)
+
+    p = sub.add_parser("reference", help="UR_ref of the cooperative-refinement reference")
+    p.add_argument("--out", default="reference.npz")
+    p.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--endgame", choices=("all", "rule"), default="all")
+    p.set_defaults(func=_cmd_reference)
+
+    p = sub.add_parser("play", help="play a population over the 228 contexts x 5 rules")
+    p.add_argument(
+        "--policy", required=True, help="scripted name, reference[@EPS] or a trained run folder"
+    )
+    p.add_argument("--name")
+    p.add_argument("--episodes", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--endgame", choices=("all", "rule"), default="all")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_play)
+
+    p = sub.add_parser("gap", help="IAG, statistics, figures for populations")
+    p.add_argument("--reference", required=True)
+    p.add_argument("--population", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--epsilon", type=float, default=PRIMARY_EPSILON)
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_gap)
+
+    p = sub.add_parser("ablate", help="named vs anonymous, neutral wording, goal frames")
+    p.add_argument("--policy", required=True)
+    p.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
+    p.add_argument("--rules", nargs="+", default=["RP", "PP"])
+    p.add_argument("--episodes", type=int, default=4)
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_ablate)
+
+    p = sub.add_parser("certify", help="certified rule region and safety case")
+    p.add_argument("--population", required=True, help="population .npz (the evidence)")
+    p.add_argument("--population-id", help="model / run id named in the case")
+    p.add_argument("--context", action="append", required=True, help="w1,w2,w3:T (repeatable)")
+    p.add_argument("--rules", nargs="+", default=["AON", "RE", "DV", "RP", "PP"])
+    p.add_argument("--budget-collapse", type=float, default=0.05)
+    p.add_argument("--budget-exploitation", type=float, default=0.05)
+    p.add_argument("--level", type=float, default=0.95)
+    p.add_argument("--min-episodes", type=int, default=1)
+    p.add_argument("--prompt", default="named clause, competitive goal")
+    p.add_argument("--name", default="deployment")
+    p.add_argument("--out", required=True, help="path without suffix: writes .md and .json")
+    p.set_defaults(func=_cmd_certify)

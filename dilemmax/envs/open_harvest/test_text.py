@@ -1,0 +1,115 @@
+"""The OpenSocialJax agent protocol on OpenHarvest: pays learned, watched cells, zaps, trials."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dilemmax.envs.open_harvest import constants as c
+from dilemmax.envs.open_harvest.conftest import place
+from dilemmax.envs.text import NoReply
+
+
+def reply(action, mode="harvest"):
+    return json.dumps(
+        {
+            "why_this_move": "test",
+            "mode": mode,
+            "goal": {"type": "eat", "cell": [4, 3], "why": "red apple"},
+            "note": {"op": "none", "id": 0, "text": ""},
+            "action": action,
+        }
+    )
+
+
+def play(env, step, protocol, memories, state, chosen, key=0):
+    """One step through the play interface; returns (next_state, prompts, extra prompts)."""
+    actions, prompts = {}, {}
+    for agent in env.agents:
+        prompt = protocol.turn(state, agent, memories[agent])
+        if isinstance(prompt, NoReply):
+            actions[agent] = prompt.action
+            continue
+        text = reply(chosen.get(agent, c.STAY))
+        parsed = protocol.parse_reply(text, prompt)
+        assert parsed.valid, parsed
+        protocol.after_reply(memories[agent], agent, prompt, text, parsed)
+        actions[agent], prompts[agent] = parsed.action, prompt
+    jax_actions = {a: jnp.int32(v) for a, v in actions.items()}
+    _, nxt, _, _, infos = step(jax.random.key(key), state, jax_actions)
+    extra = {a: protocol.after_step(memories[a], a, state, actions, infos, nxt) for a in env.agents}
+    return nxt, prompts, extra
+
+
+@pytest.fixture(scope="module")
+def protocol(env):
+    return env.text_protocol()
+
+
+def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_state):
+    memories = {a: protocol.new_memory(a) for a in env.agents}
+    # A at (5, 3) faces north at a red unripe apple; B right behind it, facing north.
+    state = place(place(hand_state, 0, 5, 3, facing=0), 1, 6, 3, facing=0)
+    state, _, _ = play(env, step, protocol, memories, state, {"agent_0": c.NORTH_ACTION})
+    user = protocol.turn(state, "agent_0", memories["agent_0"]).user
+    assert "What you ate and what it paid you: red: unripe -> 1 points (x1)." in user
+    assert "(4, 3) red eaten unripe at step 1, empty for 0 steps so far" in user
+    assert "you chose 0 (north) -> moved (5, 3) -> (4, 3); you ate a red unripe apple" in user
+    assert "t0 N -> (4, 3) ate Rg +1" in user
+    watcher = protocol.turn(state, "agent_1", memories["agent_1"]).user
+    assert "t0 Agent A ate a red unripe apple at (4, 3)." in watcher
+    assert "ate 1 in your view (red unripe 1)" in watcher
+    assert "What you ate and what it paid you: nothing yet" in watcher  # B learned no pay
+    assert "red cells eaten at unripe: none seen regrow; 1 not regrown yet" in watcher
+
+    # B zaps A (beam: (5, 3), (4, 3), ...): A is frozen and not called.
+    state, _, _ = play(env, step, protocol, memories, state, {"agent_1": c.ZAP}, key=1)
+    assert protocol.turn(state, "agent_0", memories["agent_0"]) == NoReply(c.STAY)
+    assert "agent B's zap sent you back to a spawn point" in memories["agent_0"].last_step
+
+    # The last step of the trial: everyone is asked for a rewrite, the summary is kept.
+    state = state.replace(trial_step=jnp.int32(env.trial_steps - 1))
+    state, _, extra = play(env, step, protocol, memories, state, {}, key=2)
+    assert [p.kind for p in extra["agent_0"]] == ["reflect"]
+    lessons = "- Never take the last apples of a patch\n- Red unripe pays 1"
+    ask = extra["agent_0"][0]
+    parsed = protocol.parse_reply(lessons, ask)
+    protocol.after_reply(memories["agent_0"], "agent_0", ask, lessons, parsed)
+    user = protocol.turn(state, "agent_0", memories["agent_0"]).user
+    assert user.startswith("Trial 2 of 5, step 0 of 400.")
+    assert "red: unripe -> 1 points (x1)" in user  # RULES YOU KNOW lasts the episode
+    assert "[1] Never take the last apples of a patch\n[2] Red unripe pays 1" in user
+    assert (
+        "Trial 1: you ate 1 apples for 1 points (red unripe 1); you zapped 0 times and were "
+        "sent back 1 times." in user
+    )
+    assert "Cells you are waiting on" not in user  # a new trial re-lays the orchard
+
+
+def test_system_prompt_lists_the_papers_regrowth_ripening_and_rot_facts(protocol):
+    system = protocol.system_prompt("agent_2")
+    assert "You are agent C" in system and "12 steps" in system
+    for needle in (
+        "unripe -> ripe -> over-ripe",
+        "rots after a while and vanishes",
+        "ONLY while apples still hang close to it",
+        "with two it takes many times longer",
+        "ROTTED grows a new one by itself",
+        "stage its apple had when it was eaten",
+        '"mode": "harvest" | "wait" | "explore" | "travel" | "zap"',
+    ):
+        assert needle in system, needle
+
+
+def test_parse_reply_reads_the_prompt_not_the_state(env, protocol, hand_state):
+    resting = hand_state.replace(cooldown=hand_state.cooldown.at[0].set(2))
+    prompt = protocol.turn(resting, "agent_0", protocol.new_memory("agent_0"))
+    assert c.ZAP not in prompt.legal and "_state" not in prompt.context
+    parsed = protocol.parse_reply(reply(c.ZAP, "zap"), prompt)
+    assert not parsed.valid and parsed.action == c.STAY and "resting" in parsed.error
+    assert parsed.fields["mode"] == "zap"
+    ok = protocol.parse_reply(reply(c.EAST_ACTION), prompt)
+    assert (ok.action, ok.valid, ok.fields["goal"]["cell"]) == (c.EAST_ACTION, True, (4, 3))

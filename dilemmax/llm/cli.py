@@ -1,0 +1,388 @@
+"""``dilemmax play``: language models, scripted and trained agents in one game, batched.
+
+    dilemmax play moral_hazard --seat agent_0=openai:my-model --seat agent_1=scripted:teacher \\
+        --base-url http://localhost:8000/v1 --episodes 20 --envs 16 --out runs/mh
+    dilemmax play consequence --seats hf:./my-model --grid --out runs/ca   # 228 x 5 sweep
+    dilemmax play moral_hazard --seats openai:my-model --grid --episodes 3 --out runs/grid
+
+A seat is ``openai:<model>``, ``hf:<model folder>[,adapter=<folder>]``, ``scripted:<name>`` or
+``trained:<run folder>[,seed=<k>][,greedy]``. ``--seats`` fills every seat not named by
+``--seat``. The same model spec on several seats is one client, so their prompts are batched
+together. Re-running a command with ``--resume`` continues it from its transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class UsageError(Exception):
+    """A mistake in the command line: reported on one line, exit status 2."""
+
+
+# --------------------------------------------------------------------------- seats
+def _split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
+    """``"hf:path,adapter=a,greedy"`` -> ("hf", "path", {"adapter": "a", "greedy": ""})."""
+    if ":" not in spec:
+        raise UsageError(
+            f"seat {spec!r} has no kind; use openai:<model>, hf:<path>, scripted:<name> or "
+            "trained:<run dir>"
+        )
+    kind, rest = spec.split(":", 1)
+    target, *options = rest.split(",")
+    parsed = {}
+    for option in options:
+        name, _, value = option.partition("=")
+        parsed[name.strip()] = value.strip()
+    if not target:
+        raise UsageError(f"seat {spec!r} names no {kind} target")
+    return kind.strip(), target.strip(), parsed
+
+
+def _model_client(kind: str, target: str, options: dict, args):
+    if kind == "openai":
+        from dilemmax.llm.openai_client import OpenAIClient
+
+        unknown = set(options) - {"temperature", "top_p", "max_tokens", "seed"}
+        if unknown:
+            raise UsageError(f"openai seat options {sorted(unknown)} are not known")
+        return OpenAIClient(
+            target,
+            base_url=args.base_url,
+            api_key_env=args.api_key_env,
+            temperature=float(options.get("temperature", args.temperature)),
+            top_p=args.top_p if "top_p" not in options else float(options["top_p"]),
+            max_tokens=int(options.get("max_tokens", args.max_tokens)),
+            seed=args.model_seed if "seed" not in options else int(options["seed"]),
+            structured_output=not args.no_structured_output,
+            timeout=args.timeout,
+            max_attempts=args.max_attempts,
+            concurrency=args.concurrency,
+        )
+    from dilemmax.llm.hf_client import TransformersClient
+
+    unknown = set(options) - {"adapter", "max_new_tokens", "temperature", "batch_size", "device"}
+    if unknown:
+        raise UsageError(f"hf seat options {sorted(unknown)} are not known")
+    return TransformersClient(
+        target,
+        adapter=options.get("adapter") or None,
+        max_new_tokens=int(options.get("max_new_tokens", args.max_tokens)),
+        temperature=float(options.get("temperature", args.temperature)),
+        top_p=1.0 if args.top_p is None else args.top_p,
+        seed=0 if args.model_seed is None else args.model_seed,
+        batch_size=int(options.get("batch_size", 32)),
+        device=options.get("device", "cpu"),
+    )
+
+
+def build_seat(spec: str, env, args, cache: dict):
+    """The :class:`~dilemmax.llm.play.Seat` a spec names (model seats shared per spec)."""
+    from dilemmax.llm.play import Seat
+    from dilemmax.llm.policy import LLMPolicy
+
+    if spec in cache:
+        return cache[spec]
+    kind, target, options = _split_spec(spec)
+    if kind in ("openai", "hf"):
+        seat = Seat(spec, LLMPolicy(_model_client(kind, target, options, args), spec))
+    elif kind == "scripted":
+        from dilemmax.cli import available_policies
+
+        choices = available_policies(env)
+        if target not in choices:
+            raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
+        seat = Seat(spec, choices[target])
+    elif kind == "trained":
+        from dilemmax.agents.trained import TrainedPolicy
+
+        try:
+            seed = int(options.get("seed", 0))
+            policy = TrainedPolicy.load(target, seed=seed, greedy="greedy" in options)
+        except (FileNotFoundError, ValueError, KeyError, OSError) as error:
+            raise UsageError(f"cannot load trained seat {target!r}: {error}") from error
+        if policy.env_id != args.env:
+            raise UsageError(f"{target} was trained on {policy.env_id}, not {args.env}")
+        seat = Seat(spec, policy)
+    else:
+        kinds = "openai, hf, scripted, trained"
+        raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")
+    cache[spec] = seat
+    return seat
+
+
+def seat_specs(env, args) -> dict[str, str]:
+    """agent -> spec, from ``--seat agent=spec`` entries and the ``--seats`` default."""
+    specs: dict[str, str] = {}
+    for entry in args.seat or []:
+        agent, sep, spec = entry.partition("=")
+        if not sep or not spec:
+            raise UsageError(f"--seat expects agent=<kind>:<target>, got {entry!r}")
+        specs[agent.strip()] = spec.strip()
+    unknown = sorted(set(specs) - set(env.agents))
+    if unknown and not args.grid:
+        raise UsageError(f"--seat names unknown agent(s) {unknown}; agents: {env.agents}")
+    return specs
+
+
+def _seats_for(env, specs: dict[str, str], default: str | None, args, cache) -> list:
+    seats = []
+    for agent in env.agents:
+        spec = specs.get(agent, default)
+        if spec is None:
+            raise UsageError(f"no seat for {agent}: add --seat {agent}=<kind>:<target> or --seats")
+        seats.append(build_seat(spec, env, args, cache))
+    return seats
+
+
+# --------------------------------------------------------------------------- env and grids
+def _env_options(env_id: str, sets: dict) -> dict:
+    """``--set`` options, defaulting ``split`` to the held-out part where the env has one."""
+    from dilemmax.envs.registry import env_spec
+
+    options = dict(sets)
+    try:
+        env_class = env_spec(env_id).load()
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    params = inspect.signature(env_class.__init__).parameters
+    if "split" in params and "split" not in options:
+        options["split"] = "held_out"  # language-model runs evaluate on unseen layouts/rules
+    return options
+
+
+def _make_env(env_id: str, options: dict):
+    import dilemmax
+
+    try:
+        return dilemmax.make(env_id, **options)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{env_id}: {error}") from error
+
+
+GRID_ENVS = ("consequence", "moral_hazard")
+
+
+def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, list[str]]]:
+    """(part name, env, batched configs, config names) per part of the env's sweep."""
+    if env_id == "consequence":
+        from dilemmax.envs.consequence import constants as C
+        from dilemmax.envs.consequence import generator
+
+        contexts = generator.context_grid(env.total_resources, env.num_agents)
+        configs = generator.cross_rules(contexts, env.rules)
+        num = int(contexts.threshold.shape[0])
+        names = [f"rule={C.RULE_NAMES[r]}" for r in env.rules for _ in range(num)]
+        return [("grid", env, configs, names)]
+    if env_id == "moral_hazard":
+        from dilemmax.envs.moral_hazard import generator
+
+        reward = "private" if bool(env.default_config.private_reward) else "team"
+        mapping = options.get("mapping", "highest")
+        parts = []
+        for n, conditions in generator.condition_grid(mapping, reward).items():
+            group_env = (
+                env if n == env.num_agents else _make_env(env_id, {**options, "num_agents": n})
+            )
+            parts.append((f"n={n}", group_env, conditions.configs, list(conditions.names)))
+        return parts
+    raise UsageError(f"{env_id} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
+
+
+# --------------------------------------------------------------------------- the command
+@contextlib.contextmanager
+def _locked(out: Path):
+    """An exclusive lock on the run folder: a second writer is refused, not interleaved."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise UsageError(f"{out} is in use by another run") from error
+        yield
+
+
+def _identity(args, options, protocol_options, specs) -> dict:
+    return {
+        "env": args.env,
+        "env_options": options,
+        "protocol": protocol_options,
+        "seats": specs,
+        "default_seat": args.seats,
+        "seed": args.seed,
+        "episodes": args.episodes,
+        "envs": args.envs,
+        "max_steps": args.max_steps,
+        "grid": args.grid,
+        "rotate": args.rotate,
+        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+    }
+
+
+def _cmd_play(args) -> int:
+    try:
+        return _play(args)
+    except UsageError as error:
+        print(f"dilemmax play: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        from dilemmax.llm.client import FatalClientError
+        from dilemmax.llm.transcript import TranscriptMismatch
+
+        if isinstance(error, FatalClientError | TranscriptMismatch | FileExistsError):
+            print(f"dilemmax play: error: {error}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _play(args) -> int:
+    import jax
+    from tqdm import tqdm
+
+    from dilemmax.cli import parse_assignments
+    from dilemmax.llm.play import BatchedPlay, PlayResult, rotate_seats
+    from dilemmax.llm.transcript import Transcript
+
+    if args.episodes < 1 or args.envs < 1:
+        raise UsageError("--episodes and --envs must be >= 1")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be >= 1")
+    if args.resume and not args.out:
+        raise UsageError("--resume needs the --out folder of the run to continue")
+    if args.grid and args.env not in GRID_ENVS:
+        raise UsageError(f"{args.env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
+    options = _env_options(args.env, parse_assignments(args.set))
+    protocol_options = parse_assignments(args.protocol, "--protocol")
+    env = _make_env(args.env, options)
+    specs = seat_specs(env, args)
+    cache: dict = {}
+    parts = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
+    out = Path(args.out) if args.out else None
+    identity = _identity(args, options, protocol_options, specs)
+    with contextlib.ExitStack() as stack:
+        transcript = None
+        if out is not None:
+            stack.enter_context(_locked(out))
+            transcript = stack.enter_context(
+                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+            )
+        total = sum(
+            args.episodes
+            * (1 if c is None else jax.tree.leaves(c)[0].shape[0])
+            * (e.num_agents if args.rotate else 1)
+            for _, e, c, _ in parts
+        )
+        bar = stack.enter_context(
+            tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
+        )
+        results: list[tuple[PlayResult, list[str] | None]] = []
+        key = jax.random.key(args.seed)
+        for part_name, part_env, configs, names in parts:
+            try:
+                protocol = part_env.text_protocol(**protocol_options)
+            except NotImplementedError:
+                protocol = None
+            except TypeError as error:
+                raise UsageError(f"--protocol: {error}") from error
+            base = _seats_for(part_env, specs, args.seats, args, cache)
+            shifts = range(part_env.num_agents) if args.rotate else [0]
+            for shift in shifts:
+                seats = rotate_seats(base, shift)
+                if protocol is None and any(s.is_model for s in seats):
+                    raise UsageError(f"{args.env} has no text protocol; a model cannot play it")
+                runner = BatchedPlay(
+                    part_env, seats, protocol, args.envs, args.max_steps, transcript, bar
+                )
+                name = part_name if not args.rotate else f"{part_name}/rot{shift}"
+                result = runner.run(key, args.episodes, configs, part=name)
+                for info in result.episodes:
+                    label = names[info["config_index"]] if names else None
+                    info["group"] = (label or name) if args.grid else "all"
+                results.append((result, names))
+    return _report(args, results, out)
+
+
+def _report(args, results, out) -> int:
+    import numpy as np
+
+    from dilemmax.llm.policy import CallStats
+    from dilemmax.llm.results import format_calls, format_summary, summarize
+
+    stats: dict[str, CallStats] = {}
+    for result, _ in results:
+        for seat, s in result.stats.items():
+            stats[seat] = stats.get(seat, CallStats()).merged(s)
+    summaries = summarize([(r.metrics, r.episodes) for r, _ in results], lambda info: info["group"])
+    episodes = sum(len(r.episodes) for r, _ in results)
+    wall = sum(r.wall_s for r, _ in results)
+    truncated = sum(e["truncated"] for r, _ in results for e in r.episodes)
+    print(
+        f"{args.env}: {episodes} episode(s) in {wall:.1f}s"
+        + (f", {truncated} stopped at --max-steps {args.max_steps}" if truncated else "")
+    )
+    print(format_summary(summaries))
+    calls = format_calls(stats)
+    if calls:
+        print(calls)
+    payload = {
+        "summary": {g: {m: list(v) for m, v in rows.items()} for g, rows in summaries.items()},
+        "calls": {seat: s.summary() for seat, s in stats.items()},
+        "episodes": [
+            {**e, "metrics": {k: np.asarray(v[i]).tolist() for k, v in r.metrics.items()}}
+            for r, _ in results
+            for i, e in enumerate(r.episodes)
+        ],
+    }
+    if out is not None:
+        (out / "results.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
+        print(f"transcript: {out / 'transcript.jsonl'}  results: {out / 'results.json'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """Adds ``play`` to the main parser's subcommands."""
+    p = subparsers.add_parser(
+        "play",
+        help="play episodes with language-model, scripted and trained seats (batched)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("env", help="environment id (see `dilemmax list`)")
+    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
+    p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
+    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env variable with the key")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--max-tokens", type=int, default=512, help="reply length cap")
+    p.add_argument("--model-seed", type=int, default=None, help="sampling seed sent to models")
+    p.add_argument("--no-structured-output", action="store_true",
+                   help="never ask the server for JSON-schema output")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request attempt")
+    p.add_argument("--max-attempts", type=int, default=6, help="attempts per request")
+    p.add_argument("--concurrency", type=int, default=16, help="requests in flight per model")
+    p.add_argument("--episodes", type=int, default=1, help="episodes (per grid configuration)")
+    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", help="env option key=value (repeatable)")
+    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument("--grid", action="store_true",
+                   help="sweep the paper's grid (consequence: contexts x rules; moral_hazard: "
+                   "the 15 conditions)")  # fmt: skip
+    p.add_argument("--rotate", action="store_true", help="play every seating rotation")
+    p.add_argument("--out", help="run folder (transcript.jsonl, results.json)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_play)

@@ -1,0 +1,189 @@
+"""The language model as a policy: prompts from the game's text protocol, replies from a client.
+
+:class:`LLMPolicy` does two jobs:
+
+- in batched play (:func:`dilemmax.llm.play.play`) it is a seat whose prompts the runner gathers
+  across environments and sends as one batch (:meth:`LLMPolicy.ask`);
+- in the arena's Python path it follows :class:`dilemmax.agents.policy.Policy`
+  (``policy(key, observation) -> action``): it keeps each agent's memory, asks the protocol for
+  the turn (a :class:`~dilemmax.envs.text.NoReply` seat is not called), sends the prompt, parses
+  the reply and feeds the protocol's memory hooks. The env state goes only to the protocol (the
+  game's renderer); the parser receives the prompt's context, never the state.
+
+An invalid reply plays the parser's action (the game's invalid action, or the leniently
+recovered move) and is counted, never raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
+from dilemmax.llm.client import ChatRequest, Client, Completion, OnResult
+
+
+@dataclass
+class CallStats:
+    """Running counts over a seat's calls (what the progress bar and summary show)."""
+
+    calls: int = 0
+    replayed: int = 0
+    act_calls: int = 0
+    valid: int = 0
+    recovered: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, completion: Completion, parsed: ParsedReply | None, replayed: bool) -> None:
+        self.calls += 1
+        self.replayed += int(replayed)
+        self.errors += int(bool(completion.error))
+        self.retries += completion.retries
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.latency_s += completion.latency_s
+        if parsed is not None:
+            self.act_calls += 1
+            self.valid += int(parsed.valid)
+            self.recovered += int(parsed.recovered)
+
+    def merged(self, other: CallStats) -> CallStats:
+        return CallStats(**{k: getattr(self, k) + getattr(other, k) for k in vars(self)})
+
+    def summary(self) -> dict[str, float]:
+        acts = max(self.act_calls, 1)
+        return {
+            "calls": self.calls,
+            "replayed": self.replayed,
+            "format_validity": self.valid / acts,
+            "recovered_rate": self.recovered / acts,
+            "played_move_rate": (self.valid + self.recovered) / acts,
+            "errors": self.errors,
+            "retries": self.retries,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "mean_latency_s": self.latency_s / max(self.calls, 1),
+        }
+
+
+def reflect_reply(prompt: Prompt, text: str, error: str = "") -> ParsedReply:
+    """A reflect reply as a :class:`ParsedReply` (it plays no action: ``action`` -1); what a
+    protocol's parser that failed on a reflect reply leaves the memory hooks."""
+    text = text if isinstance(text, str) else ""
+    valid = bool(text.strip()) and not error
+    return ParsedReply(-1, valid, error or ("" if valid else "empty reply"), text.strip())
+
+
+def parse_safely(protocol: TextProtocol, text: str, prompt: Prompt) -> ParsedReply:
+    """``protocol.parse_reply`` for every kind of call (a reflect reply's lessons are read by
+    the protocol's parser too). A parser that raises (it must not) gives an invalid reply."""
+    try:
+        return protocol.parse_reply(text, prompt)
+    except Exception as error:  # untrusted text must never stop a run
+        reason = f"parser raised {type(error).__name__}"
+        if prompt.kind != "act":
+            return reflect_reply(prompt, text, reason)
+        fallback = prompt.context.get("invalid_action", 0) if prompt.context else 0
+        return ParsedReply(int(fallback), False, reason)
+
+
+@dataclass(eq=False)
+class LLMPolicy:
+    """A seat played by a language model behind ``client``.
+
+    Args:
+        client: anything with ``complete(requests) -> completions``.
+        name: how the seat is named in transcripts and summaries ("openai:gpt-4o-mini").
+
+    Attributes:
+        stats: counts over every call this policy made or replayed.
+        on_call: optional hook ``(agent, prompt, completion, parsed)`` after each call (the
+            arena path; batched play writes its own transcript).
+    """
+
+    client: Client
+    name: str = "model"
+    stats: CallStats = field(default_factory=CallStats)
+    on_call: Callable | None = None
+    jittable = False
+
+    def __post_init__(self):
+        self._env = None
+        self._protocol: TextProtocol | None = None
+        self._memory: dict[str, Any] = {}
+
+    def ask(self, prompts: Sequence[Prompt], on_result: OnResult | None = None) -> list[Completion]:
+        """One batched client call for ``prompts`` (in order); ``on_result(i, completion)`` as
+        each finishes."""
+        if not prompts:
+            return []
+        requests = [ChatRequest.from_prompt(p) for p in prompts]
+        completions = self.client.complete(requests, on_result)
+        if len(completions) != len(prompts):
+            raise RuntimeError(
+                f"{self.name}: client returned {len(completions)} replies for {len(prompts)}"
+            )
+        return completions
+
+    # ------------------------------------------------------------------ the arena's Python path
+    def bind(self, env, protocol: TextProtocol) -> None:
+        """Seats the policy in ``env`` with the game's ``protocol`` (the arena calls this)."""
+        if protocol is None:
+            raise ValueError(f"{env.name} has no text protocol, so a language model cannot play")
+        self._env, self._protocol = env, protocol
+        self._memory = {}
+
+    def reset(self) -> None:
+        """Episode start: each agent's memory moves on (``protocol.next_memory``)."""
+        if self._protocol is None:
+            return
+        for agent in self._env.agents:
+            old = self._memory.get(agent)
+            self._memory[agent] = (
+                self._protocol.new_memory(agent)
+                if agent not in self._memory
+                else self._protocol.next_memory(old, agent)
+            )
+
+    def __call__(self, key, observation) -> int:
+        del key  # the model's sampling is the client's business
+        if self._protocol is None:
+            raise RuntimeError(
+                "LLMPolicy plays through dilemmax.llm.play or an Arena (which binds it to the "
+                "game's text protocol); call bind(env, protocol) first"
+            )
+        agent = self._env.agents[int(np.asarray(observation.agent_index))]
+        if agent not in self._memory:
+            self._memory[agent] = self._protocol.new_memory(agent)
+        turn = self._protocol.turn(observation.state, agent, self._memory[agent])
+        if isinstance(turn, NoReply):
+            return int(turn.action)
+        return int(self._exchange(agent, turn).action)
+
+    def after_step(self, agent: str, state, actions, infos, next_state) -> None:
+        """Feeds one transition to ``agent``'s memory; sends the reflect prompts it returns."""
+        if self._protocol is None or agent not in self._memory:
+            return
+        memory = self._memory[agent]
+        for prompt in self._protocol.after_step(memory, agent, state, actions, infos, next_state):
+            self._exchange(agent, prompt)
+
+    def end_episode(self, agent: str, final_state) -> None:
+        if self._protocol is not None and agent in self._memory:
+            self._protocol.after_episode(self._memory[agent], agent, final_state)
+
+    def _exchange(self, agent: str, prompt: Prompt) -> ParsedReply:
+        completion = self.ask([prompt])[0]
+        parsed = parse_safely(self._protocol, completion.text, prompt)
+        self._protocol.after_reply(self._memory[agent], agent, prompt, completion.text, parsed)
+        self.stats.add(completion, parsed if prompt.kind == "act" else None, replayed=False)
+        if self.on_call is not None:
+            self.on_call(agent, prompt, completion, parsed)
+        return parsed

@@ -1,0 +1,137 @@
+"""Summaries of a play run: the env's metrics per group with bootstrap confidence intervals.
+
+Episodes are grouped by a label (a moral-hazard condition, a consequence rule, a seat
+rotation). Scalar metrics get a mean and a percentile-bootstrap interval
+(:func:`dilemmax.envs.metrics.bootstrap_ci`, the same estimator ``evaluate`` uses); per-agent
+metrics (shape [E, A]) are reported per seat name, pooling every position the seat played, so a
+rotated arena reports each policy, not each chair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs.metrics import bootstrap_ci
+from dilemmax.llm.policy import CallStats
+
+
+def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidence: float):
+    """(mean, low, high) per row of ``samples`` float32[M, N] with a validity mask."""
+    values = np.nan_to_num(samples, nan=0.0).astype(np.float32)
+    mask = ~np.isnan(samples)
+    keys = jax.random.split(key, samples.shape[0])
+    fn = jax.jit(
+        jax.vmap(partial(bootstrap_ci, num_resamples=num_resamples, confidence=confidence))
+    )
+    mean, low, high = fn(keys, jnp.asarray(values), mask=jnp.asarray(mask))
+    return np.asarray(mean), np.asarray(low), np.asarray(high)
+
+
+def metric_columns(metrics: dict[str, np.ndarray], episodes: Sequence[dict]) -> dict[str, list]:
+    """Per-episode samples: ``name`` for scalar metrics, ``name[seat]`` for per-agent ones.
+
+    Returns name -> one list per episode (a per-agent metric's list for an episode holds the
+    values of every agent the seat played in it; empty if the seat did not play).
+    """
+    columns: dict[str, list] = {}
+    for name, values in metrics.items():
+        values = np.asarray(values, np.float64)
+        if values.ndim == 1:
+            columns[name] = [[float(v)] for v in values]
+            continue
+        if values.ndim != 2:
+            continue  # larger per-episode arrays (per-trial tables) stay in the transcript
+        seat_names = sorted({s for e in episodes for s in e["seats"].values()})
+        for seat in seat_names:
+            column = []
+            for row, info in zip(values, episodes, strict=True):
+                agents = list(info["seats"])
+                column.append(
+                    [float(row[i]) for i, a in enumerate(agents) if info["seats"][a] == seat]
+                )
+            columns[f"{name}[{seat}]"] = column
+    return columns
+
+
+def summarize(
+    parts: Sequence[tuple[dict[str, np.ndarray], Sequence[dict]]],
+    group_of: Callable[[dict], str] | None = None,
+    key: jax.Array | None = None,
+    num_resamples: int = 2_000,
+    confidence: float = 0.95,
+) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """group -> metric -> (mean, low, high) over that group's episodes.
+
+    Args:
+        parts: (metrics, episodes) of one or more runs (their per-agent metrics may have
+            different numbers of agents: samples are per seat name).
+        group_of: episode info -> group label (default: one group, "all").
+
+    Per-agent samples of one episode are averaged first, so every episode weighs the same.
+    """
+    group_of = group_of or (lambda info: "all")
+    key = jax.random.key(0) if key is None else key
+    columns: dict[str, list] = {}
+    episodes: list[dict] = []
+    for metrics, infos in parts:
+        part_columns = metric_columns(metrics, infos)
+        for name in part_columns.keys() | columns.keys():
+            columns.setdefault(name, [[] for _ in episodes])
+            columns[name] += part_columns.get(name, [[] for _ in infos])
+        episodes += list(infos)
+    labels = [group_of(info) for info in episodes]
+    groups = list(dict.fromkeys(labels))
+    names = sorted(columns)
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for g, group_key in zip(groups, jax.random.split(key, max(len(groups), 1)), strict=False):
+        rows = [i for i, label in enumerate(labels) if label == g]
+        samples = np.full((len(names), len(rows)), np.nan)
+        for m, name in enumerate(names):
+            for j, i in enumerate(rows):
+                values = columns[name][i]
+                if values:
+                    samples[m, j] = float(np.mean(values))
+        mean, low, high = _ci_batch(samples, group_key, num_resamples, confidence)
+        out[g] = {
+            name: (float(mean[m]), float(low[m]), float(high[m]))
+            for m, name in enumerate(names)
+            if not np.all(np.isnan(samples[m]))
+        }
+    return out
+
+
+def format_summary(summary: dict[str, dict[str, tuple[float, float, float]]]) -> str:
+    """One block per group: metric, mean and its interval."""
+    lines = []
+    for group, rows in summary.items():
+        lines.append(f"[{group}]")
+        for name, (mean, low, high) in rows.items():
+            if np.isnan(mean):
+                continue
+            lines.append(f"  {name:40s} {mean:10.4g}  [{low:.4g}, {high:.4g}]")
+    return "\n".join(lines)
+
+
+def format_calls(stats: dict[str, CallStats]) -> str:
+    """A table of each model seat's calls: validity, recovery, errors, retries, tokens."""
+    if not stats:
+        return ""
+    header = (
+        f"  {'seat':32s} {'calls':>7s} {'replayed':>8s} {'valid':>7s} {'recovered':>9s} "
+        f"{'errors':>6s} {'retries':>7s} {'tokens in/out':>15s} {'latency':>8s}"
+    )
+    lines = ["model calls:", header]
+    for name, s in stats.items():
+        row = s.summary()
+        tokens = f"{s.prompt_tokens}/{s.completion_tokens}"
+        lines.append(
+            f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
+            f"{row['recovered_rate']:9.1%} {s.errors:6d} {s.retries:7d} {tokens:>15s} "
+            f"{row['mean_latency_s']:7.3f}s"
+        )
+    return "\n".join(lines)

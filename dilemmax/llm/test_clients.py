@@ -1,0 +1,100 @@
+"""Clients against a local OpenAI-compatible server (no network): retries, fatal errors,
+structured output, the concurrency bound; the scripted client."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
+from dilemmax.llm.openai_client import OpenAIClient
+from dilemmax.llm.server import LocalChatServer
+
+REQUEST = ChatRequest(({"role": "system", "content": "rules"}, {"role": "user", "content": "go"}))
+
+
+def fast_client(server, **options) -> OpenAIClient:
+    options = {"timeout": 0.5, "backoff": 0.01, "max_backoff": 0.02, **options}
+    return OpenAIClient("tiny", base_url=server.base_url, **options)
+
+
+def test_transient_faults_are_retried_and_counted():
+    faults = {0: "429", 1: "500", 2: "malformed", 3: "timeout"}
+    with LocalChatServer(lambda body: "FINAL A", faults, timeout_delay=1.5) as server:
+        [completion] = fast_client(server).complete([REQUEST])
+        assert completion.text == "FINAL A" and completion.error == ""
+        assert completion.retries == 4 and server.received == 5
+        assert completion.prompt_tokens == 2 and completion.completion_tokens == 2
+        assert server.bodies[-1]["messages"][0] == {"role": "system", "content": "rules"}
+
+
+def test_exhausted_retries_give_an_error_not_an_exception():
+    with LocalChatServer(lambda body: "x", {i: "500" for i in range(3)}) as server:
+        [completion] = fast_client(server, max_attempts=3).complete([REQUEST])
+        assert completion.text == "" and "500" in completion.error
+        assert completion.retries == 2 and server.received == 3
+
+
+@pytest.mark.parametrize("fault, word", [("401", "AuthenticationError"), ("404", "NotFound")])
+def test_unfixable_errors_stop_the_run(fault, word):
+    with LocalChatServer(lambda body: "x", {0: fault}) as server:
+        with pytest.raises(FatalClientError, match=word):
+            fast_client(server).complete([REQUEST])
+        assert server.received == 1  # not retried
+
+
+def test_structured_output_is_asked_for_and_dropped_where_unsupported():
+    schema = {"type": "object", "properties": {"action": {"type": "string"}}}
+    request = ChatRequest(REQUEST.messages, schema)
+    with LocalChatServer(lambda body: '{"action": "stay"}') as server:
+        fast_client(server).complete([request])
+        assert server.bodies[0]["response_format"]["json_schema"]["schema"] == schema
+    with LocalChatServer(lambda body: '{"action": "stay"}', structured_output=False) as server:
+        client = fast_client(server)
+        [first] = client.complete([request])
+        [second] = client.complete([request])
+        assert first.text == second.text == '{"action": "stay"}'
+        assert "response_format" not in server.bodies[-1] and not client.structured_output
+
+
+def test_concurrency_is_bounded_and_results_keep_their_order():
+    def slow_echo(body):
+        time.sleep(0.05)
+        return body["messages"][-1]["content"]
+
+    requests = [ChatRequest(({"role": "user", "content": f"r{i}"},)) for i in range(12)]
+    reported = []
+    with LocalChatServer(slow_echo) as server:
+        client = fast_client(server, concurrency=3, timeout=5.0)
+        out = client.complete(requests, lambda i, c: reported.append((i, c.text)))
+    assert [c.text for c in out] == [f"r{i}" for i in range(12)]
+    assert sorted(reported) == [(i, f"r{i}") for i in range(12)]
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_hold_blocks_until_released():
+    with LocalChatServer(lambda body: "ok", {0: "hold"}) as server:
+        client = fast_client(server, timeout=5.0)
+        out = []
+        thread = threading.Thread(target=lambda: out.append(client.complete([REQUEST])))
+        thread.start()
+        assert server.held.wait(5.0) and not out
+        server.release()
+        thread.join(5.0)
+        assert out[0][0].text == "ok" and server.answered == 1
+
+
+def test_scripted_client_serves_lists_in_order():
+    client = ScriptedClient(["a", "b"])
+    reported = []
+    out = client.complete([REQUEST] * 3, lambda i, c: reported.append(i))
+    assert [c.text for c in out] == ["a", "b", "a"] and reported == [0, 1, 2]
+    assert len(client.calls) == 3
+
+
+def test_missing_api_key_without_a_server_is_fatal(monkeypatch):
+    monkeypatch.delenv("DILEMMAX_TEST_KEY", raising=False)
+    with pytest.raises(FatalClientError, match="DILEMMAX_TEST_KEY"):
+        OpenAIClient("m", api_key_env="DILEMMAX_TEST_KEY")

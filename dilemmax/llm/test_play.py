@@ -1,0 +1,237 @@
+"""Batched play: JAX-path equivalence, model seats through the protocol, memory, resume."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import dilemmax
+from dilemmax.agents.arena import Arena
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.text import MoralHazardText
+from dilemmax.envs.rollout import run_episodes
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt
+from dilemmax.llm.client import ScriptedClient, last_user_message
+from dilemmax.llm.play import BatchedPlay, Seat, episode_jobs, rotate_seats
+from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.transcript import Transcript, TranscriptMismatch, read_lines
+
+EPISODES, ENVS = 5, 4  # two waves, the second padded with inactive copies
+
+
+class RecordingProtocol(MoralHazardText):
+    """The moral-hazard protocol plus the play hooks a paper protocol uses: a non-querier gets
+    NoReply at the note stage, each agent's memory logs its replies, and after the work step
+    every agent is asked one reflect question."""
+
+    def new_memory(self, agent):
+        return {"inner": super().new_memory(agent), "agent": agent, "log": []}
+
+    def turn(self, state, agent, memory):
+        i = self.env.agent_index[agent]
+        if int(state.stage) == c.NOTE and not bool(state.queried[i]):
+            return NoReply(c.NO_NOTE)
+        return super().turn(state, agent, memory["inner"])
+
+    def parse_reply(self, reply, prompt):
+        if prompt.kind == "reflect":  # the lesson is read by the parser, kept by after_reply
+            return ParsedReply(c.NO_MOVE, True, fields={"lesson": reply.strip()})
+        return super().parse_reply(reply, prompt)
+
+    def after_reply(self, memory, agent, prompt, reply, parsed):
+        memory["log"].append((prompt.kind, parsed.fields.get("lesson", reply)))
+        super().after_reply(memory["inner"], agent, prompt, reply, parsed)
+
+    def after_step(self, memory, agent, state, actions, infos, next_state):
+        if int(state.stage) == c.WORK:
+            return [Prompt("", "What did you learn this round?", kind="reflect")]
+        return []
+
+
+def reply_for(request) -> str:
+    text = last_user_message(request)
+    if "What did you learn" in text:
+        return "LESSON: query when the team value is high"
+    if "(work)" in text:
+        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL A"
+    if "(note)" in text:
+        return "nothing to say"  # invalid: no NOTE line
+    return "FINAL A"
+
+
+@pytest.fixture(scope="module")
+def env():
+    return dilemmax.make("moral_hazard")
+
+
+@pytest.fixture(scope="module")
+def teacher(env):
+    return env.scripted_policies()["teacher"]
+
+
+def test_scripted_seats_match_the_jax_path(env, teacher):
+    seats = [Seat("scripted:teacher", teacher)] * env.num_agents
+    result = BatchedPlay(env, seats, num_envs=ENVS).run(jax.random.key(3), EPISODES)
+    _, expected = run_episodes(env, teacher, jax.random.key(3), EPISODES)
+    assert set(result.metrics) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(result.metrics[name], np.asarray(value), err_msg=name)
+    assert [e["episode"] for e in result.episodes] == list(range(EPISODES))
+
+
+def _model_run(env, teacher, transcript=None, client=None):
+    client = client or ScriptedClient(reply_for)
+    model = LLMPolicy(client, "model")
+    seats = [Seat("model", model), Seat("model", model)]
+    protocol = RecordingProtocol(env)
+    runner = BatchedPlay(env, seats, protocol, num_envs=ENVS, transcript=transcript)
+    return runner.run(jax.random.key(1), EPISODES), client, runner
+
+
+def test_model_seats_noreply_reflect_and_validity(env, teacher):
+    result, client, runner = _model_run(env, teacher)
+    texts = [last_user_message(r) for r in client.calls]
+    # Per episode: 2 work calls, 2 reflect calls, 1 note call (agent_1 did not query, so it
+    # gets NoReply and is not called), 2 final calls.
+    assert len(client.calls) == EPISODES * 7
+    assert sum("(note)" in t for t in texts) == EPISODES
+    assert sum("What did you learn" in t for t in texts) == 2 * EPISODES
+    # Reflect prompts of a step are sent before the next turn: every wave sends its work
+    # batch, then its reflect batch, then the note batch.
+    first_wave = texts[: 2 * ENVS + 2 * ENVS + ENVS]
+    assert all("(work)" in t for t in first_wave[: 2 * ENVS])
+    assert all("What did you learn" in t for t in first_wave[2 * ENVS : 4 * ENVS])
+    stats = runner.stats["model"]
+    assert stats.act_calls == EPISODES * 5 and stats.calls == EPISODES * 7
+    assert stats.valid == EPISODES * 4  # the note replies are invalid, counted, not raised
+    # The env saw exactly what the replies asked for: agent_0 always queries, agent_1 never.
+    np.testing.assert_allclose(result.metrics["query_by_agent"], [[1.0, 0.0]] * EPISODES)
+    np.testing.assert_allclose(result.metrics["note_rate"], 0.0)
+
+
+def test_memory_is_per_env_and_agent(env):
+    memories = []
+
+    class Spy(RecordingProtocol):
+        def new_memory(self, agent):
+            memory = super().new_memory(agent)
+            memories.append(memory)
+            return memory
+
+    model = LLMPolicy(ScriptedClient(reply_for), "model")
+    runner = BatchedPlay(env, [Seat("model", model)] * 2, Spy(env), num_envs=ENVS)
+    runner.run(jax.random.key(0), EPISODES)
+    assert len(memories) == EPISODES * 2  # a fresh memory per episode and agent (default)
+    for memory in memories:
+        kinds = [kind for kind, _ in memory["log"]]
+        expected = 4 if memory["agent"] == "agent_0" else 3  # agent_1 has no note turn
+        assert len(kinds) == expected and kinds.count("reflect") == 1
+        assert ("reflect", "LESSON: query when the team value is high") in memory["log"]
+
+
+def test_parser_that_raises_gives_an_invalid_move(env):
+    class Broken(RecordingProtocol):
+        def parse_reply(self, reply, prompt):
+            raise RecursionError("deep")
+
+    model = LLMPolicy(ScriptedClient(reply_for), "model")
+    runner = BatchedPlay(env, [Seat("model", model)] * 2, Broken(env), num_envs=2)
+    result = runner.run(jax.random.key(0), 2)
+    assert runner.stats["model"].valid == 0
+    np.testing.assert_allclose(result.metrics["format_validity"], 0.0)
+
+
+def test_resume_replays_every_call_and_refuses_changed_prompts(env, teacher, tmp_path):
+    path = tmp_path / "transcript.jsonl"
+    identity = {"test": 1}
+    with Transcript(path, identity) as transcript:
+        first, client, _ = _model_run(env, teacher, transcript)
+    rows, _ = read_lines(path)
+    calls = [r for r in rows if r["type"] == "call"]
+    assert len(calls) == len(client.calls) == len({r["key"] for r in calls})
+    assert sum(r["type"] == "episode" for r in rows) == EPISODES
+    # A crash mid-write leaves a partial last line: it is ignored and cut off.
+    with open(path, "a") as handle:
+        handle.write('{"type": "call", "key": "main|e9')
+    silent = ScriptedClient(lambda r: pytest.fail("a recorded call was sent again"))
+    with Transcript(path, identity, resume=True) as transcript:
+        again, _, runner = _model_run(env, teacher, transcript, silent)
+    assert runner.stats["model"].replayed == len(calls)
+    for name in first.metrics:
+        np.testing.assert_array_equal(first.metrics[name], again.metrics[name])
+    assert path.read_text().endswith("\n")
+    assert len(read_lines(path)[0]) == len(rows)  # nothing duplicated
+    # Another command's transcript, or a changed prompt, is refused.
+    with pytest.raises(TranscriptMismatch):
+        Transcript(path, {"test": 2}, resume=True)
+    with Transcript(path, identity, resume=True) as transcript:
+        key = calls[0]["key"]
+        with pytest.raises(TranscriptMismatch):
+            transcript.replay(key, Prompt("changed", "prompt"))
+    with pytest.raises(FileExistsError):
+        Transcript(path, identity)
+
+
+def test_model_in_the_arena_python_path(env):
+    client = ScriptedClient(reply_for)
+    model = LLMPolicy(client, "model")
+    arena = Arena(env, [model, model], text_protocol=RecordingProtocol(env))
+    result = arena.run(jax.random.key(0), 2)
+    assert len(client.calls) == 2 * 7  # NoReply seats are not called; reflects are sent
+    np.testing.assert_allclose(result.metrics["query_by_agent"], [[1.0, 0.0]] * 2)
+    assert model.stats.act_calls == 2 * 5
+
+
+def test_episode_jobs_and_rotation():
+    jobs = episode_jobs(jax.random.key(0), 2, 3)
+    assert [(j.episode, j.config_index) for j in jobs] == [
+        (0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2)
+    ]  # fmt: skip
+    seats = [Seat(n, None) for n in "abc"]
+    assert [s.name for s in rotate_seats(seats, 1)] == ["c", "a", "b"]
+    seen = {tuple(s.name for s in rotate_seats(seats, k)) for k in range(3)}
+    assert all(sorted(col) == ["a", "b", "c"] for col in zip(*seen, strict=True))
+
+
+def test_consequence_grid_with_a_model_seat(tmp_path):
+    from dilemmax.envs.consequence import generator
+
+    env = dilemmax.make("consequence")
+    configs = generator.cross_rules(
+        jax.tree.map(lambda x: x[:3], generator.context_grid()), ["RP", "AON"]
+    )
+    model = LLMPolicy(ScriptedClient(lambda r: "I give 4.\nCONTRIBUTE 4"), "model")
+    scripted = env.scripted_policies()
+    other = scripted[sorted(scripted)[0]]
+    seats = [Seat("model", model), Seat("s", other), Seat("s", other)]
+    with Transcript(tmp_path / "t.jsonl", {"x": 1}) as transcript:
+        result = BatchedPlay(env, seats, num_envs=8, transcript=transcript).run(
+            jax.random.key(0), 1, configs
+        )
+    assert len(result.episodes) == 6
+    assert [e["config_index"] for e in result.episodes] == list(range(6))
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    calls = [r for r in rows if r["type"] == "call"]
+    assert calls and all(r["seat"] == "model" and r["agent"] == "agent_0" for r in calls)
+    assert {"prompt", "reply", "action", "valid", "prompt_hash", "latency_s"} <= set(calls[0])
+
+
+def test_a_parser_failing_on_a_reflect_reply_keeps_its_text():
+    from dilemmax.llm.policy import parse_safely
+
+    parsed = parse_safely(None, "  a lesson ", Prompt("", "q", kind="reflect"))
+    assert parsed == ParsedReply(-1, False, "parser raised AttributeError", "a lesson")
+
+
+def test_two_models_each_answer_their_own_seat(env):
+    first, second = ScriptedClient(reply_for), ScriptedClient(reply_for)
+    seats = [Seat("a", LLMPolicy(first, "a")), Seat("b", LLMPolicy(second, "b"))]
+    runner = BatchedPlay(env, seats, RecordingProtocol(env), num_envs=ENVS)
+    runner.run(jax.random.key(2), 2)
+    turns = lambda client: [t for t in map(last_user_message, client.calls) if "===" in t]
+    assert turns(first) and all("Agent 1 of" in t for t in turns(first))
+    assert turns(second) and all("Agent 2 of" in t for t in turns(second))
+    assert runner.stats["a"].act_calls == 2 * 3 and runner.stats["b"].act_calls == 2 * 2

@@ -1,0 +1,170 @@
+"""The JSONL transcript of a play run, and resuming from it.
+
+One line per model call, written and flushed as the call returns, so a crash loses at most the
+calls that were in flight. Each call carries a deterministic key (run part, episode, env index,
+step, agent, call kind and ordinal) and a hash of its prompt. Resuming reads the transcript back
+and answers every call whose key is recorded with the recorded reply (after checking that the
+prompt hash matches, so a changed prompt protocol cannot silently reuse old replies); only the
+missing calls go to the model. A partial last line (the process died mid-write) is cut off.
+
+Line types: ``{"type": "run", ...}`` (first line: the run's identity), ``{"type": "call", ...}``
+and ``{"type": "episode", ...}`` (an episode's metrics, when it ends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from dilemmax.envs.text import Prompt
+
+
+class TranscriptMismatch(RuntimeError):
+    """The transcript on disk does not belong to this run (different command or prompts)."""
+
+
+def prompt_hash(prompt: Prompt) -> str:
+    """A short, stable hash of what the model was asked (system, user, kind, schema)."""
+    payload = json.dumps(
+        [prompt.system, prompt.user, prompt.kind, prompt.json_schema],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def call_key(part: str, episode: int, env: int, step: int, agent: str, kind: str, ordinal: int):
+    """The deterministic identity of one model call within a run."""
+    return f"{part}|e{episode}|n{env}|t{step}|{agent}|{kind}{ordinal}"
+
+
+def run_key(identity: Mapping[str, Any]) -> str:
+    """A hash of everything that decides a run's calls (env, options, seats, seeds, sizes)."""
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, Mapping):
+            return {str(k): _jsonable(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [_jsonable(v) for v in value]
+        return repr(value)
+
+
+def read_lines(path: Path) -> tuple[list[dict], int]:
+    """The complete JSON lines of ``path`` and the byte length they span.
+
+    A last line without its newline is a write the process did not finish: it is left out (and
+    the returned length stops before it). A complete line that is not a JSON object is skipped.
+    """
+    if not path.exists():
+        return [], 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
+    rows = []
+    for raw in data[:end].split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, end
+
+
+class Transcript:
+    """Appends call and episode lines to ``path``; replays recorded calls on resume.
+
+    Args:
+        path: the JSONL file.
+        identity: what identifies the run (hashed into ``run`` on the first line).
+        resume: read existing lines and replay them; otherwise the file must not exist yet.
+
+    Raises:
+        FileExistsError: not resuming and the file exists.
+        TranscriptMismatch: resuming a file written by a different run.
+    """
+
+    def __init__(self, path: str | Path, identity: Mapping[str, Any], resume: bool = False):
+        self.path = Path(path)
+        self.run = run_key(identity)
+        self.recorded: dict[str, dict] = {}
+        self.episodes_written: set[str] = set()
+        if self.path.exists() and not resume:
+            raise FileExistsError(
+                f"{self.path} exists: pass --resume to continue that run, or choose a new --out"
+            )
+        rows, end = read_lines(self.path) if resume else ([], 0)
+        if rows:
+            head = rows[0]
+            if head.get("type") != "run" or head.get("run") != self.run:
+                raise TranscriptMismatch(
+                    f"{self.path} belongs to another run (run key {head.get('run')!r}, this "
+                    f"command's is {self.run!r}): resume with the same command, or use a new --out"
+                )
+        for row in rows:
+            if row.get("type") == "call" and isinstance(row.get("key"), str):
+                self.recorded.setdefault(row["key"], row)
+            elif row.get("type") == "episode":
+                self.episodes_written.add(str(row.get("id")))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # client threads record calls as they return
+        self._file: IO[str] = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._file.truncate(end)  # drop a partial last line before appending
+        self._file.seek(end)
+        if not rows:
+            self._write({"type": "run", "run": self.run, "identity": _jsonable(dict(identity))})
+
+    def replay(self, key: str, prompt: Prompt) -> dict | None:
+        """The recorded call for ``key`` (None if missing); its prompt must hash the same."""
+        row = self.recorded.get(key)
+        if row is None:
+            return None
+        if row.get("prompt_hash") != prompt_hash(prompt):
+            raise TranscriptMismatch(
+                f"call {key}: the prompt differs from the one recorded in {self.path} (the "
+                "protocol or its options changed); start a new --out"
+            )
+        return row
+
+    def record_call(self, row: Mapping[str, Any]) -> None:
+        row = {"type": "call", **row}
+        with self._lock:
+            self.recorded[row["key"]] = row
+        self._write(row)
+
+    def record_episode(self, episode_id: str, row: Mapping[str, Any]) -> None:
+        if episode_id in self.episodes_written:
+            return
+        self.episodes_written.add(episode_id)
+        self._write({"type": "episode", "id": episode_id, **_jsonable(dict(row))})
+
+    def _write(self, row: Mapping[str, Any]) -> None:
+        line = json.dumps(_jsonable(dict(row)), ensure_ascii=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
