@@ -20,10 +20,10 @@ EASIEST = {"recipe_length": 1, "num_tools": 4, "num_hues": 1}
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"recipe_length": 3}, "recipe_length must be one of"),
-        ({"num_tools": 1}, "num_tools must be in 2..4"),
-        ({"num_tools": 5}, "num_tools must be in 2..4"),
-        ({"num_hues": 0}, "num_hues must be in 1..5"),
+        ({"recipe_length": 3}, "recipe_length"),
+        ({"num_tools": 1}, "num_tools"),
+        ({"num_tools": 5}, "num_tools"),
+        ({"num_hues": 0}, "num_hues"),
         ({"recipe_length": 1}, "gives 4 recipes, fewer than the 7 effects"),
         ({"num_tools": 2}, "gives 4 recipes, fewer than the 7 effects"),
         ({"num_hues": 2, "skew": 0.5}, "needs skew=1.0"),
