@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space
 
 PyTree = Any
@@ -121,11 +122,11 @@ class MultiAgentEnv(abc.ABC):
     ) -> tuple[AgentDict, PyTree, AgentDict, AgentDict, dict]:
         """``step_env`` followed by a reset when ``dones["__all__"]``.
 
-        The reset sits behind ``lax.cond``, so an unbatched step pays for it only at the end of an
-        episode. Under ``jax.vmap`` the cond becomes a select and both branches run; batched code
-        that cares should use :class:`dilemmax.wrappers.VecEnv`, which resets the whole batch only
-        on steps where some episode ended. ``reset_state`` (JaxMARL's option) supplies a
-        precomputed ``(obs, state)`` to restart from instead.
+        The reset sits behind :func:`dilemmax.envs.rare.rare_cond`, so an unbatched step pays for
+        it only at the end of an episode, and ``jax.vmap(env.step)`` only on the steps where some
+        env of the batch ends one (a plain ``lax.cond`` would become a select there and reset
+        every env on every step). ``reset_state`` (JaxMARL's option) supplies a precomputed
+        ``(obs, state)`` to restart from instead.
 
         The returned rewards, dones and infos are those of the terminal transition; the returned
         observation and state are the first of the next episode.
@@ -138,8 +139,14 @@ class MultiAgentEnv(abc.ABC):
                 lambda r, s: jnp.where(dones["__all__"], r, s), reset_state, (obs, state)
             )
         else:
-            obs, state = jax.lax.cond(
-                dones["__all__"], lambda: self.reset(key_reset), lambda: (obs, state)
+            # A branch, not a select, even under vmap: see dilemmax.envs.rare.
+            obs, state = rare_cond(
+                dones["__all__"],
+                lambda k, o, s: self.reset(k),
+                lambda k, o, s: (o, s),
+                key_reset,
+                obs,
+                state,
             )
         return obs, state, rewards, dones, infos
 

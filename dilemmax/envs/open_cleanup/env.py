@@ -19,7 +19,8 @@ Order of events in a step (all agents act at once):
    agents they hit to a free spawn point and freeze them for 12 steps.
 6. Waste reappears (from trial step 50 on), then apples grow from the resulting pollution.
 7. After the 400th step of a trial the map is re-laid: same layout, rule and dominant hue, the
-   river polluted again with the same waste, hands empty, apples gone, agents at spawn points.
+   river polluted again on the same cells with the same hues but freshly drawn shades (as in the
+   reference), hands empty, apples gone, agents at spawn points.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, observation
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
 from dilemmax.envs.options import check_env_options
+from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -192,6 +194,14 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_after=jnp.zeros((a, 4), jnp.uint8),
         )
 
+    def _next_trial(self, key: jax.Array, played: OpenCleanupState) -> OpenCleanupState:
+        """The start of the trial after ``played``'s: the map re-laid with the waste shades drawn
+        again (hues kept, as in the reference), agents at fresh spawn points."""
+        k_start, k_shade = jax.random.split(key)
+        config = played.config
+        fresh = self._trial_start(k_start, config, played.trial + 1, played.time)
+        return fresh.replace(grid=D.redraw_shades(k_shade, config.initial_grid))
+
     def reset_to(self, key: jax.Array, config: OpenCleanupConfig):
         state = self._trial_start(key, config, 0, 0)
         return self.get_obs(state), state
@@ -296,10 +306,12 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_before=jnp.where(firing[:, None], before, state.shot_before),
             shot_after=jnp.where(firing[:, None], after, state.shot_after),
         )
-        # A new trial re-lays the map; the configuration stays.
-        fresh = self._trial_start(k_reset, config, state.trial + 1, state.time + 1)
+        # A new trial re-lays the map; the configuration stays. Behind rare_cond, so a batch
+        # pays for the re-lay only on the steps where some env starts a trial.
         relay = trial_done & ~episode_done
-        next_state = jax.tree.map(lambda f, s: jnp.where(relay, f, s), fresh, next_state)
+        next_state = rare_cond(
+            relay, self._next_trial, lambda key, played: played, k_reset, next_state
+        )
 
         infos = {
             "trial_done": trial_done,

@@ -32,6 +32,9 @@ SPAWN_FIRST_COL = 1  # [chosen] the 20 spawn cells are columns 1-20 of the spawn
 # cell's 12-cell neighbourhood never reaches into another patch ("apples hanging in another
 # patch do nothing for it", paper Listing 2).
 PATCH_SEPARATION = 3
+# [reference] every tree lies at least this many rows from the spawn row (so at least this many
+# steps from every spawn cell): being zapped back to spawn costs a walk back to the orchard.
+SPAWN_TREE_DISTANCE = 4
 MAX_LAYOUT_ATTEMPTS = 64  # [chosen] rejection-sampling bound of the layout generator
 
 # ---------------------------------------------------------------- apples

@@ -15,10 +15,10 @@ One step, in order:
    agents block, ties drawn at random, swaps blocked). Tree cells are walkable.
 3. An agent standing on an apple eats it and is paid ``pay[colour, stage]``.
 4. Zaps: each firing agent's beam covers the faced cell, the one beyond and the two beside the
-   faced cell. Every agent it covers that is not already frozen is sent to a free spawn point
-   and frozen for 12 steps, standing (and blocking) there; frozen agents are immune, so nobody
-   can be kept frozen forever. The zapper's beam then cools down for 2 steps (ZAP is illegal on
-   the 2 steps after firing). Zaps cost and pay nothing.
+   faced cell. Every agent it covers is sent to a free spawn point and frozen for 12 steps,
+   standing (and blocking) there. A frozen agent can be hit again, as in the reference: it is
+   sent to a spawn point again and its 12 steps restart. The zapper's beam then cools down for
+   2 steps (ZAP is illegal on the 2 steps after firing). Zaps cost and pay nothing.
 5. The orchard ripens, rots and regrows (:mod:`dilemmax.envs.open_harvest.dynamics`).
 6. Trial bookkeeping: the trial ends at 400 steps or when the orchard is dead; then the orchard
    is re-laid (an unripe apple on every tree) and agents go back to spawn points, on the same
@@ -214,9 +214,10 @@ class OpenHarvestEnv(MultiAgentEnv):
 
         orchard, eaten = dynamics.eat(state.orchard, config, positions)
 
-        # Zaps: frozen agents are immune; every agent hit goes to a free spawn point.
+        # Zaps: every agent hit goes to a free spawn point, a frozen one too (as in the reference:
+        # it is sent back again and its 12 steps restart).
         firing = action == c.ZAP
-        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE) & free[None, :]
+        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE)
         hit = jnp.any(hits, axis=0)
         spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
         positions, _ = grid.respawn_positions(

@@ -5,8 +5,10 @@ in their seed. Pools are built once per (seed, size) and cached, since every env
 process shares them.
 
 Layout: 6 patches (four 13-cell diamonds, two 6-cell triangles, each turned by a random number
-of quarter turns) placed at random on the 16 x 22 map, never on the spawn row and with trees of
-different patches at least ``PATCH_SEPARATION`` apart; 20 spawn cells on a random row.
+of quarter turns) placed at random on the 16 x 22 map, every tree at least
+``SPAWN_TREE_DISTANCE`` (4) rows from the spawn row, and trees of different patches at least
+``PATCH_SEPARATION`` apart; 20 spawn cells on a random row (rows that leave no room are
+rejected with the attempt, so the spawn row tends to lie near the top or bottom edge).
 Placement is rejection sampling inside ``lax.while_loop``, so the generator stays jittable and
 vmappable.
 """
@@ -75,14 +77,17 @@ _EXCLUSION_OFFSETS = np.array(
 
 
 def _forbidden_cells(trees: jax.Array, placed: jax.Array, spawn_row: jax.Array) -> jax.Array:
-    """bool[H, W]: cells a new patch may not cover (near a placed tree, or on the spawn row).
+    """bool[H, W]: cells a new patch may not cover (near a placed tree, or near the spawn row).
 
     Args:
         trees: int32[T, 2], tree cells; only those flagged in ``placed`` count.
         placed: bool[T].
     """
     rows = jnp.arange(c.GRID_HEIGHT)[:, None]
-    forbidden = jnp.broadcast_to(rows == spawn_row, (c.GRID_HEIGHT, c.GRID_WIDTH))
+    # Every tree stays SPAWN_TREE_DISTANCE rows from the spawn row, so it is at least that many
+    # steps from every spawn cell: an agent zapped back to spawn has a walk back to the orchard.
+    near_spawn = jnp.abs(rows - spawn_row) < c.SPAWN_TREE_DISTANCE
+    forbidden = jnp.broadcast_to(near_spawn, (c.GRID_HEIGHT, c.GRID_WIDTH))
     near = trees[:, None, :] + jnp.asarray(_EXCLUSION_OFFSETS)[None]  # [T, E, 2]
     inside = (near >= 0).all(-1) & (near[..., 0] < c.GRID_HEIGHT) & (near[..., 1] < c.GRID_WIDTH)
     inside &= placed[:, None]
