@@ -51,8 +51,8 @@ def _layout_pool(seed: int, size: int, height: int, width: int) -> pools.Pool:
 
 
 @functools.lru_cache(maxsize=8)
-def _rule_pool(seed: int, size: int) -> pools.Pool:
-    return generator.build_rule_pool(seed, size)
+def _rule_pool(seed: int, size: int, recipe_length: int, num_tools: int, num_hues: int):
+    return generator.build_rule_pool(seed, size, recipe_length, num_tools, num_hues)
 
 
 class OpenCleanupEnv(MultiAgentEnv):
@@ -76,6 +76,11 @@ class OpenCleanupEnv(MultiAgentEnv):
             12 or more, so a learner from scratch sees almost no reward without it.
         num_trials, trial_steps: 5 x 400 in the paper.
         height, width: the grid (12 x 16 in the paper).
+        recipe_length, num_tools, num_hues: difficulty (curriculum) options, the paper's 2, 4
+            and 5 by default: a recipe is the last ``recipe_length`` pick-ups, the stations
+            offer ``num_tools`` tools, waste comes in ``num_hues`` hues; the rule space is
+            ``C.rule_space_size(recipe_length, num_tools, num_hues)`` (see
+            ``generator.sample_rule``). Impossible settings raise ValueError.
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -97,13 +102,22 @@ class OpenCleanupEnv(MultiAgentEnv):
         trial_steps: int = C.TRIAL_STEPS,
         height: int = C.GRID_HEIGHT,
         width: int = C.GRID_WIDTH,
+        recipe_length: int = C.RECIPE_LENGTH,
+        num_tools: int = C.NUM_TOOLS,
+        num_hues: int = C.NUM_HUES,
     ):
         check_env_options("open_cleanup", type(self), locals())
         if not 1 <= num_agents <= C.NUM_SPAWNS:
             raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
             raise ValueError(f"observation must be 'codes' or 'one_hot', got {observation!r}")
+        generator.validate_difficulty(recipe_length, num_tools, num_hues, float(skew))
         super().__init__(num_agents)
+        self.difficulty = {
+            "recipe_length": int(recipe_length),
+            "num_tools": int(num_tools),
+            "num_hues": int(num_hues),
+        }
         self.observation_kind = observation
         self.split = split
         self.height, self.width = int(height), int(width)
@@ -119,7 +133,9 @@ class OpenCleanupEnv(MultiAgentEnv):
             train_fraction,
         )
         self.rule_pool = generator.select_split(
-            _rule_pool(int(pool_seed) + 1, int(rule_pool_size)), split, train_fraction
+            _rule_pool(int(pool_seed) + 1, int(rule_pool_size), *self.difficulty.values()),
+            split,
+            train_fraction,
         )
         # River + stream cells: the denominator of the polluted share.
         self.num_water_cells = C.NUM_RIVER + C.NUM_STREAM
@@ -148,6 +164,7 @@ class OpenCleanupEnv(MultiAgentEnv):
             p_spawn=self.p_spawn,
             skew=self.skew,
             dominant_hue=dominant_hue,
+            **self.difficulty,
         )
 
     # ------------------------------------------------------------------ reset

@@ -70,6 +70,10 @@ class OpenHarvestEnv(MultiAgentEnv):
         num_layouts, num_rules: pool sizes (reference: 256 and 100,000).
         train_fraction: share of each pool in the train split (reference: 0.8).
         num_trials, trial_steps: 5 trials of at most 400 steps in the paper.
+        stage_orders: difficulty (curriculum) option, 6 (the paper) by default: each colour's
+            pay and regrowth orders over the stages are drawn from this many of the 6 possible,
+            so ``generator.rule_space_size(stage_orders)`` = stage_orders^10 rules are in play
+            (1: one fixed rule, nothing hidden).
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -85,6 +89,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         train_fraction: float = c.DEFAULT_TRAIN_FRACTION,
         num_trials: int = c.NUM_TRIALS,
         trial_steps: int = c.TRIAL_STEPS,
+        stage_orders: int = c.DEFAULT_STAGE_ORDERS,
     ):
         check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
@@ -95,6 +100,8 @@ class OpenHarvestEnv(MultiAgentEnv):
             raise ValueError(f"split must be one of {generator.SPLITS}, got {split!r}")
         if num_trials < 1 or trial_steps < 1:
             raise ValueError("num_trials and trial_steps must be positive")
+        generator.validate_stage_orders(stage_orders)
+        self.stage_orders = int(stage_orders)
         super().__init__(num_agents)
         self.observation_mode = observation
         self.split = split
@@ -106,7 +113,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             self.pool_seed, int(num_layouts), float(train_fraction)
         )[split]
         self.rule_pool = generator.rule_pools(
-            self.pool_seed + 1, int(num_rules), float(train_fraction)
+            self.pool_seed + 1, int(num_rules), float(train_fraction), self.stage_orders
         )[split]
         if observation == "codes":
             shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, c.OBS_CHANNELS)

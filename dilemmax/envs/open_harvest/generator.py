@@ -235,20 +235,35 @@ def generate_layout(key: jax.Array) -> HarvestLayout:
 # ---------------------------------------------------------------- hidden rules
 
 
-def generate_rule(key: jax.Array) -> HarvestRule:
-    """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth."""
-    num_perms = c.STAGE_PERMUTATIONS.shape[0]
+def validate_stage_orders(stage_orders: int) -> None:
+    """Raises ValueError unless ``stage_orders`` is 1..6."""
+    top = c.DEFAULT_STAGE_ORDERS
+    if isinstance(stage_orders, bool) or not isinstance(stage_orders, int | np.integer):
+        raise ValueError(f"stage_orders must be an integer in 1..{top}, got {stage_orders!r}")
+    if not 1 <= stage_orders <= top:
+        raise ValueError(f"stage_orders must be in 1..{top}, got {stage_orders}")
+
+
+def generate_rule(key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> HarvestRule:
+    """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth.
+
+    ``stage_orders`` k < 6 (a curriculum option) draws the rows from the first k of
+    ``STAGE_ORDER_PREFERENCE`` only.
+    """
     key_pay, key_regrow = jax.random.split(key)
     shape = (c.NUM_COLOURS,)
-    return HarvestRule(
-        pay_perm=jax.random.randint(key_pay, shape, 0, num_perms, dtype=jnp.int32),
-        regrowth_perm=jax.random.randint(key_regrow, shape, 0, num_perms, dtype=jnp.int32),
-    )
+    pay = jax.random.randint(key_pay, shape, 0, stage_orders, dtype=jnp.int32)
+    regrowth = jax.random.randint(key_regrow, shape, 0, stage_orders, dtype=jnp.int32)
+    if stage_orders < c.DEFAULT_STAGE_ORDERS:  # the paper's draws (and pools) stay unchanged
+        allowed = jnp.asarray(c.STAGE_ORDER_PREFERENCE[:stage_orders], jnp.int32)
+        pay, regrowth = allowed[pay], allowed[regrowth]
+    return HarvestRule(pay_perm=pay, regrowth_perm=regrowth)
 
 
-def rule_space_size() -> int:
-    """Distinct rules ``generate_rule`` can draw: one permutation row per colour, twice."""
-    return int(c.STAGE_PERMUTATIONS.shape[0]) ** (2 * c.NUM_COLOURS)
+def rule_space_size(stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> int:
+    """Distinct rules ``generate_rule`` can draw: one of ``stage_orders`` rows per colour, twice
+    (6^10 in the paper's game)."""
+    return int(stage_orders) ** (2 * c.NUM_COLOURS)
 
 
 def rule_index(rule: HarvestRule) -> jax.Array:
@@ -316,9 +331,21 @@ def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def rule_pools(seed: int, size: int, train_fraction: float) -> dict:
-    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments)."""
-    pool = pools.build_pool(generate_rule, seed, size, unique=True)
+def rule_pools(
+    seed: int, size: int, train_fraction: float, stage_orders: int = c.DEFAULT_STAGE_ORDERS
+) -> dict:
+    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments).
+
+    The pool holds ``min(size, rule_space_size(stage_orders))`` distinct rules. With a single
+    rule (``stage_orders=1``) there is nothing to hold out: every split is that rule (held-out
+    evaluation then differs from training by layout and patch colours only).
+    """
+    validate_stage_orders(stage_orders)
+    size = min(int(size), rule_space_size(stage_orders))
+    generate = functools.partial(generate_rule, stage_orders=stage_orders)
+    pool = pools.build_pool(generate, seed, size, unique=True)
+    if size == 1:
+        return {"all": pool, "train": pool, "held_out": pool}
     train, held_out = pools.split_pool(pool, train_fraction)
     return {"all": pool, "train": train, "held_out": held_out}
 
