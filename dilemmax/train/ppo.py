@@ -418,7 +418,10 @@ class Trainer:
         if self.partners:
             base = env_state.env_states.env_state
             actions.update(self._partner_actions(key_partner, obs, masks, base))
-        next_obs, next_state, rewards, dones, infos = vec.step(key_step, env_state, actions)
+        # full_infos: the recurrent carry reads the game's own infos["trial_done"] (bool[E]).
+        next_obs, next_state, rewards, dones, infos = vec.step(
+            key_step, env_state, actions, full_infos=True
+        )
 
         rewards_all = _stack(rewards, self.agents).astype(jnp.float32)  # [A, E]
         if self.config.reward == "team":
