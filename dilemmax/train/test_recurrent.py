@@ -250,3 +250,17 @@ def test_feed_forward_checkpoints_from_before_the_memory_field_still_restore():
     assert meta == {"chunk": 0, "update": 0}
     for x, y in zip(jax.tree.leaves(state), jax.tree.leaves(restored), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_batched_play_carries_a_recurrent_seat_like_the_jax_path(trained):
+    from dilemmax.llm.play import BatchedPlay, Seat
+
+    trainer, state, _ = trained[True]
+    policy = trainer.policy_fn(jax.tree.map(lambda x: x[1], state.params))  # sampling
+    env = TwoTrialBandit()
+    key = jax.random.PRNGKey(11)
+    fast = Arena(env, [policy]).run(key, 6)
+    played = BatchedPlay(env, [Seat("trained", policy)], num_envs=4).run(key, 6)  # two waves
+    np.testing.assert_array_equal(
+        played.metrics["return_per_trial"], fast.metrics["return_per_trial"]
+    )
