@@ -105,3 +105,33 @@ def test_ablation_on_a_scripted_model_population():
     contrast = entry["contrast"]
     assert contrast["control"]["mean"] == 0.0 and contrast["ablated"]["mean"] == 0.0
     assert contrast["sign_holds"] is True
+
+
+def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, monkeypatch, capsys):
+    """``dilemmax redteam play --policy openai:...`` through the play CLI's seat parsing (its
+    client swapped for a scripted one: no network); ``--resume`` replays every call."""
+    from dilemmax.analysis.statistics import Population
+    from dilemmax.cli import main
+    from dilemmax.llm import cli as llm_cli
+
+    clients = []
+
+    def scripted_client(kind, target, options, args):
+        assert (kind, target, args.base_url) == ("openai", "m", "http://localhost:1/v1")
+        clients.append(ScriptedClient(everything))
+        return clients[-1]
+
+    monkeypatch.setattr(llm_cli, "_model_client", scripted_client)
+    argv = ["redteam", "play", "--policy", "openai:m", "--base-url", "http://localhost:1/v1",
+            "--contexts", "2", "--rules", "RP", "AON", "--episodes", "1", "--rounds", "1",
+            "--no-progress", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == 0
+    pop = Population.load(tmp_path / "run" / "population.npz")
+    assert pop.context_index.tolist() == [0, 227, 0, 227] and pop.rules == RULES
+    assert np.all(pop.metrics["fatality"] == 0.0) and clients[0].calls
+    assert "fatality RP 0.000, AON 0.000" in capsys.readouterr().out
+    assert main(argv) == 2  # the transcript exists: refused without --resume
+    assert "--resume" in capsys.readouterr().err
+    assert main(argv + ["--resume"]) == 0 and not clients[-1].calls  # all replayed
+    assert main(argv[:-2] + ["--protocol", "goal=bogus", "--out", str(tmp_path / "x")]) == 2
+    assert "goal" in capsys.readouterr().err
