@@ -1,7 +1,8 @@
 """What auto-reset costs: three ways to step a batch of envs.
 
-- ``vmap(step)``: JaxMARL's way; under vmap the reset's ``lax.cond`` is a select, so every step
-  also computes a reset for every env;
+- ``vmap(step)``: JaxMARL's way; the reset sits behind ``dilemmax.envs.rare.rare_cond``, so a
+  batch computes resets only on steps where some env's episode ended (it used to be a select
+  that reset every env on every step);
 - ``VecEnv``: resets from a buffer, refilled only on steps where some episode ended;
 - ``vmap(step_env)``: no reset at all (the ceiling).
 

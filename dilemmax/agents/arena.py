@@ -27,7 +27,14 @@ import numpy as np
 
 from dilemmax.agents.policy import is_jittable, reset_policy
 from dilemmax.envs.base import MultiAgentEnv, Rollout
-from dilemmax.envs.rollout import Observation, run_episodes, seat_policies
+from dilemmax.envs.rollout import (
+    Observation,
+    initial_carries,
+    is_carried,
+    record_step,
+    run_episodes,
+    seat_policies,
+)
 
 
 @dataclass
@@ -85,7 +92,13 @@ class Arena:
         self._step = jax.jit(env.step_env)
         self._mask = jax.jit(env.action_mask)
         self._metrics = jax.jit(env.episode_metrics)
-        self._jitted = {id(p): jax.jit(p) for p in self.seats if is_jittable(p)}
+        self._jitted = {
+            id(p): jax.jit(p) for p in self.seats if is_jittable(p) and not is_carried(p)
+        }
+        # Carried (recurrent) seats: their memories, reset at each episode start.
+        self._carried_step = {id(p): jax.jit(p.step) for p in self.seats if is_carried(p)}
+        self._record = jax.jit(lambda c, a, r, i, d: record_step(env, self.seats, c, a, r, i, d))
+        self._carries: list = []
         self.on_step: Callable[[], None] | None = None  # called after each Python-path step
 
     def run(
@@ -151,6 +164,7 @@ class Arena:
         env = self.env
         for policy in {id(p): p for p in self.seats}.values():  # once per policy
             reset_policy(policy)
+        self._carries = initial_carries(self.seats)
         key_config, key_reset, key_run = jax.random.split(key, 3)
         if config is None:
             config = self._sample_config(key_config)
@@ -163,6 +177,8 @@ class Arena:
             actions = self._act(key_act, obs, state)
             before = state
             obs, state, rewards, dones, infos = self._step(key_step, state, actions)
+            if self._carried_step:
+                self._carries = self._record(self._carries, actions, rewards, infos, dones)
             steps.append((actions, rewards, dones, infos))
             self._notify("after_step", before, actions, infos, state)
             if self.on_step is not None:
@@ -194,7 +210,12 @@ class Arena:
             if self.text_protocol is not None:
                 text_fn = lambda agent=agent: self.text_protocol.render(state, agent)
             view = Observation(obs[agent], masks[agent], jnp.int32(i), state, text_fn)
-            if id(policy) in self._jitted:
+            if id(policy) in self._carried_step:
+                view = view.replace(text_fn=None)
+                action, self._carries[i] = self._carried_step[id(policy)](
+                    self._carries[i], keys[i], view
+                )
+            elif id(policy) in self._jitted:
                 action = self._jitted[id(policy)](keys[i], view.replace(text_fn=None))
             else:
                 action = policy(keys[i], view)

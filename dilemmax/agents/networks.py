@@ -305,3 +305,135 @@ def make_critic(
     return Critic(
         spec, tuple(input_shape), jnp.dtype(input_dtype).name, int(num_agents), int(num_codes)
     )
+
+
+# ---------------------------------------------------------------------------------- recurrent
+# A recurrent (RL^2) head: the feed-forward torso reads the observation, a GRU cell carries a
+# memory across steps (and across trial boundaries), and a dense layer reads the memory out. Each
+# step also sees what the agent did and got on the previous step, and whether a trial just ended,
+# so the memory can tie actions to their pay-offs (Duan et al. 2016; Wang et al. 2016).
+#
+# The three stages are separate methods so that the trainer can run the torso on a whole
+# rollout [T, B...] at once and scan only the cheap GRU cell over time.
+
+
+def recurrent_extras_size(num_actions: int) -> int:
+    """Width of the per-step extra input: one-hot previous action, previous reward, trial flag."""
+    return int(num_actions) + 2
+
+
+def recurrent_extras(
+    prev_action: jax.Array, prev_reward: jax.Array, trial_done: jax.Array, num_actions: int
+) -> jax.Array:
+    """The extra input float32[B..., N + 2] of a recurrent step.
+
+    Args:
+        prev_action: int32[B...], the action taken on the previous step; -1 at an episode start
+            (an all-zero one-hot).
+        prev_reward: float32[B...], the reward it earned (0 at an episode start).
+        trial_done: bool[B...], the previous step ended a trial (the hidden rules stay, the
+            board resets).
+    """
+    one_hot = jax.nn.one_hot(prev_action, num_actions, dtype=jnp.float32)
+    return jnp.concatenate(
+        [
+            one_hot,
+            prev_reward.astype(jnp.float32)[..., None],
+            trial_done.astype(jnp.float32)[..., None],
+        ],
+        axis=-1,
+    )
+
+
+class RecurrentNet(nn.Module):
+    """Torso + GRU + linear read-out; the actor (``num_outputs = N``) or critic (1) of RL^2.
+
+    One step: ``(memory float32[B..., M], obs [B..., *obs_shape], extras float32[B..., N + 2],
+    start bool[B...], agent_id int32[B...]) -> (memory, out float32[B..., num_outputs])``.
+    ``start`` marks the first step of an episode: the memory is zeroed before the step, so it
+    persists across trials and resets only between episodes.
+    """
+
+    spec: NetworkSpec
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    num_outputs: int
+    num_agents: int
+    num_codes: int = 0
+    memory: int = 64
+    output_scale: float = 0.01
+
+    def setup(self):
+        self.encoder = Encoder(self.spec, self.obs_shape, self.obs_dtype, self.num_codes)
+        init = nn.initializers.orthogonal(np.sqrt(2))
+        self.torso = nn.Dense(self.spec.hidden, kernel_init=init)
+        self.cell = nn.GRUCell(self.memory)
+        self.readout = nn.Dense(
+            self.num_outputs, kernel_init=nn.initializers.orthogonal(self.output_scale)
+        )
+
+    def features(self, obs: jax.Array, extras: jax.Array, agent_id: jax.Array) -> jax.Array:
+        """float32[B..., hidden + N + 2]: the torso's reading of the step, before the memory."""
+        h = _with_agent_id(self.spec, self.encoder(obs), agent_id, self.num_agents)
+        h = _activation(self.spec.activation)(self.torso(h))
+        return jnp.concatenate([h, extras], axis=-1)
+
+    def recur(self, memory: jax.Array, features: jax.Array, start: jax.Array):
+        """One GRU step: (memory, float32[B..., M] output)."""
+        memory = jnp.where(start[..., None], 0.0, memory)
+        return self.cell(memory, features)
+
+    def head(self, y: jax.Array) -> jax.Array:
+        return self.readout(y)
+
+    def __call__(self, memory, obs, extras, start, agent_id):
+        memory, y = self.recur(memory, self.features(obs, extras, agent_id), start)
+        return memory, self.head(y)
+
+    def initial_memory(self, batch_shape: tuple[int, ...] = ()) -> jax.Array:
+        return jnp.zeros((*batch_shape, self.memory), jnp.float32)
+
+
+def unroll(net: RecurrentNet, params, memory, obs, extras, start, agent_id):
+    """``net`` over a time-major sequence, from ``memory`` float32[B..., M].
+
+    Args:
+        obs: [T, B..., *obs_shape]; extras: float32[T, B..., N + 2]; start: bool[T, B...];
+        agent_id: int32[T, B...].
+
+    Returns:
+        (final memory float32[B..., M], outputs float32[T, B..., num_outputs]). The torso and
+        read-out run on all T steps at once; only the GRU cell is scanned.
+    """
+    feats = net.apply(params, obs, extras, agent_id, method=RecurrentNet.features)
+
+    def step(m, inputs):
+        f, s = inputs
+        return net.apply(params, m, f, s, method=RecurrentNet.recur)
+
+    memory, ys = jax.lax.scan(step, memory, (feats, start))
+    return memory, net.apply(params, ys, method=RecurrentNet.head)
+
+
+def make_recurrent(
+    spec: NetworkSpec,
+    input_shape,
+    input_dtype,
+    num_outputs: int,
+    num_agents: int,
+    num_codes: int,
+    memory: int,
+    output_scale: float = 0.01,
+) -> RecurrentNet:
+    """A recurrent actor (``num_outputs`` = actions; a small ``output_scale`` starts it near
+    uniform) or critic (1 output, scale 1) over inputs of that shape."""
+    return RecurrentNet(
+        spec,
+        tuple(input_shape),
+        jnp.dtype(input_dtype).name,
+        int(num_outputs),
+        int(num_agents),
+        int(num_codes),
+        int(memory),
+        float(output_scale),
+    )

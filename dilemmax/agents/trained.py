@@ -5,6 +5,11 @@
 language-model agents. Load one from a training run (``dilemmax train``) with
 :meth:`TrainedPolicy.load`; it rebuilds the actor from the run's ``config.json`` and reads the
 parameters out of the checkpoint without needing the trainer.
+
+A recurrent (RL^2) run loads as a :class:`RecurrentPolicy`: it keeps a memory between steps, so
+it follows the carried-policy protocol of :mod:`dilemmax.envs.rollout` (``initial_carry``,
+``step``, ``record``); the rollout and the arena carry that memory for it, within an episode and
+across its trials.
 """
 
 from __future__ import annotations
@@ -20,7 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 
 import dilemmax
-from dilemmax.agents.networks import NetworkSpec, make_actor, masked_categorical
+from dilemmax.agents.networks import (
+    NetworkSpec,
+    make_actor,
+    make_recurrent,
+    masked_categorical,
+    num_codes_of,
+    recurrent_extras,
+)
 from dilemmax.envs.rollout import Observation
 
 _CHECKPOINT = re.compile(r"^ckpt_(\d+)\.msgpack$")
@@ -55,6 +67,99 @@ def make_policy_fn(
         return dist.sample(seed=key).astype(jnp.int32)
 
     return policy
+
+
+def _slot_of(learners: Sequence[int], num_agents: int) -> jax.Array:
+    """int32[num_agents]: the parameter slot of every seat (seats outside ``learners``: 0)."""
+    slot = np.zeros((num_agents,), np.int32)
+    for j, seat in enumerate(learners):
+        slot[seat] = j
+    return jnp.asarray(slot)
+
+
+class RecurrentPolicy:
+    """A learned recurrent actor behind the carried-policy protocol (jittable).
+
+    The carry of one seat (a dict of arrays): ``memory`` float32[M], ``prev_action`` int32[]
+    (-1 before the first step), ``prev_reward`` float32[], ``trial_done`` bool[] and ``start``
+    bool[]. ``initial_carry()`` is the carry at an episode start; ``step(carry, key, observation)
+    -> (action, carry)`` acts; ``record(carry, seat, action, rewards, trial_done) -> carry``
+    stores what the step brought (``rewards`` float32[A] of all seats: the policy turns them into
+    the reward it was trained on, its own or the team mean, times ``reward_scale``).
+
+    Attributes:
+        config: the training config (dict) the parameters come from; env_id: its env.
+    """
+
+    jittable = True
+    recurrent = True
+
+    def __init__(
+        self,
+        net,
+        params: Any,
+        learners,
+        shared: bool,
+        num_agents: int,
+        num_actions: int,
+        greedy: bool = False,
+        reward: str = "individual",
+        reward_scale: float = 1.0,
+    ):
+        self.net = net
+        self.params = params
+        self.learners = list(learners)
+        self.shared = bool(shared)
+        self.num_actions = int(num_actions)
+        self.greedy = bool(greedy)
+        self.reward = reward
+        self.reward_scale = float(reward_scale)
+        self.config: dict = {}
+        self.env_id: str = ""
+        self._slot = _slot_of(self.learners, num_agents)
+
+    def initial_carry(self) -> dict:
+        return {
+            "memory": self.net.initial_memory(),
+            "prev_action": jnp.int32(-1),
+            "prev_reward": jnp.float32(0.0),
+            "trial_done": jnp.bool_(False),
+            "start": jnp.bool_(True),
+        }
+
+    def step(self, carry: dict, key: jax.Array, observation: Observation):
+        agent_index = jnp.asarray(observation.agent_index, jnp.int32)
+        p = self.params
+        if not self.shared:
+            p = jax.tree.map(lambda x: x[self._slot[agent_index]], p)
+        extras = recurrent_extras(
+            carry["prev_action"], carry["prev_reward"], carry["trial_done"], self.num_actions
+        )
+        memory, logits = self.net.apply(
+            p, carry["memory"], observation.array, extras, carry["start"], agent_index
+        )
+        dist = masked_categorical(logits, observation.mask)
+        action = dist.mode() if self.greedy else dist.sample(seed=key)
+        return action.astype(jnp.int32), {**carry, "memory": memory, "start": jnp.bool_(False)}
+
+    def record(self, carry: dict, seat, action, rewards, trial_done) -> dict:
+        rewards = jnp.asarray(rewards, jnp.float32)
+        own = rewards.mean() if self.reward == "team" else rewards[seat]
+        return {
+            **carry,
+            "prev_action": jnp.asarray(action, jnp.int32),
+            "prev_reward": own * self.reward_scale,
+            "trial_done": jnp.asarray(trial_done, bool),
+        }
+
+    def __call__(self, key: jax.Array, observation: Observation) -> jax.Array:
+        raise TypeError(
+            "a RecurrentPolicy keeps a memory: play it through dilemmax.envs.rollout "
+            "(run_episodes) or the Arena, which carry it, not as a stateless policy"
+        )
+
+    def __repr__(self) -> str:
+        return f"RecurrentPolicy(env={self.env_id!r}, greedy={self.greedy})"
 
 
 def find_checkpoint(path: str | Path) -> tuple[Path, Path]:
@@ -97,20 +202,32 @@ class TrainedPolicy:
         return self._fn(key, observation)
 
     @classmethod
-    def load(cls, path: str | Path, seed: int = 0, greedy: bool = False) -> TrainedPolicy:
-        """The policy of training seed ``seed`` from a run folder or one of its checkpoints."""
+    def load(
+        cls, path: str | Path, seed: int = 0, greedy: bool = False
+    ) -> TrainedPolicy | RecurrentPolicy:
+        """The policy of training seed ``seed`` from a run folder or one of its checkpoints
+        (a :class:`RecurrentPolicy` when the run trained a recurrent actor)."""
         ckpt, run_dir = find_checkpoint(path)
         config = json.loads((run_dir / "config.json").read_text())
         env = dilemmax.make(config["env"], **config.get("env_kwargs", {}))
         learners = config.get("learners")
         learners = list(range(env.num_agents)) if learners is None else learners
         first = env.agents[learners[0]]
-        actor = make_actor(
-            NetworkSpec.from_dict(config),
-            env.observation_space(first),
-            env.action_space(first).n,
-            env.num_agents,
-        )
+        space = env.observation_space(first)
+        num_actions = int(env.action_space(first).n)
+        spec = NetworkSpec.from_dict(config)
+        if config.get("recurrent", False):
+            actor = make_recurrent(
+                spec,
+                space.shape,
+                space.dtype,
+                num_actions,
+                env.num_agents,
+                num_codes_of(space),
+                config.get("gru_hidden", 64),
+            )
+        else:
+            actor = make_actor(spec, space, num_actions, env.num_agents)
         from dilemmax.train.checkpoint import read_raw  # checksum verified, file named if bad
 
         raw = read_raw(ckpt)
@@ -119,7 +236,20 @@ class TrainedPolicy:
         if not 0 <= seed < num_seeds:
             raise ValueError(f"seed {seed} not in this run's {num_seeds} seed(s)")
         params = jax.tree.map(lambda x: jnp.asarray(x[seed]), stacked)
-        policy = cls(actor, params, learners, config["shared_params"], env.num_agents, greedy)
+        if config.get("recurrent", False):
+            policy = RecurrentPolicy(
+                actor,
+                params,
+                learners,
+                config["shared_params"],
+                env.num_agents,
+                num_actions,
+                greedy,
+                config.get("reward", "individual"),
+                config.get("reward_scale", 1.0),
+            )
+        else:
+            policy = cls(actor, params, learners, config["shared_params"], env.num_agents, greedy)
         policy.config = config
         policy.env_id = config["env"]
         return policy

@@ -26,9 +26,9 @@ env's per-episode metrics as arrays [num_configs * episodes, ...] (config-major)
   observation array (scripted, trained) see the clause only through the rule token (anonymous
   hides RP/PP), so their wording and frame contrasts are 0 by construction: that is the check
   that the arms differ in nothing else.
-* For the LLM play harness: pass ``arena_population(lambda env, arm, rule: harness_policy(...))``
-  or any callable with the signature above that plays the arm's prompt variant and returns the
-  env's metrics; nothing here imports a model.
+* :func:`dilemmax.analysis.populations.llm_ablation_play` plays a language model through the
+  batched play harness, the arm's prompt variant set by the text protocol's flags; nothing here
+  imports a model.
 
 Per ablation and rule the runner reports, for each metric, ablated - control per context (paired)
 with a 95% bootstrap CI over contexts and a sign-flip p-value, and the RP - PP contrast (fatality

@@ -2,6 +2,8 @@
 
     dilemmax redteam reference --out ref.npz            # UR_ref, 228 contexts x 5 rules x 4 eps
     dilemmax redteam play --policy starve_then_cover --out pop.npz
+    dilemmax redteam play --policy openai:my-model --base-url http://localhost:8000/v1 \
+        --contexts 12 --episodes 1 --out runs/my-model    # transcript.jsonl + population.npz
     dilemmax redteam gap --reference ref.npz --population pop.npz [more.npz ...] --out DIR
     dilemmax redteam ablate --policy threshold_aware --out DIR
     dilemmax redteam certify --population pop.npz --context 1,5,6:10 --context 2,4,6:6 \
@@ -84,7 +86,12 @@ def _cmd_reference(args) -> int:
     return 0
 
 
+MODEL_KINDS = ("openai:", "hf:")
+
+
 def _cmd_play(args) -> int:
+    if args.policy.startswith(MODEL_KINDS):
+        return _cmd_play_model(args)
     import dilemmax
     from dilemmax.analysis.populations import grid_population, resolve_policy
 
@@ -96,6 +103,71 @@ def _cmd_play(args) -> int:
     )
     pop.save(args.out)
     print(f"{pop.name}: {len(pop.rule_index)} episodes written to {args.out}")
+    return 0
+
+
+def _cmd_play_model(args) -> int:
+    """A language-model population (the model in every seat) through batched play; ``--out`` is
+    a run folder holding ``transcript.jsonl`` (``--resume`` continues it) and ``population.npz``."""
+    import contextlib
+    import sys
+
+    import numpy as np
+    from tqdm import tqdm
+
+    import dilemmax
+    from dilemmax.analysis.populations import llm_population, spread_contexts
+    from dilemmax.cli import parse_assignments
+    from dilemmax.llm import cli as llm_cli
+    from dilemmax.llm.client import FatalClientError
+    from dilemmax.llm.transcript import Transcript, TranscriptMismatch
+
+    env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
+    try:
+        if args.episodes < 1 or args.envs < 1:
+            raise llm_cli.UsageError("--episodes and --envs must be >= 1")
+        contexts = spread_contexts(args.contexts)
+        protocol = parse_assignments(args.protocol, "--protocol")
+        dilemmax.make("consequence", **env_kwargs).text_protocol(**protocol)  # checks the flags
+        seat = llm_cli.build_seat(args.policy, None, args, {})
+    except (llm_cli.UsageError, ValueError, TypeError) as error:
+        print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    identity = {
+        "command": "redteam play",
+        "policy": args.policy,
+        "contexts": contexts.tolist(),
+        "rules": list(args.rules),
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "env": env_kwargs,
+        "protocol": protocol,
+        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+    }
+    total = len(contexts) * len(args.rules) * args.episodes
+    try:
+        with contextlib.ExitStack() as stack:
+            out.mkdir(parents=True, exist_ok=True)
+            transcript = stack.enter_context(
+                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+            )
+            bar = stack.enter_context(
+                tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
+            )
+            pop = llm_population(
+                args.name or args.policy, seat, contexts, args.episodes, args.seed,
+                tuple(args.rules), env_kwargs, protocol, args.envs, transcript, bar,
+            )  # fmt: skip
+    except (llm_cli.UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
+        print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
+        return 2
+    pop.save(out / "population.npz")
+    (out / "population.json").write_text(json.dumps({"name": pop.name, **pop.meta}, indent=1))
+    fatality = pop.cell_means("fatality")
+    rates = ", ".join(f"{r} {np.nanmean(fatality[k]):.3f}" for k, r in enumerate(pop.rules))
+    print(f"{pop.name}: {len(pop.rule_index)} episodes; fatality {rates}")
+    print(f"written {out / 'population.npz'} and {out / 'transcript.jsonl'}")
     return 0
 
 
@@ -172,6 +244,8 @@ def add_commands(subparsers) -> None:
     """Adds ``redteam`` with its subcommands to the main parser."""
     from dilemmax.analysis.ablations import ABLATIONS
     from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
+    from dilemmax.envs.consequence.constants import RULE_NAMES
+    from dilemmax.llm.cli import add_model_arguments
 
     red = subparsers.add_parser("redteam", help="institutional red-teaming of consequence rules")
     sub = red.add_subparsers(dest="redteam_command", required=True)
@@ -185,14 +259,31 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("play", help="play a population over the 228 contexts x 5 rules")
     p.add_argument(
-        "--policy", required=True, help="scripted name, reference[@EPS] or a trained run folder"
+        "--policy",
+        required=True,
+        help="scripted name, reference[@EPS], a trained run folder, or a language model "
+        "(openai:<model>, hf:<model folder>[,adapter=<folder>]) seated in every position",
     )
     p.add_argument("--name")
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--endgame", choices=("all", "rule"), default="all")
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--out", required=True, help="population .npz; for a model, a run folder (transcript)"
+    )
+    model = p.add_argument_group("language-model populations (openai: / hf: policies)")
+    model.add_argument(
+        "--contexts", type=int, help="play N contexts spread over the grid (default all 228)"
+    )
+    model.add_argument("--rules", nargs="+", default=list(RULE_NAMES), choices=RULE_NAMES)
+    model.add_argument(
+        "--protocol", action="append", help="prompt variant, e.g. anonymous=true, goal=survival"
+    )
+    model.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    model.add_argument("--resume", action="store_true", help="continue the run in --out")
+    model.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_arguments(model)
     p.set_defaults(func=_cmd_play)
 
     p = sub.add_parser("gap", help="IAG, statistics, figures for populations")

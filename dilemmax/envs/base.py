@@ -11,6 +11,7 @@ Shapes below use ``A`` for the number of agents and ``T`` for the number of time
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,10 +19,63 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dilemmax.envs.spaces import Space
+from dilemmax.envs.rare import rare_cond
+from dilemmax.envs.spaces import Space, jaxmarl_space
 
 PyTree = Any
 AgentDict = dict[str, jax.Array]
+
+
+def typed_key(key: jax.Array) -> jax.Array:
+    """``key`` as a typed PRNG key (``jax.random.key``), whichever kind it was given as.
+
+    Legacy ``jax.random.PRNGKey`` keys (uint32[2]) are wrapped; typed keys pass through. Public
+    functions that split a key and then reshape the result call this first, so both kinds work.
+    A batch of legacy keys (uint32[..., 2]) becomes a batch of typed keys.
+    """
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    if key.dtype != jnp.uint32 or key.ndim < 1 or key.shape[-1] != 2:
+        raise TypeError(
+            f"expected a PRNG key (jax.random.key or jax.random.PRNGKey), got an array of "
+            f"dtype {key.dtype} and shape {key.shape}"
+        )
+    return jax.random.wrap_key_data(key)
+
+
+def scalar_actions(actions: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    """agent -> int32[]: accepts the ``(1,)``-shaped actions JaxMARL's batching produces."""
+    out = {}
+    for agent, action in actions.items():
+        action = jnp.asarray(action)
+        if action.ndim > 0 and action.size == 1:
+            action = action.reshape(())
+        out[agent] = action
+    return out
+
+
+def agent_infos(infos: Mapping[str, Any], num_agents: int) -> dict[str, jax.Array]:
+    """The per-agent layout of ``infos``: every leaf a ``[num_agents]`` array.
+
+    Scalars (one value for the whole game: ``trial_done``, ``score``) are repeated for each agent;
+    ``[num_agents]`` leaves are kept; leaves with any other shape (a beam's cells, a tree per
+    orchard cell) are left out. This is the layout JaxMARL's wrappers and baselines batch (they
+    reshape every info leaf to ``num_envs * num_agents``). Nested dicts are flattened into
+    ``"outer/inner"`` keys.
+    """
+    out: dict[str, jax.Array] = {}
+    for name, value in infos.items():
+        if isinstance(value, Mapping):
+            for inner, leaf in agent_infos(value, num_agents).items():
+                out[f"{name}/{inner}"] = leaf
+            continue
+        value = jnp.asarray(value)
+        if value.shape == ():
+            out[name] = jnp.broadcast_to(value, (num_agents,))
+        elif value.shape == (num_agents,):
+            out[name] = value
+    return out
 
 
 @struct.dataclass
@@ -49,6 +103,15 @@ class Rollout:
     final_state: PyTree
 
 
+def _default_to_first_agent(method):
+    @functools.wraps(method)
+    def space(self, agent: str | None = None):
+        return method(self, self.agents[0] if agent is None else agent)
+
+    space.defaults_to_first_agent = True
+    return space
+
+
 class MultiAgentEnv(abc.ABC):
     """Base class of every environment.
 
@@ -67,6 +130,15 @@ class MultiAgentEnv(abc.ABC):
 
     max_steps: int = 1
     render_modes: tuple[str, ...] = ("ansi",)
+
+    def __init_subclass__(cls, **kwargs):
+        """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
+        JaxMARL's single-space scripts (``ippo_ff_overcooked.py``) call them."""
+        super().__init_subclass__(**kwargs)
+        for name in ("observation_space", "action_space"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "defaults_to_first_agent", False):
+                setattr(cls, name, _default_to_first_agent(method))
 
     def __init__(self, num_agents: int, agents: list[str] | None = None):
         self.num_agents = int(num_agents)
@@ -108,8 +180,8 @@ class MultiAgentEnv(abc.ABC):
 
     # ------------------------------------------------------------------ provided
     def reset(self, key: jax.Array) -> tuple[AgentDict, PyTree]:
-        """Samples a configuration and starts an episode on it."""
-        key_config, key_reset = jax.random.split(key)
+        """Samples a configuration and starts an episode on it (typed or legacy ``key``)."""
+        key_config, key_reset = jax.random.split(typed_key(key))
         return self.reset_to(key_reset, self.sample_config(key_config))
 
     def step(
@@ -118,30 +190,66 @@ class MultiAgentEnv(abc.ABC):
         state: PyTree,
         actions: Mapping[str, jax.Array],
         reset_state: tuple[AgentDict, PyTree] | None = None,
+        *,
+        full_infos: bool = False,
     ) -> tuple[AgentDict, PyTree, AgentDict, AgentDict, dict]:
         """``step_env`` followed by a reset when ``dones["__all__"]``.
 
-        The reset sits behind ``lax.cond``, so an unbatched step pays for it only at the end of an
-        episode. Under ``jax.vmap`` the cond becomes a select and both branches run; batched code
-        that cares should use :class:`dilemmax.wrappers.VecEnv`, which resets the whole batch only
-        on steps where some episode ended. ``reset_state`` (JaxMARL's option) supplies a
-        precomputed ``(obs, state)`` to restart from instead.
+        Actions may be scalars or ``(1,)``-shaped arrays (what JaxMARL's batching produces).
+
+        ``infos`` has the per-agent layout of :func:`agent_infos` (every leaf ``[num_agents]``),
+        the layout JaxMARL's wrappers and baselines expect. ``full_infos=True`` (a static Python
+        flag) returns the game's full event infos instead, exactly as ``step_env`` gives them;
+        the metrics, the arena and the text harness read those.
+
+        The reset sits behind :func:`dilemmax.envs.rare.rare_cond`, so an unbatched step pays for
+        it only at the end of an episode, and ``jax.vmap(env.step)`` only on the steps where some
+        env of the batch ends one (a plain ``lax.cond`` would become a select there and reset
+        every env on every step). ``reset_state`` (JaxMARL's option) supplies a precomputed
+        ``(obs, state)`` to restart from instead.
 
         The returned rewards, dones and infos are those of the terminal transition; the returned
         observation and state are the first of the next episode.
         """
-        key_step, key_reset = jax.random.split(key)
-        obs, state, rewards, dones, infos = self.step_env(key_step, state, actions)
+        key_step, key_reset = jax.random.split(typed_key(key))
+        obs, state, rewards, dones, infos = self.step_env(key_step, state, scalar_actions(actions))
 
         if reset_state is not None:
             obs, state = jax.tree.map(
                 lambda r, s: jnp.where(dones["__all__"], r, s), reset_state, (obs, state)
             )
         else:
-            obs, state = jax.lax.cond(
-                dones["__all__"], lambda: self.reset(key_reset), lambda: (obs, state)
+            # A branch, not a select, even under vmap: see dilemmax.envs.rare.
+            obs, state = rare_cond(
+                dones["__all__"],
+                lambda k, o, s: self.reset(k),
+                lambda k, o, s: (o, s),
+                key_reset,
+                obs,
+                state,
             )
+        if not full_infos:
+            infos = agent_infos(infos, self.num_agents)
         return obs, state, rewards, dones, infos
+
+    # ------------------------------------------------------------------ JaxMARL names
+    def get_avail_actions(self, state: PyTree) -> AgentDict:
+        """JaxMARL's name for :meth:`action_mask`: agent -> bool[num_actions]."""
+        return self.action_mask(state)
+
+    @property
+    def observation_spaces(self) -> dict[str, Any]:
+        """agent -> observation space, as JaxMARL's wrappers read it.
+
+        When JaxMARL is imported (its wrappers check the space classes), these are JaxMARL's own
+        ``Box`` / ``Discrete``; otherwise dilemmax's spaces (the same sets).
+        """
+        return {a: jaxmarl_space(self.observation_space(a)) for a in self.agents}
+
+    @property
+    def action_spaces(self) -> dict[str, Any]:
+        """agent -> action space; JaxMARL's classes when JaxMARL is imported (see above)."""
+        return {a: jaxmarl_space(self.action_space(a)) for a in self.agents}
 
     def global_state(self, state: PyTree) -> jax.Array:
         """float32[D]: the centralised critic's input (MAPPO). Default: all observations, flat."""

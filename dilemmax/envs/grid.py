@@ -333,6 +333,8 @@ def egocentric_views(
         [A, ahead+behind+1, 2*side+1, *C], the dtype of ``layer``.
     """
     layer = jnp.asarray(layer)
+    if layer.ndim == 2:
+        return _sliced_views(layer, positions, orientations, ahead, behind, side, pad_value)
     height, width = layer.shape[:2]
     pad = max(ahead, behind, side)
     padded = jnp.pad(
@@ -347,6 +349,36 @@ def egocentric_views(
     cols = jnp.clip(positions[:, 1], 0, width - 1) + pad
     index = (rows * padded_width + cols)[:, None, None] + table[jnp.mod(orientations, 4)]
     return flat.at[index].get(mode="promise_in_bounds")
+
+
+def _sliced_views(layer, positions, orientations, ahead, behind, side, pad_value):
+    """:func:`egocentric_views` of a 2-D layer by slicing instead of a per-cell gather.
+
+    Each agent cuts one square box around its cell (one dynamic slice: under vmap a gather of
+    whole rows, several times cheaper on CPU than gathering 121 cells one by one); its four
+    possible views are static slices of the box turned by ``rot90``, and the agent's facing
+    picks one. Same values as the gather, cell for cell (tested).
+    """
+    height, width = layer.shape
+    radius = max(ahead, behind, side)
+    padded = jnp.pad(layer, radius, constant_values=jnp.asarray(pad_value, layer.dtype))
+    lo = radius  # the agent's row and column inside its box
+    rows = jnp.clip(positions[:, 0], 0, height - 1)
+    cols = jnp.clip(positions[:, 1], 0, width - 1)
+
+    def views_of(row, col, orientation):
+        box = jax.lax.dynamic_slice(padded, (row, col), (2 * radius + 1, 2 * radius + 1))
+        across = slice(lo - side, lo + side + 1)
+        facing = (
+            box[lo - ahead : lo + behind + 1, across],  # north: the box as it is
+            jnp.rot90(box[across, lo - behind : lo + ahead + 1], 1),  # east
+            jnp.rot90(box[lo - behind : lo + ahead + 1, across], 2),  # south
+            jnp.rot90(box[across, lo - ahead : lo + behind + 1], 3),  # west
+        )
+        orientation = jnp.mod(orientation, 4)
+        return jnp.select([orientation == o for o in range(3)], facing[:3], facing[3])
+
+    return jax.vmap(views_of)(rows, cols, orientations)
 
 
 def egocentric_view(

@@ -485,6 +485,10 @@ ENV_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         # all-pairs distance table grows past a few hundred MB.
         "height": OptionSpec("int", low=12, high=24),
         "width": OptionSpec("int", low=16, high=32),
+        # Difficulty (curriculum) options; combinations are checked by the env itself.
+        "recipe_length": OptionSpec("choice", choices=(1, 2)),
+        "num_tools": OptionSpec("int", low=2, high=4),
+        "num_hues": OptionSpec("int", low=1, high=5),
     },
     "open_harvest": {
         "num_agents": OptionSpec("int", low=1, high=20),
@@ -496,6 +500,7 @@ ENV_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "train_fraction": _FRACTION,
         "num_trials": _TRIALS,
         "trial_steps": _TRIAL_STEPS,
+        "stage_orders": OptionSpec("int", low=1, high=6),  # difficulty (curriculum) option
     },
 }
 

@@ -10,6 +10,8 @@ import importlib
 import inspect
 from dataclasses import dataclass
 
+import gymnasium
+
 from dilemmax.envs.base import MultiAgentEnv
 
 
@@ -31,6 +33,28 @@ def register(env_id: str, entry_point: str, summary: str) -> None:
     if env_id in _REGISTRY:
         raise ValueError(f"environment id {env_id!r} is already registered")
     _REGISTRY[env_id] = EnvSpec(env_id, entry_point, summary)
+    _register_gymnasium_id(env_id)
+
+
+def gymnasium_id(env_id: str) -> str:
+    """The Gymnasium id of ``env_id``'s single-seat view."""
+    return f"dilemmax/{env_id}-v0"
+
+
+def _register_gymnasium_id(env_id: str) -> None:
+    """``gymnasium.make("dilemmax/<env_id>-v0")``: the single-seat view, the other seats random.
+
+    Entry points are import paths, so registering imports nothing from ``dilemmax.wrappers``.
+    """
+    gym_id = gymnasium_id(env_id)
+    if gym_id in gymnasium.registry:
+        return
+    gymnasium.register(
+        gym_id,
+        entry_point="dilemmax.wrappers.gymnasium:SingleSeatEnv",
+        vector_entry_point="dilemmax.wrappers.gymnasium:SingleSeatVectorEnv",
+        kwargs={"env_id": env_id},
+    )
 
 
 def registered_envs() -> list[str]:

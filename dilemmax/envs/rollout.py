@@ -3,6 +3,12 @@
 This is the fast path of the arena and what the games' evaluation sweeps use: a batch of
 configurations x episodes runs as one compiled program and returns the stacked
 :class:`~dilemmax.envs.base.Rollout` and the env's per-episode metrics.
+
+Carried policies (a recurrent network, say :class:`dilemmax.agents.trained.RecurrentPolicy`)
+keep a memory: they have ``initial_carry() -> carry``, ``step(carry, key, observation) ->
+(action, carry)`` and ``record(carry, seat, action, rewards float32[A], trial_done) -> carry``.
+The rollout starts each episode from ``initial_carry()``, and after every env step records the
+seat's action, all rewards and whether a trial ended, so the memory spans the episode's trials.
 """
 
 from __future__ import annotations
@@ -68,6 +74,44 @@ def seat_policies(env: MultiAgentEnv, policies) -> list[PolicyFn]:
     return [policies] * env.num_agents
 
 
+def is_carried(policy) -> bool:
+    """Whether ``policy`` keeps a memory the rollout must carry (see the module docstring)."""
+    return callable(getattr(policy, "initial_carry", None))
+
+
+def initial_carries(policies: list) -> list:
+    """Each seat's carry at an episode start (``()`` for stateless policies)."""
+    return [p.initial_carry() if is_carried(p) else () for p in policies]
+
+
+def act_carried(
+    env: MultiAgentEnv, policies: list, key: jax.Array, obs, state, carries: list
+) -> tuple[dict, list]:
+    """Like :func:`act` (same keys per seat), stepping the carried policies' memories."""
+    views = observations_for(env, obs, state)
+    keys = jax.random.split(key, env.num_agents)
+    actions, new = {}, []
+    for agent, policy, k, carry in zip(env.agents, policies, keys, carries, strict=True):
+        if is_carried(policy):
+            action, carry = policy.step(carry, k, views[agent])
+        else:
+            action = policy(k, views[agent])
+        actions[agent] = jnp.asarray(action, jnp.int32)
+        new.append(carry)
+    return actions, new
+
+
+def record_step(env: MultiAgentEnv, policies: list, carries: list, actions, rewards, infos, dones):
+    """The carries after a step: each carried seat records its action, the rewards float32[A]
+    and the trial-done flag (``infos["trial_done"]``, else the episode end)."""
+    all_rewards = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in env.agents])
+    trial_done = infos.get("trial_done", dones["__all__"])
+    return [
+        p.record(c, i, actions[a], all_rewards, trial_done) if is_carried(p) else c
+        for i, (a, p, c) in enumerate(zip(env.agents, policies, carries, strict=True))
+    ]
+
+
 def act(env: MultiAgentEnv, policies: list[PolicyFn], key: jax.Array, obs, state) -> dict:
     """agent -> int32 action, each seat's policy on its own observation."""
     views = observations_for(env, obs, state)
@@ -94,17 +138,21 @@ def run_episode(
     obs, state = env.reset_to(key_reset, config)
 
     def one_step(carry, step_key):
-        obs, state, finished = carry
+        obs, state, finished, memories = carry
         key_act, key_step = jax.random.split(step_key)
-        actions = act(env, seats, key_act, obs, state)
+        actions, next_memories = act_carried(env, seats, key_act, obs, state, memories)
         next_obs, next_state, rewards, dones, infos = env.step_env(key_step, state, actions)
+        next_memories = record_step(env, seats, next_memories, actions, rewards, infos, dones)
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finished, o, n), new, old)
-        next_obs, next_state = keep((next_obs, next_state), (obs, state))
+        next_obs, next_state, next_memories = keep(
+            (next_obs, next_state, next_memories), (obs, state, memories)
+        )
         out = (actions, rewards, dones, infos, ~finished)
-        return (next_obs, next_state, finished | dones["__all__"]), out
+        return (next_obs, next_state, finished | dones["__all__"], next_memories), out
 
-    (_, final_state, _), (actions, rewards, dones, infos, valid) = jax.lax.scan(
-        one_step, (obs, state, jnp.bool_(False)), jax.random.split(key_run, num_steps)
+    start = (obs, state, jnp.bool_(False), initial_carries(seats))
+    (_, final_state, _, _), (actions, rewards, dones, infos, valid) = jax.lax.scan(
+        one_step, start, jax.random.split(key_run, num_steps)
     )
     return Rollout(actions, rewards, dones, infos, valid, final_state)
 

@@ -7,6 +7,7 @@ matching Gymnasium space for the PettingZoo wrappers.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import gymnasium
@@ -28,6 +29,10 @@ class Space:
         raise NotImplementedError
 
     def to_gymnasium(self) -> gymnasium.Space:
+        raise NotImplementedError
+
+    def to_jaxmarl(self):
+        """The same set as a space of JaxMARL's own classes (imports JaxMARL)."""
         raise NotImplementedError
 
 
@@ -56,6 +61,11 @@ class Discrete(Space):
 
     def to_gymnasium(self) -> gymnasium.spaces.Discrete:
         return gymnasium.spaces.Discrete(self.n)
+
+    def to_jaxmarl(self):
+        from jaxmarl.environments import spaces
+
+        return spaces.Discrete(self.n, dtype=self.dtype)
 
 
 @dataclass(frozen=True)
@@ -86,3 +96,19 @@ class Box(Space):
         return gymnasium.spaces.Box(
             low=self.low, high=self.high, shape=tuple(self.shape), dtype=np.dtype(self.dtype)
         )
+
+    def to_jaxmarl(self):
+        from jaxmarl.environments import spaces
+
+        return spaces.Box(self.low, self.high, tuple(self.shape), dtype=self.dtype)
+
+
+def jaxmarl_space(space: Space):
+    """``space`` as JaxMARL's class when JaxMARL is already imported, else ``space`` itself.
+
+    JaxMARL's wrappers (``CTRolloutManager``) accept only spaces of its own classes; code that
+    uses them has imported JaxMARL, and code that does not should not pay for importing it.
+    """
+    if "jaxmarl.environments.spaces" in sys.modules and hasattr(space, "to_jaxmarl"):
+        return space.to_jaxmarl()
+    return space

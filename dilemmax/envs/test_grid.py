@@ -274,6 +274,30 @@ def test_views_match_naive_reference_and_jit():
     assert (np.asarray(vmapped(pos, ori)) == np.asarray(views)).all()
 
 
+@pytest.mark.parametrize("ahead, behind, side", [(9, 1, 5), (3, 2, 1), (0, 4, 2)])
+def test_sliced_2d_views_equal_the_per_cell_gather_and_the_naive_view(ahead, behind, side):
+    rng = np.random.default_rng(ahead)
+    layer = jnp.asarray(rng.integers(0, 200, (12, 16)).astype(np.uint8))
+    pos = jnp.asarray(np.stack([rng.integers(0, 12, 16), rng.integers(0, 16, 16)], -1), jnp.int32)
+    ori = jnp.asarray(np.arange(16) % 4, jnp.int32)  # every facing, corners and edges
+    pos = pos.at[:4].set(jnp.asarray([[0, 0], [11, 15], [0, 15], [11, 0]], jnp.int32))
+    sliced = grid.egocentric_views(layer, pos, ori, ahead, behind, side, pad_value=7)
+    gathered = grid.egocentric_views(layer[..., None], pos, ori, ahead, behind, side, 7)[..., 0]
+    np.testing.assert_array_equal(sliced, gathered)
+    batched = jax.jit(
+        jax.vmap(lambda lay: grid.egocentric_views(lay, pos, ori, ahead, behind, side, 7))
+    )
+    np.testing.assert_array_equal(batched(layer[None])[0], sliced)
+    for i in range(16):
+        fwd, rgt = grid._DELTAS_NP[int(ori[i])], grid._DELTAS_NP[(int(ori[i]) + 1) % 4]
+        for r in range(ahead + behind + 1):
+            for c in range(2 * side + 1):
+                cell = np.asarray(pos[i]) + (ahead - r) * fwd + (c - side) * rgt
+                inside = 0 <= cell[0] < 12 and 0 <= cell[1] < 16
+                want = int(layer[cell[0], cell[1]]) if inside else 7
+                assert int(sliced[i, r, c]) == want
+
+
 def test_view_carries_channels():
     layer = jnp.zeros((12, 16, 3), jnp.float32).at[5, 8].set(jnp.array([1.0, 2.0, 3.0]))
     view = grid.egocentric_view(layer, jnp.array([6, 8]), jnp.int32(NORTH))

@@ -349,17 +349,8 @@ def _report(args, results, out) -> int:
     return 0
 
 
-def add_commands(subparsers) -> None:
-    """Adds ``play`` to the main parser's subcommands."""
-    p = subparsers.add_parser(
-        "play",
-        help="play episodes with language-model, scripted and trained seats (batched)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("env", help="environment id (see `dilemmax list`)")
-    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
-    p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
+def add_model_arguments(p) -> None:
+    """The model-client options :func:`build_seat` reads (``dilemmax redteam play`` too)."""
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env variable with the key")
     p.add_argument("--temperature", type=float, default=0.0)
@@ -371,6 +362,20 @@ def add_commands(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per request attempt")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request")
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight per model")
+
+
+def add_commands(subparsers) -> None:
+    """Adds ``play`` to the main parser's subcommands."""
+    p = subparsers.add_parser(
+        "play",
+        help="play episodes with language-model, scripted and trained seats (batched)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("env", help="environment id (see `dilemmax list`)")
+    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
+    p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
+    add_model_arguments(p)
     p.add_argument("--episodes", type=int, default=1, help="episodes (per grid configuration)")
     p.add_argument("--envs", type=int, default=16, help="environments stepped together")
     p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")

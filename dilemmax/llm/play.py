@@ -31,7 +31,7 @@ import numpy as np
 
 from dilemmax.agents.policy import is_jittable
 from dilemmax.envs.base import MultiAgentEnv, Rollout
-from dilemmax.envs.rollout import Observation
+from dilemmax.envs.rollout import Observation, initial_carries, is_carried, record_step
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import Completion
 from dilemmax.llm.policy import CallStats, LLMPolicy, parse_safely
@@ -111,27 +111,37 @@ class _Programs:
             if not use_config:
                 config = env.sample_config(key_config)
             obs, state = env.reset_to(key_reset, config)
-            return obs, state, jax.random.split(key_run, env.max_steps)[:num_steps]
+            # Recurrent (carried) seats start each episode from their initial memory.
+            carries = initial_carries(jittable)
+            return obs, state, jax.random.split(key_run, env.max_steps)[:num_steps], carries
 
-        def act(step_key, obs, state):
+        def act(step_key, obs, state, carries):
             key_act, _ = jax.random.split(step_key)
             keys = jax.random.split(key_act, env.num_agents)
             masks = env.action_mask(state)
-            actions = {}
-            for i, (agent, policy) in enumerate(zip(env.agents, jittable, strict=True)):
-                if policy is None:
-                    actions[agent] = jnp.int32(0)
-                    continue
+            actions, new_carries = {}, []
+            seating = zip(env.agents, jittable, carries, strict=True)
+            for i, (agent, policy, carry) in enumerate(seating):
                 view = Observation(obs[agent], masks[agent], jnp.int32(i), state)
-                actions[agent] = jnp.asarray(policy(keys[i], view), jnp.int32)
-            return actions
+                if policy is None:
+                    action = jnp.int32(0)
+                elif is_carried(policy):
+                    action, carry = policy.step(carry, keys[i], view)
+                else:
+                    action = policy(keys[i], view)
+                actions[agent] = jnp.asarray(action, jnp.int32)
+                new_carries.append(carry)
+            return actions, new_carries
 
-        def step(step_key, obs, state, actions, finished):
+        def step(step_key, obs, state, actions, finished, carries):
             _, key_step = jax.random.split(step_key)
             next_obs, next_state, rewards, dones, infos = env.step_env(key_step, state, actions)
+            next_carries = record_step(env, jittable, carries, actions, rewards, infos, dones)
             keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finished, o, n), new, old)
-            next_obs, next_state = keep((next_obs, next_state), (obs, state))
-            return next_obs, next_state, rewards, dones, infos
+            next_obs, next_state, next_carries = keep(
+                (next_obs, next_state, next_carries), (obs, state, carries)
+            )
+            return next_obs, next_state, rewards, dones, infos, next_carries
 
         self.start = {
             flag: jax.jit(jax.vmap(lambda k, c, flag=flag: start(k, c, flag)))
@@ -235,16 +245,16 @@ class BatchedPlay:
             index = jnp.asarray([job.config_index for job in padded])
             batch_configs = jax.tree.map(lambda x: x[index], configs)
             use_config = True
-        obs, state, step_keys = programs.start[use_config](keys, batch_configs)
+        obs, state, step_keys, carries = programs.start[use_config](keys, batch_configs)
         live = np.arange(self.num_envs) < n
         finished = jnp.asarray(~live)
         memory = self._episode_memories(wave, memories)
         steps, played = [], np.zeros(self.num_envs, np.int32)
         for t in range(self.num_steps):
-            actions = programs.act(step_keys[:, t], obs, state)
+            actions, acted_carries = programs.act(step_keys[:, t], obs, state, carries)
             host_state, actions = self._model_actions(wave, part, t, state, actions, live, memory)
-            next_obs, next_state, rewards, dones, infos = programs.step(
-                step_keys[:, t], obs, state, actions, finished
+            next_obs, next_state, rewards, dones, infos, carries = programs.step(
+                step_keys[:, t], obs, state, actions, finished, acted_carries
             )
             steps.append(jax.device_get((actions, rewards, dones, infos)))
             played += live

@@ -117,6 +117,9 @@ def from_bytes(template: Any, data: bytes, where: str = "checkpoint") -> tuple[A
     Raises :class:`CheckpointError` (naming ``where``) when the bytes are unreadable, fail their
     checksum or do not fit the template."""
     state, meta = _load_verified(data, where)
+    if getattr(template, "memory", None) == {}:
+        # Feed-forward checkpoints from before recurrent training lack the (empty) memory field.
+        state.setdefault("memory", {})
     try:
         restored = serialization.from_state_dict(_plain(template), state)
     except Exception as err:  # noqa: BLE001 - structure of another run or a damaged tree

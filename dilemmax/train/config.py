@@ -57,7 +57,9 @@ class TrainConfig:
     update_epochs x num_minibatches (minibatches split the envs), clipped surrogate, GAE.
 
     Network: see :class:`~dilemmax.agents.networks.NetworkSpec`; shared_params shares one
-    parameter set across learners (agent-id input), else one per learner.
+    parameter set across learners (agent-id input), else one per learner. recurrent: an RL^2
+    actor (and, for IPPO, critic) with a GRU memory of gru_hidden units that persists across
+    trials and resets at episode starts (:class:`~dilemmax.agents.networks.RecurrentNet`).
 
     Run: num_seeds seeds train in one vmapped program; shard splits the env batch over all local
     devices ("auto": when there is more than one). log_every updates make one compiled chunk
@@ -101,6 +103,8 @@ class TrainConfig:
     conv_features: list[int] = field(default_factory=lambda: [16, 32])
     agent_id: bool = True
     conv_impl: str = "auto"
+    recurrent: bool = False
+    gru_hidden: int = 64
 
     seed: int = 0
     num_seeds: int = 1
@@ -160,6 +164,11 @@ class TrainConfig:
                 )
         if self.learners is not None and len(set(self.learners)) != len(self.learners):
             raise OptionError(f"TrainConfig: learners {self.learners} repeat a seat")
+        if self.recurrent and self.learner_transform:
+            raise OptionError(
+                "TrainConfig: recurrent=True does not combine with learner_transform: a scripted "
+                "step would leave the memory without the learner's own action"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -252,6 +261,7 @@ FIELD_RANGES: dict[str, OptionSpec] = {
     "vf_coef": _COEF,
     "max_grad_norm": OptionSpec("float", low=0.0, high=1e6, exclusive_low=True),
     "hidden": OptionSpec("int", low=1, high=65_536),
+    "gru_hidden": OptionSpec("int", low=1, high=65_536),
     "num_layers": OptionSpec("int", low=0, high=64),
     "activation": OptionSpec("str", choices=("tanh", "relu")),
     "embed_dim": OptionSpec("int", low=1, high=4096),

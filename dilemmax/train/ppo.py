@@ -11,6 +11,14 @@ Layout of the arrays (``L`` learning seats, ``E`` envs, ``T`` rollout steps, ``N
   or one set per learner, stacked on a leading ``L`` axis;
 - minibatches split the env axis, so every minibatch keeps whole rollouts.
 
+With ``recurrent=True`` (RL^2) the actor, and for IPPO the critic, are
+:class:`~dilemmax.agents.networks.RecurrentNet` s. Their GRU memories live in the runner state
+(``RunnerState.memory``), persist across trial boundaries and are zeroed at episode starts; each
+step also feeds the previous action, the previous reward (as trained on) and the trial-done flag.
+The PPO loss re-runs the memory over the whole rollout from the memory the rollout started
+with (truncated backpropagation through time over ``num_steps``); a minibatch of envs carries
+its envs' initial memories.
+
 The whole runner state (parameters, optimiser, envs, key, and the env-configuration overrides
 of this run) is one pytree, :class:`RunnerState`; ``jax.vmap`` over it trains several seeds, or
 several configurations of a sweep, in one program, and checkpoints are that pytree serialised.
@@ -26,9 +34,18 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from dilemmax.agents.networks import make_actor, make_critic, masked_categorical, num_codes_of
+from dilemmax.agents.networks import (
+    make_actor,
+    make_critic,
+    make_recurrent,
+    masked_categorical,
+    num_codes_of,
+    recurrent_extras,
+    recurrent_extras_size,
+    unroll,
+)
 from dilemmax.agents.policy import GENERIC_POLICIES
-from dilemmax.agents.trained import make_policy_fn
+from dilemmax.agents.trained import RecurrentPolicy, make_policy_fn
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.rollout import Observation, run_episodes
 from dilemmax.train.config import TrainConfig, resolve_learner_transform
@@ -56,6 +73,10 @@ class RunnerState:
         key: uint32[2], the run's PRNG key.
         update: int32[], updates done so far.
         env_config: {field: array}, the configuration overrides this run trains on.
+        memory: recurrent runs: ``actor`` (and IPPO ``critic``) float32[L, E, M] GRU memories,
+            ``prev_action`` int32[L, E] (-1 at an episode start), ``prev_reward`` float32[L, E],
+            ``trial_done`` bool[E] (the last step ended a trial) and ``start`` bool[E] (the next
+            step starts an episode). Empty for feed-forward runs.
     """
 
     params: Any
@@ -65,6 +86,7 @@ class RunnerState:
     key: jax.Array
     update: jax.Array
     env_config: dict
+    memory: dict
 
 
 class Transition(NamedTuple):
@@ -81,6 +103,8 @@ class Transition(NamedTuple):
     episode_return: jax.Array  # float32[E, A], return of the episode that ended here
     episode_done: jax.Array  # bool[E]
     acted: jax.Array  # float32[L, E], 1 where the learner chose (not a scripted transform)
+    extras: jax.Array  # float32[L, E, N + 2] recurrent inputs (float32[L, E, 0] feed-forward)
+    start: jax.Array  # bool[E], this step starts an episode (recurrent memory zeroed before it)
 
 
 def _stack(d: dict, agents: list[str]) -> jax.Array:
@@ -137,7 +161,22 @@ class Trainer:
         self.train_grid = config_grid(self.env, config.train_grid)
 
         spec = config.network_spec()
-        self.actor = make_actor(spec, self.obs_space, self.num_actions, self.num_agents)
+        self.recurrent = bool(config.recurrent)
+        obs_codes = num_codes_of(self.obs_space)
+        if self.recurrent:
+            self.actor = make_recurrent(
+                spec,
+                self.obs_space.shape,
+                self.obs_space.dtype,
+                self.num_actions,
+                self.num_agents,
+                obs_codes,
+                config.gru_hidden,
+            )
+        else:
+            self.actor = make_actor(spec, self.obs_space, self.num_actions, self.num_agents)
+        # A recurrent IPPO critic has its own memory; a MAPPO critic reads the global state.
+        self.recurrent_critic = self.recurrent and config.algo != "mappo"
         if config.algo == "mappo":
             _, state = self.env.reset(jax.random.PRNGKey(0))
             gs = jax.eval_shape(self.env.global_state, state)
@@ -148,6 +187,17 @@ class Trainer:
             self.critic = make_critic(spec, gs.shape, gs.dtype, self.num_agents, codes)
             self.critic_shape = tuple(gs.shape)
             self.critic_dtype = gs.dtype
+        elif self.recurrent_critic:
+            self.critic = make_recurrent(
+                spec,
+                self.obs_space.shape,
+                self.obs_space.dtype,
+                1,
+                self.num_agents,
+                obs_codes,
+                config.gru_hidden,
+                output_scale=1.0,
+            )
         else:
             self.critic = make_critic(
                 spec,
@@ -207,10 +257,19 @@ class Trainer:
 
         def one(k):
             ka, kc = jax.random.split(k)
-            return {
-                "actor": self.actor.init(ka, obs, aid),
-                "critic": self.critic.init(kc, critic_x, aid),
-            }
+            if not self.recurrent:
+                return {
+                    "actor": self.actor.init(ka, obs, aid),
+                    "critic": self.critic.init(kc, critic_x, aid),
+                }
+            memory = self.actor.initial_memory()
+            extras = jnp.zeros((recurrent_extras_size(self.num_actions),), jnp.float32)
+            start = jnp.bool_(True)
+            if self.recurrent_critic:
+                critic = self.critic.init(kc, memory, obs, extras, start, aid)
+            else:
+                critic = self.critic.init(kc, critic_x, aid)
+            return {"actor": self.actor.init(ka, memory, obs, extras, start, aid), "critic": critic}
 
         if self.config.shared_params:
             return one(key)
@@ -223,8 +282,70 @@ class Trainer:
         params = self.init_params(key_params)
         obs, env_state = self.vec_env(env_config).reset(key_env)
         return RunnerState(
-            params, self.tx.init(params), env_state, obs, key, jnp.int32(0), env_config
+            params,
+            self.tx.init(params),
+            env_state,
+            obs,
+            key,
+            jnp.int32(0),
+            env_config,
+            self.initial_memory(),
         )
+
+    def initial_memory(self) -> dict:
+        """The recurrent carry of E envs at their first episode start ({} feed-forward)."""
+        if not self.recurrent:
+            return {}
+        lane = (len(self.learners), self.config.num_envs)
+        memory = {
+            "actor": self.actor.initial_memory(lane),
+            "prev_action": jnp.full(lane, -1, jnp.int32),
+            "prev_reward": jnp.zeros(lane, jnp.float32),
+            "trial_done": jnp.zeros(lane[1:], bool),
+            "start": jnp.ones(lane[1:], bool),
+        }
+        if self.recurrent_critic:
+            memory["critic"] = self.critic.initial_memory(lane)
+        return memory
+
+    def _step_inputs(self, memory: dict) -> tuple[jax.Array, jax.Array]:
+        """(extras float32[L, E, N + 2], start bool[L, E]) of the next step."""
+        lane = memory["prev_action"].shape
+        trial_done = jnp.broadcast_to(memory["trial_done"], lane)
+        extras = recurrent_extras(
+            memory["prev_action"], memory["prev_reward"], trial_done, self.num_actions
+        )
+        return extras, jnp.broadcast_to(memory["start"], lane)
+
+    def _apply_step(self, module, params, memory, x, extras, start, ids):
+        """One recurrent step for every learner: leaves [L, E, ...] -> (memory, out)."""
+        param_axis = None if self.config.shared_params else 0
+        return jax.vmap(module.apply, in_axes=(param_axis, 0, 0, 0, 0, 0))(
+            params, memory, x, extras, start, ids
+        )
+
+    def _apply_unroll(self, module, params, memory, x, extras, start, ids):
+        """``unroll`` for every learner: memory [L, e, M], sequences [L, T, e, ...]."""
+        param_axis = None if self.config.shared_params else 0
+        fn = lambda p, m, o, ex, s, i: unroll(module, p, m, o, ex, s, i)
+        return jax.vmap(fn, in_axes=(param_axis, 0, 0, 0, 0, 0))(
+            params, memory, x, extras, start, ids
+        )
+
+    def _next_memory(self, memory, new_actor, new_critic, action, reward, infos, dones):
+        """The carry after a step; an episode that ended here restarts from a blank carry."""
+        ended = dones["__all__"]  # [E]
+        trial_done = infos.get("trial_done", ended)
+        out = {
+            "actor": new_actor,
+            "prev_action": jnp.where(ended[None], -1, action),
+            "prev_reward": jnp.where(ended[None], 0.0, reward),
+            "trial_done": trial_done & ~ended,
+            "start": ended,
+        }
+        if self.recurrent_critic:
+            out["critic"] = new_critic
+        return out
 
     # ------------------------------------------------------------------ rollout
     def _partner_actions(self, key, obs, masks, base_states) -> dict:
@@ -260,7 +381,7 @@ class Trainer:
         return jnp.stack(out), jnp.stack(acted)
 
     def _env_step(self, vec: VecEnv, params, carry, _):
-        env_state, obs, key = carry
+        env_state, obs, key, memory = carry
         key, key_act, key_partner, key_step = jax.random.split(key, 4)
         masks = vec.action_mask(env_state)
         learner_agents = [self.agents[i] for i in self.learners]
@@ -268,12 +389,27 @@ class Trainer:
         mask_l = _stack(masks, learner_agents)
         ids = self._learner_ids((self.config.num_envs,))
 
-        logits = self._apply(self.actor, params["actor"], obs_l, ids)
+        critic_x, critic_axis = self._critic_input(vec, env_state, obs_l)
+        new_actor = new_critic = None
+        if self.recurrent:
+            extras, start = self._step_inputs(memory)
+            new_actor, logits = self._apply_step(
+                self.actor, params["actor"], memory["actor"], obs_l, extras, start, ids
+            )
+        else:
+            extras = jnp.zeros((*obs_l.shape[:2], 0), jnp.float32)
+            start = jnp.zeros((self.config.num_envs,), bool)
+            logits = self._apply(self.actor, params["actor"], obs_l, ids)
         dist = masked_categorical(logits, mask_l)
         action = dist.sample(seed=key_act).astype(jnp.int32)
         log_prob = dist.log_prob(action)
-        critic_x, critic_axis = self._critic_input(vec, env_state, obs_l)
-        value = self._apply(self.critic, params["critic"], critic_x, ids, critic_axis)
+        if self.recurrent_critic:
+            new_critic, value = self._apply_step(
+                self.critic, params["critic"], memory["critic"], obs_l, extras, start, ids
+            )
+            value = value[..., 0]
+        else:
+            value = self._apply(self.critic, params["critic"], critic_x, ids, critic_axis)
 
         acted = jnp.ones(action.shape, jnp.float32)
         if self.transform is not None:
@@ -282,12 +418,23 @@ class Trainer:
         if self.partners:
             base = env_state.env_states.env_state
             actions.update(self._partner_actions(key_partner, obs, masks, base))
-        next_obs, next_state, rewards, dones, infos = vec.step(key_step, env_state, actions)
+        # full_infos: the recurrent carry reads the game's own infos["trial_done"] (bool[E]).
+        next_obs, next_state, rewards, dones, infos = vec.step(
+            key_step, env_state, actions, full_infos=True
+        )
 
         rewards_all = _stack(rewards, self.agents).astype(jnp.float32)  # [A, E]
         if self.config.reward == "team":
             rewards_all = jnp.broadcast_to(rewards_all.mean(0), rewards_all.shape)
         rewards_all = rewards_all * self.config.reward_scale
+        reward_l = rewards_all[jnp.asarray(self.learners)]
+        if self.recurrent:
+            next_memory = self._next_memory(
+                memory, new_actor, new_critic, action, reward_l, infos, dones
+            )
+            start = memory["start"]
+        else:
+            next_memory = memory
         if critic_axis is None:
             stored_critic_in = critic_x.astype(jnp.float32)
         else:
@@ -298,14 +445,16 @@ class Trainer:
             action,
             log_prob,
             value,
-            rewards_all[jnp.asarray(self.learners)],
+            reward_l,
             dones["__all__"],
             stored_critic_in,
             infos["returned_episode_returns"],
             dones["__all__"],
             acted,
+            extras,
+            start,
         )
-        return (next_state, next_obs, key), transition
+        return (next_state, next_obs, key, next_memory), transition
 
     # ------------------------------------------------------------------ learning
     def _advantages(self, traj: Transition, last_value: jax.Array):
@@ -324,15 +473,36 @@ class Trainer:
         )
         return adv, adv + traj.value
 
-    def _loss(self, params, batch, adv, targets):
-        """PPO loss on a minibatch with leaves [L, T, e, ...] (critic input [T, e, D] for MAPPO)."""
+    def _loss(self, params, batch, adv, targets, memory0=None):
+        """PPO loss on a minibatch with leaves [L, T, e, ...] (critic input [T, e, D] for MAPPO).
+
+        ``memory0`` (recurrent): the minibatch envs' memories at the rollout start,
+        {"actor": float32[L, e, M], "critic": ...}; the memories are re-run over the T steps.
+        """
         c = self.config
         ids = self._learner_ids(batch.action.shape[1:])
-        logits = self._apply(self.actor, params["actor"], batch.obs, ids)
+        if self.recurrent:
+            start = jnp.broadcast_to(batch.start, batch.action.shape)
+            _, logits = self._apply_unroll(
+                self.actor, params["actor"], memory0["actor"], batch.obs, batch.extras, start, ids
+            )
+        else:
+            logits = self._apply(self.actor, params["actor"], batch.obs, ids)
         dist = masked_categorical(logits, batch.mask)
         log_prob = dist.log_prob(batch.action)
         if c.algo == "mappo":
             value = self._apply(self.critic, params["critic"], batch.critic_in, ids, None)
+        elif self.recurrent_critic:
+            _, value = self._apply_unroll(
+                self.critic,
+                params["critic"],
+                memory0["critic"],
+                batch.obs,
+                batch.extras,
+                start,
+                ids,
+            )
+            value = value[..., 0]
         else:
             value = self._apply(self.critic, params["critic"], batch.obs, ids)
 
@@ -372,12 +542,14 @@ class Trainer:
             traj._replace(obs=to_lte(traj.obs), mask=to_lte(traj.mask), action=to_lte(traj.action))
             ._replace(log_prob=to_lte(traj.log_prob), value=to_lte(traj.value))
             ._replace(reward=to_lte(traj.reward), acted=to_lte(traj.acted))
+            ._replace(extras=to_lte(traj.extras))
         )
         return batch, to_lte(adv), to_lte(targets)
 
-    def _epoch(self, params, opt_state, key, data):
+    def _epoch(self, params, opt_state, key, data, memory0):
         """One pass over the rollout (``_learner_first`` layout) in ``num_minibatches``
-        minibatches of envs."""
+        minibatches of envs; ``memory0`` {name: float32[L, E, M]} are the recurrent memories at
+        the rollout start ({} feed-forward), split with their envs."""
         c = self.config
         perm = jax.random.permutation(key, c.num_envs)
 
@@ -401,13 +573,16 @@ class Trainer:
             episode_return=split(batch.episode_return, 1),
             episode_done=split(batch.episode_done, 1),
             acted=split(batch.acted, 2),
+            extras=split(batch.extras, 2),
+            start=split(batch.start, 1),
         )
-        minibatches = (mb, split(adv_l, 2), split(targets_l, 2))
+        mem = {name: split(m, 1) for name, m in memory0.items()}
+        minibatches = (mb, split(adv_l, 2), split(targets_l, 2), mem)
 
         def step(carry, minibatch):
             params, opt_state = carry
-            b, a, t = minibatch
-            grads, stats = jax.grad(self._loss, has_aux=True)(params, b, a, t)
+            b, a, t, m = minibatch
+            grads, stats = jax.grad(self._loss, has_aux=True)(params, b, a, t, m)
             updates, opt_state = self.tx.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             return (params, opt_state), stats
@@ -419,9 +594,9 @@ class Trainer:
         """One rollout of ``num_steps`` in E envs and ``update_epochs`` PPO epochs on it."""
         c = self.config
         vec = self.vec_env(state.env_config)
-        (env_state, obs, key), traj = jax.lax.scan(
+        (env_state, obs, key, memory), traj = jax.lax.scan(
             lambda carry, x: self._env_step(vec, state.params, carry, x),
-            (state.env_state, state.obs, state.key),
+            (state.env_state, state.obs, state.key, state.memory),
             None,
             c.num_steps,
         )
@@ -429,15 +604,26 @@ class Trainer:
         obs_l = _stack(obs, learner_agents)
         critic_x, critic_axis = self._critic_input(vec, env_state, obs_l)
         ids = self._learner_ids((c.num_envs,))
-        last_value = self._apply(self.critic, state.params["critic"], critic_x, ids, critic_axis)
+        if self.recurrent_critic:
+            extras, start = self._step_inputs(memory)
+            _, last_value = self._apply_step(
+                self.critic, state.params["critic"], memory["critic"], obs_l, extras, start, ids
+            )
+            last_value = last_value[..., 0]
+        else:
+            last_value = self._apply(
+                self.critic, state.params["critic"], critic_x, ids, critic_axis
+            )
         adv, targets = self._advantages(traj, last_value)
+        # Memories the rollout started from: each minibatch re-runs its envs' sequences.
+        memory0 = {k: state.memory[k] for k in ("actor", "critic") if k in state.memory}
 
         key, key_epochs = jax.random.split(key)
         data = self._learner_first(traj, adv, targets)  # once, not once per epoch
 
         def epoch(carry, k):
             params, opt_state = carry
-            params, opt_state, stats = self._epoch(params, opt_state, k, data)
+            params, opt_state, stats = self._epoch(params, opt_state, k, data, memory0)
             return (params, opt_state), stats
 
         (params, opt_state), stats = jax.lax.scan(
@@ -452,6 +638,7 @@ class Trainer:
             obs=obs,
             key=key,
             update=state.update + 1,
+            memory=memory,
         )
         return new_state, metrics
 
@@ -487,7 +674,20 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def policy_fn(self, params, greedy: bool = False) -> Callable:
-        """The learned policy as a jittable ``policy(key, observation) -> action``."""
+        """The learned policy as a jittable ``policy(key, observation) -> action`` (recurrent:
+        a :class:`~dilemmax.agents.trained.RecurrentPolicy`, which the rollout carries)."""
+        if self.recurrent:
+            return RecurrentPolicy(
+                self.actor,
+                params["actor"],
+                self.learners,
+                self.config.shared_params,
+                self.num_agents,
+                self.num_actions,
+                greedy,
+                self.config.reward,
+                self.config.reward_scale,
+            )
         return make_policy_fn(
             self.actor,
             params["actor"],

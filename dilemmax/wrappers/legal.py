@@ -1,11 +1,19 @@
-"""Legal-action checks shared by the PettingZoo and Gymnasium wrappers."""
+"""Legal-action checks shared by the PettingZoo and Gymnasium wrappers.
+
+An action from outside JAX is untrusted: it may be a float, NaN, infinite, a string, an array of
+the wrong shape or an integer far outside int32. :func:`parse_action` reads it totally (it never
+raises on its own) and :func:`check_action` turns a bad one into the documented ``ValueError``.
+"""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import gymnasium
 import numpy as np
+
+ILLEGAL_ACTION_MODES = ("raise", "noop", "terminate")
 
 
 class LegalDiscrete(gymnasium.spaces.Discrete):
@@ -23,18 +31,63 @@ class LegalDiscrete(gymnasium.spaces.Discrete):
         return super().sample(mask=mask, probability=probability)
 
 
+def check_mode(illegal_action: str) -> str:
+    if illegal_action not in ILLEGAL_ACTION_MODES:
+        raise ValueError(
+            f"illegal_action={illegal_action!r} is not one of {', '.join(ILLEGAL_ACTION_MODES)}"
+        )
+    return illegal_action
+
+
 def legal_set(mask: np.ndarray) -> list[int]:
     return [int(a) for a in np.flatnonzero(mask)]
 
 
+def parse_action(action: Any) -> int | None:
+    """The action as a Python int if it is an integer (Python, NumPy or a one-element integer
+    array), else None. Floats are refused even when integral: a float action is a caller bug."""
+    if isinstance(action, np.ndarray):
+        if action.size != 1 or action.dtype.kind not in "iu":
+            return None
+        action = action.reshape(())[()]
+    if isinstance(action, bool | np.bool_) or not isinstance(action, numbers.Integral):
+        return None
+    return int(action)
+
+
+def is_legal(action: int | None, mask: np.ndarray) -> bool:
+    return action is not None and 0 <= action < mask.shape[0] and bool(mask[action])
+
+
 def check_action(agent: str, action: Any, mask: np.ndarray) -> int:
     """The action as an int, or ValueError naming the agent, the action and the legal set."""
-    legal = legal_set(mask)
-    try:
-        as_int = int(action)
-        integral = float(action) == as_int
-    except (TypeError, ValueError):
-        integral = False
-    if not integral or not 0 <= as_int < mask.shape[0] or not mask[as_int]:
-        raise ValueError(f"illegal action {action!r} for agent {agent!r}; legal actions: {legal}")
+    as_int = parse_action(action)
+    if not is_legal(as_int, mask):
+        raise ValueError(
+            f"illegal action {_short_repr(action)} for agent {agent!r}; "
+            f"legal actions: {legal_set(mask)}"
+        )
     return as_int
+
+
+def jax_action(action: int | None, num_actions: int) -> np.int32:
+    """What the JAX env is given for a (possibly illegal) parsed action under ``"noop"``.
+
+    An action in ``0 .. n - 1`` goes through as it is (a masked one is the env's to handle);
+    anything else (negative, too large, not an integer) becomes ``n``: out of range in every
+    game, so the env plays its documented no-op for it and flags it invalid.
+    """
+    if action is None or not 0 <= action < num_actions:
+        return np.int32(num_actions)
+    return np.int32(action)
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """A bounded repr that never raises (Python refuses to print ints over 4300 digits)."""
+    if isinstance(value, numbers.Integral) and abs(int(value)).bit_length() > 128:
+        return f"<integer of {abs(int(value)).bit_length()} bits>"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

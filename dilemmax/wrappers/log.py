@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dilemmax.envs.base import MultiAgentEnv, PyTree
+from dilemmax.envs.base import MultiAgentEnv, PyTree, agent_infos
 
 
 @struct.dataclass
@@ -81,12 +81,16 @@ class LogWrapper:
         obs, env_state = self._env.reset_to(key, config)
         return obs, self._wrap(env_state)
 
-    def step(self, key: jax.Array, state: LogState, actions, reset_state=None):
+    def step(self, key: jax.Array, state: LogState, actions, reset_state=None, *, full_infos=False):
+        """The wrapped env's step plus the logging keys (each ``[num_agents]``).
+
+        The env's own infos come in the per-agent layout (JaxMARL's) unless ``full_infos``.
+        """
         obs, env_state, rewards, dones, infos = self._env.step(
-            key, state.env_state, actions, reset_state
+            key, state.env_state, actions, reset_state, full_infos=True
         )
         episode_done = dones["__all__"]
-        trial_done = infos.get("trial_done", episode_done) | episode_done
+        trial_done = jnp.asarray(infos.get("trial_done", episode_done)) | episode_done
         step_returns = self._stack(rewards)
 
         def roll(running, lengths, returned, returned_lengths, done):
@@ -112,7 +116,12 @@ class LogWrapper:
         )
         state = LogState(env_state, *ep, *tr)
 
-        infos = {} if self.replace_info else dict(infos)
+        if self.replace_info:
+            infos = {}
+        elif not full_infos:
+            infos = agent_infos(infos, self._env.num_agents)
+        else:
+            infos = dict(infos)
         num_agents = self._env.num_agents
         infos["returned_episode_returns"] = state.returned_episode_returns
         infos["returned_episode_lengths"] = jnp.full((num_agents,), state.returned_episode_lengths)

@@ -12,11 +12,13 @@ episode; for short variable-length games it is paid on the steps where anything 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dilemmax.envs.base import PyTree
+from dilemmax.envs.base import PyTree, typed_key
 
 
 @struct.dataclass
@@ -50,14 +52,16 @@ class VecEnv:
         return jax.vmap(self._base.reset)(jax.random.split(key, self.num_envs))
 
     def reset(self, key: jax.Array) -> tuple[dict, VecState]:
-        key_now, key_next = jax.random.split(key)
+        key_now, key_next = jax.random.split(typed_key(key))
         obs, env_states = jax.vmap(self.env.reset)(jax.random.split(key_now, self.num_envs))
         return obs, VecState(env_states, self._fresh_starts(key_next))
 
-    def step(self, key: jax.Array, state: VecState, actions: dict):
-        key_step, key_refill = jax.random.split(key)
+    def step(self, key: jax.Array, state: VecState, actions: dict, *, full_infos: bool = False):
+        """One step of every env; ``full_infos`` is forwarded to the wrapped env's ``step``."""
+        key_step, key_refill = jax.random.split(typed_key(key))
         keys = jax.random.split(key_step, self.num_envs)
-        obs, env_states, rewards, dones, infos = jax.vmap(self.env.step)(
+        env_step = functools.partial(self.env.step, full_infos=full_infos)
+        obs, env_states, rewards, dones, infos = jax.vmap(env_step)(
             keys, state.env_states, actions, state.fresh
         )
         fresh = jax.lax.cond(

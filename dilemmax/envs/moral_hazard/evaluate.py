@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs.base import typed_key
 from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import ConditionSet, stack_configs
@@ -81,6 +82,7 @@ def evaluate(
     Returns:
         condition name -> outcome -> :class:`Estimate` (mean, low, high), in condition order.
     """
+    key = typed_key(key)  # legacy PRNGKey keys would not reshape after the split below
     results: dict[str, dict[str, Estimate]] = {}
     sets = _as_condition_sets(configs)
     for conditions, set_key in zip(sets, jax.random.split(key, len(sets)), strict=True):

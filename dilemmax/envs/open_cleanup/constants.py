@@ -97,9 +97,26 @@ NO_EFFECT = NUM_EFFECTS  # index of "does nothing" in the transform table
 NUM_WINDOW_CODES = (NUM_TOOLS + 1) ** WINDOW  # 25
 
 
-def rule_space_size() -> int:
-    """Number of rules the sampler can draw: injective maps of the effects into the pairs."""
-    return math.perm(NUM_PAIRS, NUM_EFFECTS)
+# ----------------------------------------------------------------------------- difficulty
+# Curriculum options (defaults: the paper's game). A recipe is the last ``recipe_length``
+# pick-ups (1 or 2); stations offer ``num_tools`` kinds of tool (2-4); waste comes in
+# ``num_hues`` hues (1-5), so ``num_hues + 2`` effects need a recipe each. Not in the paper.
+RECIPE_LENGTH = WINDOW
+RECIPE_LENGTHS = (1, 2)
+MIN_TOOLS = 2
+
+
+def num_recipes(recipe_length: int = RECIPE_LENGTH, num_tools: int = NUM_TOOLS) -> int:
+    """Distinct recipes: ordered sequences of ``recipe_length`` tools, repetition allowed."""
+    return num_tools**recipe_length
+
+
+def rule_space_size(
+    recipe_length: int = RECIPE_LENGTH, num_tools: int = NUM_TOOLS, num_hues: int = NUM_HUES
+) -> int:
+    """Number of rules the sampler can draw: injective maps of the effects in play (``num_hues``
+    light-waste clears, mid -> light, dark -> mid) into the recipes."""
+    return math.perm(num_recipes(recipe_length, num_tools), num_hues + 2)
 
 
 def pair_index(first: int, second: int) -> int:

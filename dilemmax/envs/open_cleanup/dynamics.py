@@ -114,6 +114,18 @@ def fire(
     return new_grid, cells, before, after, cleared, lightened
 
 
+def redraw_shades(key: jax.Array, grid: jax.Array) -> jax.Array:
+    """uint8[H, W]: ``grid`` with every waste cell given a fresh uniform shade, its hue kept.
+
+    A new trial starts from the configuration's waste hues with new shades (as the reference
+    re-lays the river), so no two trials need start from the very same river.
+    """
+    hue = (grid.astype(jnp.int32) - C.WASTE_BASE) // C.NUM_SHADES
+    shade = jax.random.randint(key, grid.shape, 0, C.NUM_SHADES)
+    redrawn = (C.WASTE_BASE + hue * C.NUM_SHADES + shade).astype(jnp.uint8)
+    return jnp.where(is_waste(grid), redrawn, grid)
+
+
 def pollution(grid: jax.Array, river_mask: jax.Array, num_water_cells: int) -> jax.Array:
     """float32[]: polluted river cells / all river cells (stream included)."""
     polluted = jnp.sum(river_mask & is_waste(grid))

@@ -19,7 +19,8 @@ Order of events in a step (all agents act at once):
    agents they hit to a free spawn point and freeze them for 12 steps.
 6. Waste reappears (from trial step 50 on), then apples grow from the resulting pollution.
 7. After the 400th step of a trial the map is re-laid: same layout, rule and dominant hue, the
-   river polluted again with the same waste, hands empty, apples gone, agents at spawn points.
+   river polluted again on the same cells with the same hues but freshly drawn shades (as in the
+   reference), hands empty, apples gone, agents at spawn points.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, observation
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
 from dilemmax.envs.options import check_env_options
+from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -49,8 +51,8 @@ def _layout_pool(seed: int, size: int, height: int, width: int) -> pools.Pool:
 
 
 @functools.lru_cache(maxsize=8)
-def _rule_pool(seed: int, size: int) -> pools.Pool:
-    return generator.build_rule_pool(seed, size)
+def _rule_pool(seed: int, size: int, recipe_length: int, num_tools: int, num_hues: int):
+    return generator.build_rule_pool(seed, size, recipe_length, num_tools, num_hues)
 
 
 class OpenCleanupEnv(MultiAgentEnv):
@@ -74,6 +76,11 @@ class OpenCleanupEnv(MultiAgentEnv):
             12 or more, so a learner from scratch sees almost no reward without it.
         num_trials, trial_steps: 5 x 400 in the paper.
         height, width: the grid (12 x 16 in the paper).
+        recipe_length, num_tools, num_hues: difficulty (curriculum) options, the paper's 2, 4
+            and 5 by default: a recipe is the last ``recipe_length`` pick-ups, the stations
+            offer ``num_tools`` tools, waste comes in ``num_hues`` hues; the rule space is
+            ``C.rule_space_size(recipe_length, num_tools, num_hues)`` (see
+            ``generator.sample_rule``). Impossible settings raise ValueError.
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -95,13 +102,22 @@ class OpenCleanupEnv(MultiAgentEnv):
         trial_steps: int = C.TRIAL_STEPS,
         height: int = C.GRID_HEIGHT,
         width: int = C.GRID_WIDTH,
+        recipe_length: int = C.RECIPE_LENGTH,
+        num_tools: int = C.NUM_TOOLS,
+        num_hues: int = C.NUM_HUES,
     ):
         check_env_options("open_cleanup", type(self), locals())
         if not 1 <= num_agents <= C.NUM_SPAWNS:
             raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
         if observation not in ("codes", "one_hot"):
             raise ValueError(f"observation must be 'codes' or 'one_hot', got {observation!r}")
+        generator.validate_difficulty(recipe_length, num_tools, num_hues, float(skew))
         super().__init__(num_agents)
+        self.difficulty = {
+            "recipe_length": int(recipe_length),
+            "num_tools": int(num_tools),
+            "num_hues": int(num_hues),
+        }
         self.observation_kind = observation
         self.split = split
         self.height, self.width = int(height), int(width)
@@ -117,7 +133,9 @@ class OpenCleanupEnv(MultiAgentEnv):
             train_fraction,
         )
         self.rule_pool = generator.select_split(
-            _rule_pool(int(pool_seed) + 1, int(rule_pool_size)), split, train_fraction
+            _rule_pool(int(pool_seed) + 1, int(rule_pool_size), *self.difficulty.values()),
+            split,
+            train_fraction,
         )
         # River + stream cells: the denominator of the polluted share.
         self.num_water_cells = C.NUM_RIVER + C.NUM_STREAM
@@ -146,6 +164,7 @@ class OpenCleanupEnv(MultiAgentEnv):
             p_spawn=self.p_spawn,
             skew=self.skew,
             dominant_hue=dominant_hue,
+            **self.difficulty,
         )
 
     # ------------------------------------------------------------------ reset
@@ -174,6 +193,14 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_before=jnp.zeros((a, 4), jnp.uint8),
             shot_after=jnp.zeros((a, 4), jnp.uint8),
         )
+
+    def _next_trial(self, key: jax.Array, played: OpenCleanupState) -> OpenCleanupState:
+        """The start of the trial after ``played``'s: the map re-laid with the waste shades drawn
+        again (hues kept, as in the reference), agents at fresh spawn points."""
+        k_start, k_shade = jax.random.split(key)
+        config = played.config
+        fresh = self._trial_start(k_start, config, played.trial + 1, played.time)
+        return fresh.replace(grid=D.redraw_shades(k_shade, config.initial_grid))
 
     def reset_to(self, key: jax.Array, config: OpenCleanupConfig):
         state = self._trial_start(key, config, 0, 0)
@@ -279,10 +306,12 @@ class OpenCleanupEnv(MultiAgentEnv):
             shot_before=jnp.where(firing[:, None], before, state.shot_before),
             shot_after=jnp.where(firing[:, None], after, state.shot_after),
         )
-        # A new trial re-lays the map; the configuration stays.
-        fresh = self._trial_start(k_reset, config, state.trial + 1, state.time + 1)
+        # A new trial re-lays the map; the configuration stays. Behind rare_cond, so a batch
+        # pays for the re-lay only on the steps where some env starts a trial.
         relay = trial_done & ~episode_done
-        next_state = jax.tree.map(lambda f, s: jnp.where(relay, f, s), fresh, next_state)
+        next_state = rare_cond(
+            relay, self._next_trial, lambda key, played: played, k_reset, next_state
+        )
 
         infos = {
             "trial_done": trial_done,

@@ -276,16 +276,70 @@ def try_layout(key: jax.Array, height: int = C.GRID_HEIGHT, width: int = C.GRID_
     return layout, ok
 
 
-def sample_rule(key: jax.Array) -> Rule:
-    """A rule uniform over the P(16, 7) injective maps of the 7 effects into the 16 pairs."""
-    pairs = jax.random.permutation(key, C.NUM_PAIRS)[: C.NUM_EFFECTS]
-    return Rule(effect_pairs=pairs.astype(jnp.int32))
+def validate_difficulty(recipe_length: int, num_tools: int, num_hues: int, skew: float) -> None:
+    """Raises ValueError naming the option when a difficulty setting cannot be played."""
+    if recipe_length not in C.RECIPE_LENGTHS:
+        raise ValueError(f"recipe_length must be one of {C.RECIPE_LENGTHS}, got {recipe_length!r}")
+    if not C.MIN_TOOLS <= num_tools <= C.NUM_TOOLS:
+        raise ValueError(f"num_tools must be in {C.MIN_TOOLS}..{C.NUM_TOOLS}, got {num_tools!r}")
+    if not 1 <= num_hues <= C.NUM_HUES:
+        raise ValueError(f"num_hues must be in 1..{C.NUM_HUES}, got {num_hues!r}")
+    recipes, effects = C.num_recipes(recipe_length, num_tools), num_hues + 2
+    if recipes < effects:
+        raise ValueError(
+            f"recipe_length={recipe_length} with num_tools={num_tools} gives {recipes} recipes, "
+            f"fewer than the {effects} effects of num_hues={num_hues} (each effect needs its own "
+            "recipe): raise num_tools or recipe_length, or lower num_hues"
+        )
+    if num_hues < C.NUM_HUES and skew != 1.0:
+        raise ValueError(
+            f"num_hues={num_hues} needs skew=1.0 (got {skew}): with skew < 1 reappearing waste "
+            "takes any of the 5 hues, and hues out of play have no recipe"
+        )
 
 
-def pair_effects(rule: Rule) -> jax.Array:
-    """int32[16]: the effect of each pick-up pair, ``NO_EFFECT`` (7) for the 9 idle pairs."""
+def sample_rule(
+    key: jax.Array,
+    recipe_length: int = C.RECIPE_LENGTH,
+    num_tools: int = C.NUM_TOOLS,
+    num_hues: int = C.NUM_HUES,
+) -> Rule:
+    """A rule uniform over the injective maps of the effects in play into the recipes.
+
+    The paper's game (defaults): P(16, 7) maps of the 7 effects into the 16 ordered pairs of the
+    4 tools. With fewer tools, only pairs of tools ``0..num_tools-1`` are recipes. With
+    ``recipe_length`` 1 a recipe is one tool ``t``, stored as the pair ``(t, t)`` (which a cleaner
+    can always produce); :func:`pair_effects` then lets any pair ending in ``t`` carry it. Effects
+    of hues out of play (``num_hues`` < 5) get the pair index ``NUM_PAIRS``: no recipe.
+    """
+    recipes = C.num_recipes(recipe_length, num_tools)
+    drawn = jax.random.permutation(key, recipes)[: num_hues + 2]
+    if recipe_length == 1:
+        pairs = drawn * C.NUM_TOOLS + drawn
+    else:
+        first, second = jnp.divmod(drawn, num_tools)
+        pairs = first * C.NUM_TOOLS + second
+    hue_clears = jnp.full((C.NUM_HUES,), C.NUM_PAIRS, jnp.int32).at[:num_hues].set(pairs[:num_hues])
+    effect_pairs = jnp.concatenate([hue_clears, pairs[num_hues:]])
+    return Rule(effect_pairs=effect_pairs.astype(jnp.int32))
+
+
+def pair_effects(rule: Rule, recipe_length: int = C.RECIPE_LENGTH) -> jax.Array:
+    """int32[16]: the effect of each pick-up pair, ``NO_EFFECT`` (7) for the idle pairs.
+
+    With ``recipe_length`` 1 the effect of a (full) window depends on its last pick-up only: the
+    recipe ``(t, t)`` is copied to every pair ``(x, t)``.
+    """
+    effects = jnp.arange(C.NUM_EFFECTS, dtype=jnp.int32)
     table = jnp.full((C.NUM_PAIRS,), C.NO_EFFECT, jnp.int32)
-    return table.at[rule.effect_pairs].set(jnp.arange(C.NUM_EFFECTS, dtype=jnp.int32))
+    if recipe_length == 1:
+        last = rule.effect_pairs % C.NUM_TOOLS
+        in_play = rule.effect_pairs < C.NUM_PAIRS
+        for first in range(C.NUM_TOOLS):
+            index = jnp.where(in_play, first * C.NUM_TOOLS + last, C.NUM_PAIRS)
+            table = table.at[index].set(effects, mode="drop")
+        return table
+    return table.at[rule.effect_pairs].set(effects, mode="drop")
 
 
 # ----------------------------------------------------------------------------- pools
@@ -324,9 +378,28 @@ def build_layout_pool(
     raise RuntimeError(f"layout generation keeps failing on a {height} x {width} grid")
 
 
-def build_rule_pool(seed: int = C.RULE_POOL_SEED, size: int = C.RULE_POOL_SIZE):
-    """A pool of ``size`` rules, deterministic in ``seed``."""
-    return pools.build_pool(sample_rule, seed, size)
+def build_rule_pool(
+    seed: int = C.RULE_POOL_SEED,
+    size: int = C.RULE_POOL_SIZE,
+    recipe_length: int = C.RECIPE_LENGTH,
+    num_tools: int = C.NUM_TOOLS,
+    num_hues: int = C.NUM_HUES,
+):
+    """A pool of ``size`` rules of one difficulty, deterministic in ``seed``.
+
+    When the rule space is no larger than ``size`` (easy curriculum settings: 24 rules for one
+    hue, one-pick-up recipes and 4 tools), the pool keeps each rule once, in order of first draw,
+    so that a train / held-out split holds out rules never trained on.
+    """
+    sample = functools.partial(
+        sample_rule, recipe_length=recipe_length, num_tools=num_tools, num_hues=num_hues
+    )
+    pool = pools.build_pool(sample, seed, size)
+    if C.rule_space_size(recipe_length, num_tools, num_hues) > size:
+        return pool
+    rows = np.asarray(pool.items.effect_pairs)
+    _, first = np.unique(rows, axis=0, return_index=True)
+    return pools.Pool(Rule(effect_pairs=jnp.asarray(rows[np.sort(first)])))
 
 
 def select_split(pool, split: str, train_fraction: float = C.TRAIN_FRACTION):
@@ -378,19 +451,26 @@ def make_config(
     pollution_threshold: float = C.POLLUTION_THRESHOLD,
     spawn_start: int = C.WASTE_SPAWN_START,
     dominant_hue: jax.Array | None = None,
+    recipe_length: int = C.RECIPE_LENGTH,
+    num_tools: int = C.NUM_TOOLS,
+    num_hues: int = C.NUM_HUES,
 ) -> OpenCleanupConfig:
-    """A configuration on ``layout`` and ``rule``: draws the dominant hue (unless given) and the
-    colours of the 26 initially polluted cells."""
+    """A configuration on ``layout`` and ``rule``: draws the dominant hue (unless given; one of
+    the ``num_hues`` in play) and the colours of the 26 initially polluted cells. The stations
+    cycle through ``num_tools`` tools along the chain (0, 1, 2, 0, ... for 3)."""
     k_hue, k_waste = jax.random.split(key)
+    if num_tools != C.NUM_TOOLS:
+        tools = jnp.arange(C.NUM_STATIONS, dtype=jnp.int32) % num_tools
+        layout = layout.replace(station_tools=tools)
     if dominant_hue is None:
-        dominant_hue = jax.random.randint(k_hue, (), 0, C.NUM_HUES)
+        dominant_hue = jax.random.randint(k_hue, (), 0, num_hues)
     dominant_hue = jnp.asarray(dominant_hue, jnp.int32)
     skew = jnp.float32(skew)
     waste = waste_codes(k_waste, dominant_hue, skew, (C.NUM_POLLUTED_START,))
     return OpenCleanupConfig(
         layout=layout,
         rule=rule,
-        pair_effect=pair_effects(rule),
+        pair_effect=pair_effects(rule, recipe_length),
         dominant_hue=dominant_hue,
         initial_grid=initial_grid(layout, waste, height, width),
         river_mask=_mask_of(layout.river, height, width),

@@ -4,10 +4,15 @@ Works on a rollout of any length ``T`` (steps after the end have ``valid`` False
 ignored). ``K`` is the number of trials, ``A`` the number of agents; "step" inside a trial counts
 from 0. Definitions (after the paper's Section 4 and Appendix C):
 
-- ``return_per_trial`` float32[K, A]: apples each agent ate in each trial.
-- ``recipes_known`` int32[K, A]: working recipes an agent has seen work by the end of each trial,
-  cumulative over the episode. An agent learns the recipe of pair p only from its own shots: a
-  shot while holding p that changed at least one waste cell.
+- ``return_per_trial`` float32[K, A]: apples each agent ate in each trial (the game's payoff;
+  the optional ``clean_reward`` shaping is not counted); ``apples_per_trial`` int32[K, A], the
+  same as counts.
+- ``recipes_known`` int32[K, A]: recipes (one per effect) an agent has seen work by the end of
+  each trial, cumulative over the episode. An agent learns the recipe of an effect only from its
+  own shots: a shot while holding a pair that carries the effect and that changed at least one
+  waste cell. In the paper's game a pair carries at most one effect and each effect one pair;
+  with ``recipe_length=1`` every pair ending in the recipe's tool carries it, and they count
+  once.
 - ``cleaning_per_trial`` float32[K, A]: waste cells the agent cleared to water ("waste tiles
   cleared"); ``total_cleaning`` float32[K] sums it over agents.
 - ``effective_cleaners`` float32[K]: ``1 / sum_i s_i^2`` with ``s_i`` the agent's share of the
@@ -20,10 +25,12 @@ from 0. Definitions (after the paper's Section 4 and Appendix C):
   (the window became one of the 7 working pairs); ``pickups_per_tool`` float32[K] is the team's
   ratio (0 where no working tool was made: check ``working_tools``). Two is the minimum unless
   the sliding window completes a recipe with one pick-up.
-- ``test_shot_share`` float32[K]: the paper's "explore" share, defined for any policy: among
-  the team's shots at waste with a full window, the share made with a pair the shooter had never
-  before fired at waste in this episode (a first test of that pair); 0 with no such shots, and
-  ``shots_at_waste`` float32[K] gives the denominator. Every metric is finite.
+- ``first_test_share`` float32[K]: among the team's shots at waste with a full window, the share
+  made with a pair the shooter had never before fired at waste in this episode (a first test of
+  that pair); 0 with no such shots, and ``shots_at_waste`` float32[K] gives the denominator.
+  Defined for any policy from the env's events. It is NOT the paper's "explore %", which is the
+  share of steps a language agent itself reported being in explore mode: that one needs the
+  agent's replies and is :func:`reported_explore_share`. Every metric is finite.
 - ``return`` float32[A] and ``length`` int32[] over the whole episode, as every env reports.
 """
 
@@ -57,11 +64,14 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
     changed = infos["cleared"] + infos["lightened"]
     cleaning = per_trial(cleared)
 
-    # Recipes seen working, per agent and pair, cumulative over trials.
+    # Recipes seen working, per agent and effect, cumulative over trials.
     pair = infos["shot_pair"]  # [T, A], -1 when not firing or window not full
     pair_hot = jax.nn.one_hot(pair, C.NUM_PAIRS, dtype=jnp.float32)  # [T, A, 16]; -1 -> zeros
-    worked = pair_hot * (changed > 0)[..., None]
-    learned = per_trial(worked) > 0  # [K, A, 16]
+    effect = rollout.final_state.config.pair_effect[jnp.clip(pair, 0, None)]
+    effect = jnp.where(pair >= 0, effect, C.NO_EFFECT)  # [T, A]
+    effect_hot = jax.nn.one_hot(effect, C.NUM_EFFECTS, dtype=jnp.float32)  # NO_EFFECT -> zeros
+    worked = effect_hot * (changed > 0)[..., None]
+    learned = per_trial(worked) > 0  # [K, A, 7]
     known = jnp.cumsum(learned.astype(jnp.int32), axis=0) > 0
     recipes_known = jnp.sum(known, axis=-1).astype(jnp.int32)
 
@@ -83,6 +93,7 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
         "return": jnp.sum(returns, axis=0),
         "length": jnp.sum(valid).astype(jnp.int32),
         "return_per_trial": returns,
+        "apples_per_trial": jnp.round(returns).astype(jnp.int32),
         "recipes_known": recipes_known,
         "cleaning_per_trial": cleaning,
         "total_cleaning": jnp.sum(cleaning, axis=-1),
@@ -94,6 +105,42 @@ def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dic
         "pickups": pickups,
         "working_tools": tools,
         "pickups_per_tool": M.safe_divide(jnp.sum(pickups, -1), jnp.sum(tools, -1)),
-        "test_shot_share": test_share,
+        "first_test_share": test_share,
         "shots_at_waste": shots_per_trial,
     }
+
+
+EXPLORE_MODE, EXPLOIT_MODE = "explore", "exploit"
+
+
+def reported_explore_share(modes, trials, num_trials: int = C.NUM_TRIALS) -> dict:
+    """The paper's "explore %": the share of an agent's steps on which it reported exploring.
+
+    Computed outside JAX from what a language agent wrote (its replies' ``mode`` field, kept in
+    ``ParsedReply.fields`` and in transcripts). Parsing is total: a mode is read
+    case-insensitively after trimming; anything other than "explore" or "exploit" (None, a
+    number, another word) counts as unreported and is left out of the share.
+
+    Args:
+        modes: one reported mode per step of one agent (any values).
+        trials: the trial index (0..num_trials-1) of each of those steps; steps with an
+            out-of-range or non-integer trial are skipped.
+
+    Returns:
+        {"explore_share": float[K] (0 where the trial has no reported mode), "reported": int[K]
+        steps with a readable mode, "unreported": int[K] steps without one}.
+    """
+    explore = [0] * num_trials
+    reported = [0] * num_trials
+    unreported = [0] * num_trials
+    for mode, trial in zip(modes, trials, strict=False):
+        if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < num_trials:
+            continue
+        word = mode.strip().lower() if isinstance(mode, str) else None
+        if word not in (EXPLORE_MODE, EXPLOIT_MODE):
+            unreported[trial] += 1
+            continue
+        reported[trial] += 1
+        explore[trial] += word == EXPLORE_MODE
+    share = [e / r if r else 0.0 for e, r in zip(explore, reported, strict=True)]
+    return {"explore_share": share, "reported": reported, "unreported": unreported}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,8 +132,17 @@ def _rollout(num_agents=5):
         dones={g: np.zeros(t, bool) for g in agents + ["__all__"]},
         infos=jax.tree.map(jnp.asarray, infos),
         valid=jnp.asarray(valid),
-        final_state=None,
+        final_state=_final_state_with_pair_effect({3: 0, 5: 1, 7: 5, 9: 6}),
     ), agents
+
+
+def _final_state_with_pair_effect(effect_of_pair: dict):
+    """A stand-in final state: the metrics read only ``config.pair_effect``."""
+    table = np.full((C.NUM_PAIRS,), C.NO_EFFECT, np.int32)
+    for pair, effect in effect_of_pair.items():
+        table[pair] = effect
+    config = types.SimpleNamespace(pair_effect=jnp.asarray(table))
+    return types.SimpleNamespace(config=config)
 
 
 def test_metrics_closed_form():
@@ -152,7 +163,7 @@ def test_metrics_closed_form():
     assert m["pickups_per_tool"].tolist() == [2.0, 0.0]  # no working tool in trial 1
     # Trial 0: shots (0,3) new, (1,5) new, (1,5) repeat -> 2/3; trial 1: (0,3) repeat, (3,7)
     # new, (2,9) new -> 2/3.
-    assert m["test_shot_share"] == pytest.approx([2 / 3, 2 / 3])
+    assert m["first_test_share"] == pytest.approx([2 / 3, 2 / 3])
     assert m["shots_at_waste"].tolist() == [3, 3]
     assert all(np.isfinite(v).all() for v in m.values())
 

@@ -311,6 +311,24 @@ def test_waste_reappears_only_after_step_50_on_clean_river(env):
 
 
 # ----------------------------------------------------------------------------- trials
+def test_trial_starts_redraw_the_waste_shades_uniformly_and_keep_the_hues():
+    kinds = [waste(h % C.NUM_HUES, h % C.NUM_SHADES) for h in range(16)]
+    grid = (
+        jnp.full((4, 8), C.WATER, jnp.uint8).at[:2].set(jnp.asarray(kinds, jnp.uint8).reshape(2, 8))
+    )
+    draws = np.stack(
+        [np.asarray(D.redraw_shades(jax.random.key(k), grid)) for k in range(60)]
+    )  # [60, 4, 8]
+    before = np.asarray(grid)
+    assert (draws[:, 2:] == C.WATER).all()  # non-waste cells untouched
+    hue = (draws[:, :2].astype(int) - C.WASTE_BASE) // C.NUM_SHADES
+    assert (hue == (before[:2].astype(int) - C.WASTE_BASE) // C.NUM_SHADES).all()
+    shade = (draws[:, :2].astype(int) - C.WASTE_BASE) % C.NUM_SHADES
+    counts = np.bincount(shade.reshape(-1), minlength=C.NUM_SHADES)
+    # 960 draws over 3 shades: each shade 320 +- 5 standard deviations (about 73).
+    assert (np.abs(counts - 320) < 73).all(), counts
+
+
 def test_trial_reset_keeps_recipes_layout_and_hue(env):
     state = hand_state(env, make_rule(dark=(2, 0)))
     state = state.replace(
@@ -324,7 +342,14 @@ def test_trial_reset_keeps_recipes_layout_and_hue(env):
     _, new, _, dones, infos = step(env, state)
     assert bool(infos["trial_done"]) and not bool(dones["__all__"])
     assert int(new.trial) == 1 and int(new.trial_step) == 0 and int(new.time) == C.TRIAL_STEPS
-    assert np.array_equal(np.asarray(new.grid), np.asarray(state.config.initial_grid))
+    # The river is polluted again on the same cells with the same hues; shades are drawn again.
+    initial, relaid = np.asarray(state.config.initial_grid), np.asarray(new.grid)
+    waste_cells = np.asarray(D.is_waste(initial))
+    assert np.array_equal(relaid[~waste_cells], initial[~waste_cells])
+    assert np.asarray(D.is_waste(relaid))[waste_cells].all()
+    hue = lambda g: (g[waste_cells].astype(int) - C.WASTE_BASE) // C.NUM_SHADES
+    assert np.array_equal(hue(relaid), hue(initial))
+    assert not np.array_equal(relaid, initial)  # 26 shades all redrawn alike: p = 3^-26
     assert np.all(np.asarray(new.window) == -1)
     for a, b in zip(jax.tree.leaves(new.config), jax.tree.leaves(state.config), strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))

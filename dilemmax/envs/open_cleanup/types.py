@@ -55,7 +55,8 @@ class OpenCleanupConfig:
         pair_effect: int32[16], the effect of each pick-up pair (7 = no effect); derived from
             ``rule`` and kept so a shot is one lookup.
         dominant_hue: int32[], the episode's waste hue (0..4).
-        initial_grid: uint8[H, W], the cell codes at every trial start (waste colours included).
+        initial_grid: uint8[H, W], the cell codes at the first trial's start (waste colours
+            included); later trials keep its waste hues and draw the shades again.
         river_mask: bool[H, W], the river cells (``layout.river``).
         spawn_valid: bool[7], all True (kept for the shared spawn helpers).
         p_spawn: float32[], probability that one waste cell reappears in a step.

@@ -32,6 +32,9 @@ SPAWN_FIRST_COL = 1  # [chosen] the 20 spawn cells are columns 1-20 of the spawn
 # cell's 12-cell neighbourhood never reaches into another patch ("apples hanging in another
 # patch do nothing for it", paper Listing 2).
 PATCH_SEPARATION = 3
+# [reference] every tree lies at least this many rows from the spawn row (so at least this many
+# steps from every spawn cell): being zapped back to spawn costs a walk back to the orchard.
+SPAWN_TREE_DISTANCE = 4
 MAX_LAYOUT_ATTEMPTS = 64  # [chosen] rejection-sampling bound of the layout generator
 
 # ---------------------------------------------------------------- apples
@@ -61,6 +64,12 @@ REGROWTH_MULTIPLIERS = (2.0, 1.0, 0.5)
 # Every ordering of three levels over the three stages: row k maps stage -> level index. The
 # rule sampler draws a row index per colour, so the rule space is derived from this table.
 STAGE_PERMUTATIONS = np.array(list(itertools.permutations(range(NUM_STAGES))), dtype=np.int32)
+# Curriculum option (not in the paper): ``stage_orders`` k < 6 draws each colour's pay and
+# regrowth rows from the first k rows of this order only, so the rule space shrinks from 6^10 to
+# k^10. The order puts the two most different rows first: the top level on the unripe stage
+# (row 0: 0, 1, 2) and on the over-ripe stage (row 5: 2, 1, 0).
+STAGE_ORDER_PREFERENCE = (0, 5, 1, 4, 2, 3)
+DEFAULT_STAGE_ORDERS = len(STAGE_ORDER_PREFERENCE)  # 6: the paper's rule space
 
 # ---------------------------------------------------------------- agents and zap
 FREEZE_STEPS = 12  # [paper] a zapped agent cannot act for 12 steps

@@ -15,10 +15,10 @@ One step, in order:
    agents block, ties drawn at random, swaps blocked). Tree cells are walkable.
 3. An agent standing on an apple eats it and is paid ``pay[colour, stage]``.
 4. Zaps: each firing agent's beam covers the faced cell, the one beyond and the two beside the
-   faced cell. Every agent it covers that is not already frozen is sent to a free spawn point
-   and frozen for 12 steps, standing (and blocking) there; frozen agents are immune, so nobody
-   can be kept frozen forever. The zapper's beam then cools down for 2 steps (ZAP is illegal on
-   the 2 steps after firing). Zaps cost and pay nothing.
+   faced cell. Every agent it covers is sent to a free spawn point and frozen for 12 steps,
+   standing (and blocking) there. A frozen agent can be hit again, as in the reference: it is
+   sent to a spawn point again and its 12 steps restart. The zapper's beam then cools down for
+   2 steps (ZAP is illegal on the 2 steps after firing). Zaps cost and pay nothing.
 5. The orchard ripens, rots and regrows (:mod:`dilemmax.envs.open_harvest.dynamics`).
 6. Trial bookkeeping: the trial ends at 400 steps or when the orchard is dead; then the orchard
    is re-laid (an unripe apple on every tree) and agents go back to spawn points, on the same
@@ -70,6 +70,10 @@ class OpenHarvestEnv(MultiAgentEnv):
         num_layouts, num_rules: pool sizes (reference: 256 and 100,000).
         train_fraction: share of each pool in the train split (reference: 0.8).
         num_trials, trial_steps: 5 trials of at most 400 steps in the paper.
+        stage_orders: difficulty (curriculum) option, 6 (the paper) by default: each colour's
+            pay and regrowth orders over the stages are drawn from this many of the 6 possible,
+            so ``generator.rule_space_size(stage_orders)`` = stage_orders^10 rules are in play
+            (1: one fixed rule, nothing hidden).
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -85,6 +89,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         train_fraction: float = c.DEFAULT_TRAIN_FRACTION,
         num_trials: int = c.NUM_TRIALS,
         trial_steps: int = c.TRIAL_STEPS,
+        stage_orders: int = c.DEFAULT_STAGE_ORDERS,
     ):
         check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
@@ -95,6 +100,8 @@ class OpenHarvestEnv(MultiAgentEnv):
             raise ValueError(f"split must be one of {generator.SPLITS}, got {split!r}")
         if num_trials < 1 or trial_steps < 1:
             raise ValueError("num_trials and trial_steps must be positive")
+        generator.validate_stage_orders(stage_orders)
+        self.stage_orders = int(stage_orders)
         super().__init__(num_agents)
         self.observation_mode = observation
         self.split = split
@@ -106,7 +113,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             self.pool_seed, int(num_layouts), float(train_fraction)
         )[split]
         self.rule_pool = generator.rule_pools(
-            self.pool_seed + 1, int(num_rules), float(train_fraction)
+            self.pool_seed + 1, int(num_rules), float(train_fraction), self.stage_orders
         )[split]
         if observation == "codes":
             shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, c.OBS_CHANNELS)
@@ -207,9 +214,10 @@ class OpenHarvestEnv(MultiAgentEnv):
 
         orchard, eaten = dynamics.eat(state.orchard, config, positions)
 
-        # Zaps: frozen agents are immune; every agent hit goes to a free spawn point.
+        # Zaps: every agent hit goes to a free spawn point, a frozen one too (as in the reference:
+        # it is sent back again and its 12 steps restart).
         firing = action == c.ZAP
-        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE) & free[None, :]
+        hits = grid.beam_hits_agents(positions, agent_dir, firing, _SHAPE)
         hit = jnp.any(hits, axis=0)
         spawn_valid = jnp.ones(layout.spawn_points.shape[0], bool)
         positions, _ = grid.respawn_positions(

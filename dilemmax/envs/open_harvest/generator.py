@@ -5,8 +5,10 @@ in their seed. Pools are built once per (seed, size) and cached, since every env
 process shares them.
 
 Layout: 6 patches (four 13-cell diamonds, two 6-cell triangles, each turned by a random number
-of quarter turns) placed at random on the 16 x 22 map, never on the spawn row and with trees of
-different patches at least ``PATCH_SEPARATION`` apart; 20 spawn cells on a random row.
+of quarter turns) placed at random on the 16 x 22 map, every tree at least
+``SPAWN_TREE_DISTANCE`` (4) rows from the spawn row, and trees of different patches at least
+``PATCH_SEPARATION`` apart; 20 spawn cells on a random row (rows that leave no room are
+rejected with the attempt, so the spawn row tends to lie near the top or bottom edge).
 Placement is rejection sampling inside ``lax.while_loop``, so the generator stays jittable and
 vmappable.
 """
@@ -75,14 +77,17 @@ _EXCLUSION_OFFSETS = np.array(
 
 
 def _forbidden_cells(trees: jax.Array, placed: jax.Array, spawn_row: jax.Array) -> jax.Array:
-    """bool[H, W]: cells a new patch may not cover (near a placed tree, or on the spawn row).
+    """bool[H, W]: cells a new patch may not cover (near a placed tree, or near the spawn row).
 
     Args:
         trees: int32[T, 2], tree cells; only those flagged in ``placed`` count.
         placed: bool[T].
     """
     rows = jnp.arange(c.GRID_HEIGHT)[:, None]
-    forbidden = jnp.broadcast_to(rows == spawn_row, (c.GRID_HEIGHT, c.GRID_WIDTH))
+    # Every tree stays SPAWN_TREE_DISTANCE rows from the spawn row, so it is at least that many
+    # steps from every spawn cell: an agent zapped back to spawn has a walk back to the orchard.
+    near_spawn = jnp.abs(rows - spawn_row) < c.SPAWN_TREE_DISTANCE
+    forbidden = jnp.broadcast_to(near_spawn, (c.GRID_HEIGHT, c.GRID_WIDTH))
     near = trees[:, None, :] + jnp.asarray(_EXCLUSION_OFFSETS)[None]  # [T, E, 2]
     inside = (near >= 0).all(-1) & (near[..., 0] < c.GRID_HEIGHT) & (near[..., 1] < c.GRID_WIDTH)
     inside &= placed[:, None]
@@ -230,20 +235,35 @@ def generate_layout(key: jax.Array) -> HarvestLayout:
 # ---------------------------------------------------------------- hidden rules
 
 
-def generate_rule(key: jax.Array) -> HarvestRule:
-    """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth."""
-    num_perms = c.STAGE_PERMUTATIONS.shape[0]
+def validate_stage_orders(stage_orders: int) -> None:
+    """Raises ValueError unless ``stage_orders`` is 1..6."""
+    top = c.DEFAULT_STAGE_ORDERS
+    if isinstance(stage_orders, bool) or not isinstance(stage_orders, int | np.integer):
+        raise ValueError(f"stage_orders must be an integer in 1..{top}, got {stage_orders!r}")
+    if not 1 <= stage_orders <= top:
+        raise ValueError(f"stage_orders must be in 1..{top}, got {stage_orders}")
+
+
+def generate_rule(key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> HarvestRule:
+    """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth.
+
+    ``stage_orders`` k < 6 (a curriculum option) draws the rows from the first k of
+    ``STAGE_ORDER_PREFERENCE`` only.
+    """
     key_pay, key_regrow = jax.random.split(key)
     shape = (c.NUM_COLOURS,)
-    return HarvestRule(
-        pay_perm=jax.random.randint(key_pay, shape, 0, num_perms, dtype=jnp.int32),
-        regrowth_perm=jax.random.randint(key_regrow, shape, 0, num_perms, dtype=jnp.int32),
-    )
+    pay = jax.random.randint(key_pay, shape, 0, stage_orders, dtype=jnp.int32)
+    regrowth = jax.random.randint(key_regrow, shape, 0, stage_orders, dtype=jnp.int32)
+    if stage_orders < c.DEFAULT_STAGE_ORDERS:  # the paper's draws (and pools) stay unchanged
+        allowed = jnp.asarray(c.STAGE_ORDER_PREFERENCE[:stage_orders], jnp.int32)
+        pay, regrowth = allowed[pay], allowed[regrowth]
+    return HarvestRule(pay_perm=pay, regrowth_perm=regrowth)
 
 
-def rule_space_size() -> int:
-    """Distinct rules ``generate_rule`` can draw: one permutation row per colour, twice."""
-    return int(c.STAGE_PERMUTATIONS.shape[0]) ** (2 * c.NUM_COLOURS)
+def rule_space_size(stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> int:
+    """Distinct rules ``generate_rule`` can draw: one of ``stage_orders`` rows per colour, twice
+    (6^10 in the paper's game)."""
+    return int(stage_orders) ** (2 * c.NUM_COLOURS)
 
 
 def rule_index(rule: HarvestRule) -> jax.Array:
@@ -311,9 +331,21 @@ def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def rule_pools(seed: int, size: int, train_fraction: float) -> dict:
-    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments)."""
-    pool = pools.build_pool(generate_rule, seed, size, unique=True)
+def rule_pools(
+    seed: int, size: int, train_fraction: float, stage_orders: int = c.DEFAULT_STAGE_ORDERS
+) -> dict:
+    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments).
+
+    The pool holds ``min(size, rule_space_size(stage_orders))`` distinct rules. With a single
+    rule (``stage_orders=1``) there is nothing to hold out: every split is that rule (held-out
+    evaluation then differs from training by layout and patch colours only).
+    """
+    validate_stage_orders(stage_orders)
+    size = min(int(size), rule_space_size(stage_orders))
+    generate = functools.partial(generate_rule, stage_orders=stage_orders)
+    pool = pools.build_pool(generate, seed, size, unique=True)
+    if size == 1:
+        return {"all": pool, "train": pool, "held_out": pool}
     train, held_out = pools.split_pool(pool, train_fraction)
     return {"all": pool, "train": train, "held_out": held_out}
 

@@ -111,24 +111,31 @@ def test_zap_beam_covers_four_cells_and_sends_hit_agents_to_spawn(env, step, han
     assert not bool(after.frozen.any())
 
 
-def test_zapped_agent_is_frozen_for_12_steps_and_immune_meanwhile(env, step, hand_state):
+def test_zapped_agent_is_frozen_for_12_steps_and_a_second_hit_restarts_the_count(
+    env, step, hand_state
+):
     _, state, *_ = step(KEY, _ring(hand_state), act(env, agent_0=c.ZAP))
     spawn = state.agent_pos[1].tolist()
-    for t in range(1, 13):
+    for t in range(1, 4):
         assert env.action_mask(state)["agent_1"].tolist() == [False] * 7 + [True]
-        if t == 4:  # cooldown over: agent 0, placed beside it, zaps the frozen agent again
-            state = place(state, 0, spawn[0] - 1, spawn[1], facing=2)
-            acts = act(env, agent_0=c.ZAP, agent_1=c.NORTH_ACTION)
-        else:
-            acts = act(env, agent_1=c.NORTH_ACTION)
-        _, state, _, _, infos = step(jax.random.fold_in(KEY, t), state, acts)
+        _, state, _, _, infos = step(jax.random.fold_in(KEY, t), state, act(env, agent_1=0))
         assert bool(infos["frozen"][1]) and bool(infos["invalid_action"][1])
         assert state.agent_pos[1].tolist() == spawn  # could not move
-        assert int(state.frozen[1]) == 12 - t  # the second zap did not reset the count
-        if t == 4:
-            assert bool(infos["zap_fired"][0]) and not bool(infos["zap_hits"][0, 1])
-    # The 13th step after the hit: free again.
+        assert int(state.frozen[1]) == 12 - t
+    # Cooldown over: agent 0, placed beside the frozen agent, zaps it again (the reference's
+    # rule): it is sent to a spawn point again and its 12 steps restart.
+    state = place(state, 0, spawn[0] - 1, spawn[1], facing=2)
+    _, state, _, _, infos = step(KEY, state, act(env, agent_0=c.ZAP))
+    assert bool(infos["zap_hits"][0, 1]) and bool(infos["zapped"][1])
+    assert int(state.frozen[1]) == 12 and int(state.last_hit_by[1]) == 0
+    assert int(state.agent_pos[1, 0]) == SPAWN_ROW
+    spawn = state.agent_pos[1].tolist()
     state = place(state, 0, 12, 10)  # out of agent 1's way
+    for t in range(1, 13):
+        assert not env.action_mask(state)["agent_1"][0]
+        _, state, _, _, infos = step(jax.random.fold_in(KEY, t), state, act(env, agent_1=0))
+        assert bool(infos["frozen"][1]) and int(state.frozen[1]) == 12 - t
+    # The 13th step after the second hit: free again.
     assert env.action_mask(state)["agent_1"].all()
     _, state, _, _, infos = step(KEY, state, act(env, agent_1=c.NORTH_ACTION))
     assert not bool(infos["frozen"][1]) and state.agent_pos[1].tolist() == [spawn[0] - 1, spawn[1]]

@@ -45,6 +45,9 @@ def _check_layout(layout):
     row = int(layout.spawn_row)
     assert (spawn[:, 0] == row).all() and spawn[:, 1].tolist() == list(range(1, 21))
     assert not (trees[:, 0] == row).any()  # nobody spawns on a tree
+    # Every spawn cell lies at least 4 steps from every tree (the reference's spawn distance).
+    to_spawn = np.abs(trees[:, None] - spawn[None]).sum(-1)
+    assert to_spawn.min() >= c.SPAWN_TREE_DISTANCE == 4
     # The neighbour table is exactly the trees at Manhattan distance 1-2.
     neighbours = np.asarray(layout.neighbours)
     for t in range(c.NUM_TREES):
@@ -63,6 +66,19 @@ def test_generated_layouts_obey_the_layout_rules(layouts):
     assert len(set(np.asarray(layouts.spawn_row).tolist())) > 4
     assert len(set(np.asarray(layouts.patch_turns)[:, 4:].reshape(-1).tolist())) == 4
     assert len({np.asarray(layouts.tree_positions[i]).tobytes() for i in range(16)}) == 16
+
+
+def test_spawn_cells_are_at_least_4_steps_from_every_tree_over_1000_sampled_layouts():
+    layouts = jax.jit(jax.vmap(generator.generate_layout))(
+        jax.random.split(jax.random.key(3), 1000)
+    )
+    trees = np.asarray(layouts.tree_positions)[:, :, None, :]  # [L, T, 1, 2]
+    spawn = np.asarray(layouts.spawn_points)[:, None, :, :]  # [L, 1, S, 2]
+    nearest = np.abs(trees - spawn).sum(-1).min(axis=(1, 2))
+    assert nearest.min() == c.SPAWN_TREE_DISTANCE  # reached, never undercut
+    # Both edges of the map host the spawn row.
+    rows = np.asarray(layouts.spawn_row)
+    assert (rows < c.GRID_HEIGHT // 2).any() and (rows >= c.GRID_HEIGHT // 2).any()
 
 
 def test_hand_layout_used_by_the_other_tests_is_a_valid_layout():

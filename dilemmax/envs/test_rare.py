@@ -1,0 +1,90 @@
+"""rare_cond: lax.cond's results everywhere, and a real branch under vmap (auto-reset, re-lays)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dilemmax
+from dilemmax.envs.rare import rare_cond
+
+
+def _double_or_negate(pred, x, y):
+    return rare_cond(pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y)
+
+
+def _plain(pred, x, y):
+    return jax.lax.cond(pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y)
+
+
+def test_unbatched_rare_cond_is_lax_cond():
+    for pred in (True, False):
+        got = jax.jit(_double_or_negate)(pred, jnp.arange(3.0), jnp.int32(4))
+        want = _plain(pred, jnp.arange(3.0), jnp.int32(4))
+        jax.tree.map(np.testing.assert_array_equal, got, want)
+
+
+@pytest.mark.parametrize("preds", [[True, False, True, False], [False] * 4, [True] * 4])
+def test_vmapped_rare_cond_matches_each_element(preds):
+    pred = jnp.asarray(preds)
+    x = jnp.arange(8.0).reshape(4, 2)
+    y = jnp.arange(4, dtype=jnp.int32)
+    got = jax.jit(jax.vmap(_double_or_negate))(pred, x, y)
+    want = jax.vmap(_plain)(pred, x, y)
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+    # Unbatched operands are broadcast; nested vmap (seeds x envs) gives the same values.
+    got = jax.vmap(_double_or_negate, in_axes=(0, None, None))(pred, x[0], y[0])
+    want = jax.vmap(_plain, in_axes=(0, None, None))(pred, x[0], y[0])
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+    seeds = (jnp.stack([pred, ~pred]), jnp.stack([x, x + 1]), jnp.stack([y, y]))
+    nested = jax.vmap(jax.vmap(_double_or_negate))(*seeds)
+    want = jax.vmap(jax.vmap(_plain))(*seeds)
+    jax.tree.map(np.testing.assert_array_equal, nested, want)
+
+
+def test_vmapped_rare_cond_keeps_a_branch_where_lax_cond_becomes_a_select():
+    args = (jnp.zeros(4, bool), jnp.zeros((4, 2)), jnp.zeros(4, jnp.int32))
+    assert "cond[" in str(jax.make_jaxpr(jax.vmap(_double_or_negate))(*args))
+    assert "cond[" not in str(jax.make_jaxpr(jax.vmap(_plain))(*args))
+
+
+def _legacy_step(env, key, state, actions):
+    """The auto-reset step as it was: a per-env lax.cond (a select under vmap)."""
+    key_step, key_reset = jax.random.split(key)
+    obs, state, rewards, dones, infos = env.step_env(key_step, state, actions)
+    obs, state = jax.lax.cond(dones["__all__"], lambda: env.reset(key_reset), lambda: (obs, state))
+    return obs, state, rewards, dones, infos
+
+
+@pytest.mark.parametrize(
+    "env_id, options",
+    [
+        ("open_harvest", {"num_trials": 2, "trial_steps": 2}),
+        ("open_cleanup", {"num_trials": 2, "trial_steps": 2}),
+    ],
+)
+def test_vmap_step_gives_every_env_the_episodes_of_the_plain_auto_reset(env_id, options):
+    """Staggered envs (trials and episodes ending on different steps): jax.vmap(env.step) returns
+    exactly what the per-env lax.cond auto-reset returned, so every env still gets its own
+    independent episodes from the same keys as before."""
+    env = dilemmax.make(env_id, **options)
+    num_envs = 4
+    _, state = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), num_envs))
+    # Env i starts i steps into its episode: ends and re-lays fall on different steps.
+    offset = jnp.arange(num_envs, dtype=jnp.int32)
+    state = state.replace(
+        trial=offset // env.trial_steps, trial_step=offset % env.trial_steps, time=offset
+    )
+    new_step = jax.jit(jax.vmap(env.step))
+    old_step = jax.jit(jax.vmap(lambda k, s, a: _legacy_step(env, k, s, a)))
+    old_state, ended, relaid = state, 0, 0
+    for t in range(6):
+        keys = jax.random.split(jax.random.key(100 + t), num_envs)
+        actions = {a: jnp.full((num_envs,), i % 4, jnp.int32) for i, a in enumerate(env.agents)}
+        got = new_step(keys, state, actions)
+        want = old_step(keys, old_state, actions)
+        jax.tree.map(np.testing.assert_array_equal, got, want)
+        state, old_state = got[1], want[1]
+        ended += int(got[3]["__all__"].sum())
+        relaid += int((got[4]["trial_done"] & ~got[3]["__all__"]).sum())
+    assert ended >= num_envs and relaid >= num_envs  # both branches were exercised, staggered
