@@ -503,6 +503,21 @@ def start_trial_notes(memory: AgentMemory, lessons: list[str], plans: list[str])
     memory.carried_split = len(lessons)
 
 
+def open_next_trial(memory: AgentMemory, number: int) -> None:
+    """At a trial boundary: closes the notes and the plan, and clears what belonged to the trial
+    that ended (its stats, sightings, recent steps and events). The rules ledger and the earlier
+    trials' lessons stay."""
+    end_trial_notes(memory)
+    close_plan_at_trial_end(memory)
+    memory.trial = number
+    memory.trial_stats = collections.Counter()
+    memory.others = {}
+    memory.recent.clear()
+    memory.events.clear()
+    memory.last_step = ""
+    memory.note_result = ""
+
+
 def end_trial_notes(memory: AgentMemory) -> None:
     """At a trial end the step-by-step notes are dropped; a failed rewrite leaves none."""
     memory.pending_notes = [f"[{k}] {memory.notes[k]}" for k in sorted(memory.notes)]

@@ -383,15 +383,7 @@ class OpenCleanupText(TextProtocol):
             memory.earlier_trials.append(
                 f"Trial {number}, other agents: " + "; ".join(others) + tail
             )
-        P.end_trial_notes(memory)
-        P.close_plan_at_trial_end(memory)
-        memory.trial = number
-        memory.trial_stats = collections.Counter()
-        memory.others = {}
-        memory.recent.clear()
-        memory.events.clear()
-        memory.last_step = ""
-        memory.note_result = ""
+        P.open_next_trial(memory, number)
         if number >= self.env.num_trials:
             return []
         return [P.reflect_prompt(self.system_prompt(agent), memory, summary)]

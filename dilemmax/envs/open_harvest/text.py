@@ -429,15 +429,7 @@ class HarvestTextProtocol(TextProtocol):
         memory.ledger.end_trial()
         memory.extra["last_seen"] = {}
         memory.extra["watch"] = {}
-        P.end_trial_notes(memory)
-        P.close_plan_at_trial_end(memory)
-        memory.trial = number
-        memory.trial_stats = collections.Counter()
-        memory.others = {}
-        memory.recent.clear()
-        memory.events.clear()
-        memory.last_step = ""
-        memory.note_result = ""
+        P.open_next_trial(memory, number)
         if number >= self.env.num_trials:
             return []
         return [P.reflect_prompt(self.system_prompt(agent), memory, summary)]
