@@ -51,10 +51,18 @@ def context_index(levels, threshold: int, total: int = 12) -> int:
     return int(hits[0])
 
 
+def _output_file(path: str) -> Path:
+    """``path`` with its folder created, before any minutes of computing go into it."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def _cmd_reference(args) -> int:
     from dilemmax.analysis import reference as ref
     from dilemmax.analysis.figures import write_table
 
+    _output_file(args.out)
     start = time.perf_counter()
     table = ref.reference_grid(
         epsilons=tuple(args.epsilons), num_rounds=args.rounds, endgame=args.endgame
@@ -98,6 +106,7 @@ def _cmd_play(args) -> int:
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     env = dilemmax.make("consequence", **env_kwargs)
     policy = resolve_policy(args.policy, env)
+    _output_file(args.out)
     pop = grid_population(
         args.name or args.policy, policy, args.episodes, args.seed, env_kwargs=env_kwargs
     )

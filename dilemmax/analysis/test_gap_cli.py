@@ -141,3 +141,11 @@ def test_certify_command_end_to_end(tmp_path, capsys):
         == 2
     )
     assert "expected 'w1,w2,w3:T'" in capsys.readouterr().out
+
+
+def test_reference_command_creates_the_output_folder(tmp_path, capsys):
+    out = tmp_path / "new" / "folder" / "ref.npz"  # nothing of this exists yet
+    args = ["redteam", "reference", "--epsilons", "0", "--rounds", "1", "--out", str(out)]
+    assert main(args) == 0
+    back = R.load_reference(out)
+    assert back.epsilons == (0.0,) and (out.parent / "ref.md").exists()
