@@ -299,7 +299,14 @@ def _play(args) -> int:
                 if protocol is None and any(s.is_model for s in seats):
                     raise UsageError(f"{args.env} has no text protocol; a model cannot play it")
                 runner = BatchedPlay(
-                    part_env, seats, protocol, args.envs, args.max_steps, transcript, bar
+                    part_env,
+                    seats,
+                    protocol,
+                    args.envs,
+                    args.max_steps,
+                    transcript,
+                    bar,
+                    on_call_error=args.on_call_error,
                 )
                 name = part_name if not args.rotate else f"{part_name}/rot{shift}"
                 result = runner.run(key, args.episodes, configs, part=name)
@@ -379,6 +386,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--episodes", type=int, default=1, help="episodes (per grid configuration)")
     p.add_argument("--envs", type=int, default=16, help="environments stepped together")
     p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    p.add_argument(
+        "--on-call-error",
+        choices=("stop", "invalid"),
+        default="stop",
+        help="a call that failed after its retries: stop the run (resume later; default) or "
+        "play the invalid move and go on",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", help="env option key=value (repeatable)")
     p.add_argument("--protocol", action="append", help="text protocol option key=value")

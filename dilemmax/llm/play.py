@@ -33,7 +33,7 @@ from dilemmax.agents.policy import is_jittable
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.rollout import Observation, initial_carries, is_carried, record_step
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-from dilemmax.llm.client import Completion
+from dilemmax.llm.client import Completion, FatalClientError
 from dilemmax.llm.policy import CallStats, LLMPolicy, parse_safely
 from dilemmax.llm.transcript import Transcript, call_key, prompt_hash
 
@@ -93,6 +93,13 @@ def rotate_seats(seats: Sequence[Seat], shift: int) -> list[Seat]:
     """Seat ``i`` gets ``seats[(i - shift) % n]``: over n shifts every policy sits everywhere."""
     n = len(seats)
     return [seats[(i - shift) % n] for i in range(n)]
+
+
+CALL_ERROR_POLICIES = ("stop", "invalid")
+
+
+class CallsFailed(FatalClientError):
+    """Calls that failed after all their retries stopped a run (``on_call_error="stop"``)."""
 
 
 # --------------------------------------------------------------------------- compiled pieces
@@ -182,6 +189,12 @@ class BatchedPlay:
             truncated episode's metrics cover the steps played.
         transcript: where calls are recorded and replayed from (None: not recorded).
         progress: a tqdm bar (or None) updated with calls, tokens, errors and retries.
+        on_call_error: what a call that failed after all its retries (the server never gave a
+            reply) does. ``"stop"`` (default): the run stops with :class:`CallsFailed` once the
+            step's other calls are in; the failed call is not written, so ``--resume`` asks it
+            again and the episode goes on as if nothing happened. ``"invalid"``: the call is
+            recorded with its error and the seat plays the game's invalid move (the move a
+            malformed reply gets), so the run always finishes.
     """
 
     def __init__(
@@ -193,7 +206,13 @@ class BatchedPlay:
         max_steps: int | None = None,
         transcript: Transcript | None = None,
         progress=None,
+        on_call_error: str = "stop",
     ):
+        if on_call_error not in CALL_ERROR_POLICIES:
+            raise ValueError(
+                f"on_call_error must be one of {CALL_ERROR_POLICIES}, got {on_call_error!r}"
+            )
+        self.on_call_error = on_call_error
         if len(seats) != env.num_agents:
             raise ValueError(f"got {len(seats)} seats for {env.num_agents} agents")
         if num_envs < 1:
@@ -337,8 +356,13 @@ class BatchedPlay:
                 missing.setdefault(seat_of[agent].name, []).append(i)
         parsed: list[ParsedReply | None] = [None] * len(asks)
 
+        failed: dict[int, str] = {}
+
         def record(i: int, completion: Completion) -> None:
             # Runs as each call returns (possibly on a client thread): parse and write it now.
+            if completion.error and self.on_call_error == "stop":
+                failed[i] = completion.error  # not written: a resumed run asks it again
+                return
             parsed[i] = parse_safely(self.protocol, completion.text, asks[i][2])
             replies[i] = (completion, False)
             self._record(keys[i], wave, part, t, asks[i], completion, parsed[i])
@@ -348,7 +372,7 @@ class BatchedPlay:
             prompts = [asks[i][2] for i in indices]
             completions = policy.ask(prompts, lambda j, c: record(indices[j], c))
             for i, completion in zip(indices, completions, strict=True):
-                if parsed[i] is None:  # a client that did not report it (it must)
+                if parsed[i] is None and i not in failed:  # a client that did not report it
                     record(i, completion)
 
         if len(missing) == 1:
@@ -357,6 +381,13 @@ class BatchedPlay:
             with ThreadPoolExecutor(len(missing)) as pool:
                 for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
                     future.result()
+        if failed:
+            first = min(failed)
+            raise CallsFailed(
+                f"{len(failed)} model call(s) failed after all retries (first: {keys[first]}: "
+                f"{failed[first]}); every answered call is in the transcript, so the same "
+                "command with --resume continues from here"
+            )
         for i, (e, agent, prompt) in enumerate(asks):
             completion, replayed = replies[i]
             if parsed[i] is None:

@@ -14,8 +14,8 @@ from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt
-from dilemmax.llm.client import ScriptedClient, last_user_message
-from dilemmax.llm.play import BatchedPlay, Seat, episode_jobs, rotate_seats
+from dilemmax.llm.client import Completion, ScriptedClient, last_user_message
+from dilemmax.llm.play import BatchedPlay, CallsFailed, Seat, episode_jobs, rotate_seats
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch, read_lines
 
@@ -82,12 +82,12 @@ def test_scripted_seats_match_the_jax_path(env, teacher):
     assert [e["episode"] for e in result.episodes] == list(range(EPISODES))
 
 
-def _model_run(env, teacher, transcript=None, client=None):
+def _model_run(env, teacher, transcript=None, client=None, **options):
     client = client or ScriptedClient(reply_for)
     model = LLMPolicy(client, "model")
     seats = [Seat("model", model), Seat("model", model)]
     protocol = RecordingProtocol(env)
-    runner = BatchedPlay(env, seats, protocol, num_envs=ENVS, transcript=transcript)
+    runner = BatchedPlay(env, seats, protocol, num_envs=ENVS, transcript=transcript, **options)
     return runner.run(jax.random.key(1), EPISODES), client, runner
 
 
@@ -235,3 +235,46 @@ def test_two_models_each_answer_their_own_seat(env):
     assert turns(first) and all("Agent 1 of" in t for t in turns(first))
     assert turns(second) and all("Agent 2 of" in t for t in turns(second))
     assert runner.stats["a"].act_calls == 2 * 3 and runner.stats["b"].act_calls == 2 * 2
+
+
+class FailingCall:
+    """The scripted replies, except that call number ``fail_at`` (1-based) fails after its
+    retries, as a dead server's would."""
+
+    def __init__(self, fail_at: int):
+        self.inner, self.fail_at, self.count = ScriptedClient(reply_for), fail_at, 0
+
+    def complete(self, requests, on_result=None):
+        out = []
+        for i, request in enumerate(requests):
+            self.count += 1
+            if self.count == self.fail_at:
+                completion = Completion("", retries=5, error="APIConnectionError: refused")
+            else:
+                completion = self.inner.complete([request])[0]
+            out.append(completion)
+            if on_result is not None:
+                on_result(i, completion)
+        return out
+
+
+def test_a_call_failing_after_its_retries_stops_the_run_and_resume_finishes_it(
+    env, teacher, tmp_path
+):
+    reference, _, _ = _model_run(env, teacher)
+    path, identity = tmp_path / "transcript.jsonl", {"test": "failing"}
+    with Transcript(path, identity) as transcript, pytest.raises(CallsFailed, match="--resume"):
+        _model_run(env, teacher, transcript, FailingCall(fail_at=10))
+    rows, _ = read_lines(path)
+    written = [r for r in rows if r["type"] == "call"]
+    assert written and not any(r["error"] for r in written)  # the failed call is not kept
+    with Transcript(path, identity, resume=True) as transcript:
+        resumed, client, runner = _model_run(env, teacher, transcript)
+    assert runner.stats["model"].replayed == len(written)
+    for name in reference.metrics:  # as if the outage never happened
+        np.testing.assert_array_equal(reference.metrics[name], resumed.metrics[name])
+    # Under "invalid" the run finishes: the failed call is recorded and counted as an error.
+    finished, _, runner = _model_run(env, teacher, client=FailingCall(10), on_call_error="invalid")
+    assert runner.stats["model"].errors == 1
+    with pytest.raises(ValueError, match="on_call_error"):
+        _model_run(env, teacher, on_call_error="ignore")
