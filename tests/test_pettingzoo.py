@@ -149,7 +149,10 @@ def test_max_cycles_truncates_short_games(env_id):
     env = parallel_env(env_id, max_cycles=1)
     env.reset(seed=0)
     _, _, terms, truncs, _ = env.step({a: env.action_space(a).sample() for a in env.agents})
-    assert all(truncs[a] != terms[a] for a in truncs) and any(truncs.values())
+    # Every agent is done one way or the other, never both; truncation marks the agents that the
+    # game itself did not end (random moves can end a consequence episode in its first round).
+    assert all(truncs[a] != terms[a] for a in truncs)
+    assert any(truncs.values()) or all(terms.values())
     assert not env.agents
     with pytest.raises(ValueError, match="episode is over"):
         env.step({})

@@ -75,7 +75,8 @@ def test_vmap_step_gives_every_env_the_episodes_of_the_plain_auto_reset(env_id, 
     state = state.replace(
         trial=offset // env.trial_steps, trial_step=offset % env.trial_steps, time=offset
     )
-    new_step = jax.jit(jax.vmap(env.step))
+    # The full event infos, as the legacy step returned them (the default is JaxMARL's layout).
+    new_step = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, full_infos=True)))
     old_step = jax.jit(jax.vmap(lambda k, s, a: _legacy_step(env, k, s, a)))
     old_state, ended, relaid = state, 0, 0
     for t in range(6):
