@@ -503,6 +503,25 @@ def start_trial_notes(memory: AgentMemory, lessons: list[str], plans: list[str])
     memory.carried_split = len(lessons)
 
 
+def parse_reflect_reply(reply: str, stay: int) -> ParsedReply:
+    """A trial-end rewrite: the lessons and plans it keeps (it plays no move: ``stay``)."""
+    lessons, plans, error = parse_reflection(reply)
+    return ParsedReply(stay, not error, error, fields={"lessons": lessons, "plans": plans})
+
+
+def remember_reply(memory: AgentMemory, prompt: Prompt, parsed: ParsedReply) -> None:
+    """What an agent's own reply leaves in its memory: a rewrite starts the next trial's notes;
+    a step reply adds its reported mode, its note edit and its goal (the plan)."""
+    fields = parsed.fields
+    if prompt.kind == "reflect":
+        start_trial_notes(memory, list(fields.get("lessons", [])), list(fields.get("plans", [])))
+        return
+    step = int(prompt.context.get("step", 0))
+    memory.modes.append(fields.get("mode") or "")
+    memory.note_result = apply_note(memory, fields.get("note"), step)
+    update_plan(memory, fields.get("goal"), step, prompt.context.get("position"))
+
+
 def open_next_trial(memory: AgentMemory, number: int) -> None:
     """At a trial boundary: closes the notes and the plan, and clears what belonged to the trial
     that ended (its stats, sightings, recent steps and events). The rules ledger and the earlier

@@ -313,22 +313,11 @@ class HarvestTextProtocol(TextProtocol):
 
     def _parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
         if prompt.kind == "reflect":
-            lessons, plans, error = P.parse_reflection(reply)
-            fields = {"lessons": lessons, "plans": plans}
-            return ParsedReply(c.STAY, not error, error, fields=fields)
+            return P.parse_reflect_reply(reply, c.STAY)
         return self._parse_act(reply, prompt.legal, bool(prompt.context.get("frozen", False)))
 
     def after_reply(self, memory, agent, prompt, reply, parsed) -> None:
-        if prompt.kind == "reflect":
-            fields = parsed.fields
-            P.start_trial_notes(
-                memory, list(fields.get("lessons", [])), list(fields.get("plans", []))
-            )
-            return
-        step = int(prompt.context.get("step", 0))
-        memory.modes.append(parsed.fields.get("mode") or "")
-        memory.note_result = P.apply_note(memory, parsed.fields.get("note"), step)
-        P.update_plan(memory, parsed.fields.get("goal"), step, prompt.context.get("position"))
+        P.remember_reply(memory, prompt, parsed)
 
     def after_step(self, memory, agent, state, actions, infos, next_state) -> list[Prompt]:
         i = self.env.agent_index[agent]
