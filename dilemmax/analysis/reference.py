@@ -230,8 +230,9 @@ class ReferenceSolver:
         self.sol.value[key] = outcomes[chosen]
         return outcomes[chosen]
 
-    def _select(self, outcomes: np.ndarray, shape: tuple, res: tuple, profiles: list) -> int:
-        """Index of the selected pure equilibrium of a stage (criteria in the module docstring)."""
+    def _stable_profiles(self, outcomes: np.ndarray, shape: tuple) -> np.ndarray:
+        """bool[P]: the profiles no agent gains from leaving alone (pure equilibria); where a
+        stage has none, the profiles of smallest best gain (counted as a fallback stage)."""
         n = self.n
         utilities = outcomes[:, :n].reshape(shape + (n,))
         gains = np.zeros(shape)
@@ -243,6 +244,12 @@ class ReferenceSolver:
         if not stable.any():
             self.sol.fallback_stages += 1
             stable = gains <= gains.min() + 1e-9
+        return stable
+
+    def _select(self, outcomes: np.ndarray, shape: tuple, res: tuple, profiles: list) -> int:
+        """Index of the selected pure equilibrium of a stage (criteria in the module docstring)."""
+        n = self.n
+        stable = self._stable_profiles(outcomes, shape)
         order = sorted(range(n), key=lambda i: (res[i], i))
         survivors = n - outcomes[:, n + _ELIMINATED]
         welfare = outcomes[:, :n].sum(axis=1)
@@ -299,16 +306,7 @@ class ReferenceSolver:
         profiles = list(itertools.product(*options))
         outcomes = np.stack([self._tally_outcome(res, shortfall, p, nxt) for p in profiles])
         shape = tuple(len(o) for o in options)
-        utilities = outcomes[:, :n].reshape(shape + (n,))
-        gains = np.zeros(shape)
-        for i in range(n):
-            best = np.max(utilities[..., i], axis=i, keepdims=True)
-            gains = np.maximum(gains, best - utilities[..., i])
-        gains = gains.reshape(-1)
-        stable = gains <= 1e-9
-        if not stable.any():
-            self.sol.fallback_stages += 1
-            stable = gains <= gains.min() + 1e-9
+        stable = self._stable_profiles(outcomes, shape)
         survivors = n - outcomes[:, n + _ELIMINATED]
         welfare = outcomes[:, :n].sum(axis=1)
 
