@@ -101,26 +101,7 @@ def step_reference() -> tuple[R.ReferenceTable, dict]:
     table = R.reference_grid()
     seconds = time.perf_counter() - start
     R.save_reference(table, OUT / "reference.npz")
-    rows = [
-        [eps, rule]
-        + [
-            float(table.values[n][e, k].mean())
-            for n in (
-                "fatality",
-                "collapse",
-                "exploitation",
-                "targeted_elimination",
-                "rounds_played",
-            )
-        ]
-        for e, eps in enumerate(table.epsilons)
-        for k, rule in enumerate(table.rules)
-    ]
-    write_table(
-        OUT / "reference",
-        ["epsilon", "rule", "UR_ref", "collapse", "exploitation", "targeted", "rounds"],
-        rows,
-    )
+    write_table(OUT / "reference", *R.summary_table(table))
     return table, {"seconds": seconds, "fallback_stages": table.fallback_stages}
 
 

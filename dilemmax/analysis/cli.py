@@ -69,23 +69,7 @@ def _cmd_reference(args) -> int:
     )
     seconds = time.perf_counter() - start
     ref.save_reference(table, args.out)
-    rows = []
-    for e, eps in enumerate(table.epsilons):
-        for k, rule in enumerate(table.rules):
-            rows.append(
-                [eps, rule]
-                + [
-                    float(table.values[n][e, k].mean())
-                    for n in (
-                        "fatality",
-                        "collapse",
-                        "exploitation",
-                        "targeted_elimination",
-                        "rounds_played",
-                    )
-                ]
-            )
-    header = ["epsilon", "rule", "UR_ref", "collapse", "exploitation", "targeted", "rounds"]
+    header, rows = ref.summary_table(table)
     write_table(Path(args.out).with_suffix(""), header, rows)
     print(
         f"reference over {len(table.thresholds)} contexts in {seconds:.0f}s; "

@@ -565,6 +565,18 @@ def reference_policy(tables: dict[str, np.ndarray], epsilon: float = 0.0):
 
 
 # ---------------------------------------------------------------------------- files
+def summary_table(table: ReferenceTable) -> tuple[list[str], list[list]]:
+    """(header, rows): per (epsilon, rule), the means over contexts of UR_ref, collapse,
+    exploitation, targeted elimination and rounds played."""
+    names = ("fatality", "collapse", "exploitation", "targeted_elimination", "rounds_played")
+    rows = [
+        [eps, rule] + [float(table.values[name][e, k].mean()) for name in names]
+        for e, eps in enumerate(table.epsilons)
+        for k, rule in enumerate(table.rules)
+    ]
+    return ["epsilon", "rule", "UR_ref", "collapse", "exploitation", "targeted", "rounds"], rows
+
+
 def save_reference(table: ReferenceTable, path) -> None:
     """Writes the table (not the solvers) to an ``.npz``."""
     from dilemmax.envs.consequence.generator import rule_id
