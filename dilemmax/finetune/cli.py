@@ -43,9 +43,18 @@ def _assignments(pairs, what):
     return parse_assignments(pairs, what)
 
 
+def _protocol_options(args, data: str | None = None) -> dict:
+    """Text-protocol options: the dataset's (``data``) or else the paper's SFT variant, with each
+    ``--protocol key=value`` laid over them (``--protocol brief=true`` keeps the rest)."""
+    from dilemmax.finetune.datasets import load_spec, paper_protocol_options
+
+    base = dict(load_spec(data).protocol_options) if data else paper_protocol_options()
+    return {**base, **_assignments(args.protocol, "--protocol")}
+
+
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
-    from dilemmax.finetune.datasets import DatasetSpec, paper_protocol_options, save_dataset
+    from dilemmax.finetune.datasets import DatasetSpec, save_dataset
 
     spec = DatasetSpec(
         seed=args.seed,
@@ -56,9 +65,7 @@ def _cmd_data(args) -> int:
         provenances=args.provenances,
         mapping=args.mapping,
         fractions=args.fractions,
-        protocol_options=(
-            _assignments(args.protocol, "--protocol") if args.protocol else paper_protocol_options()
-        ),
+        protocol_options=_protocol_options(args),
     )
     paths = save_dataset(spec, args.out, progress=not args.no_progress)
     counts = json.loads((Path(args.out) / "spec.json").read_text())["counts"]
@@ -269,7 +276,7 @@ def _methods(specs) -> dict[str, str | None]:
 
 
 def _cmd_evaluate(args) -> int:
-    from dilemmax.finetune.datasets import load_spec, paper_protocol_options, sft_grid
+    from dilemmax.finetune.datasets import load_spec, sft_grid
     from dilemmax.finetune.evaluate import evaluate_methods, table3, write_report
 
     _threads(args)
@@ -279,9 +286,7 @@ def _cmd_evaluate(args) -> int:
         _methods(args.adapter),
         num_episodes=args.episodes,
         seed=args.seed,
-        protocol_options=(
-            _assignments(args.protocol, "--protocol") if args.protocol else paper_protocol_options()
-        ),
+        protocol_options=_protocol_options(args, args.conditions),
         max_new_tokens=args.max_tokens,
         temperature=args.temperature,
         num_envs=args.envs,
@@ -343,7 +348,7 @@ def add_commands(subparsers) -> None:
     p.add_argument(
         "--protocol",
         action="append",
-        help="text protocol option key=value (default: the paper's SFT variant)",
+        help="text protocol option key=value, laid over the paper's SFT variant (e.g. brief=true)",
     )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_data)
@@ -404,7 +409,12 @@ def add_commands(subparsers) -> None:
     p.add_argument("--adapter", action="append", help="name=adapter folder (repeatable)")
     p.add_argument("--episodes", type=int, default=5, help="episodes per condition")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument(
+        "--protocol",
+        action="append",
+        help="text protocol option key=value, laid over the paper's SFT variant, or with "
+        "--conditions over the dataset's options",
+    )
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--envs", type=int, default=16, help="environments stepped together")

@@ -68,3 +68,27 @@ def test_adapter_specs():
     assert _methods(["sft=a/b", "rloo=c"]) == {"base": None, "sft": "a/b", "rloo": "c"}
     with pytest.raises(SystemExit, match="name=folder"):
         _methods(["no-equals"])
+
+
+def test_protocol_options_lay_over_the_papers_or_the_datasets(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from dilemmax.finetune.cli import _protocol_options
+    from dilemmax.finetune.datasets import DatasetSpec
+
+    args = parse("data", "out", "--protocol", "brief=true")
+    assert _protocol_options(args) == {
+        "utility_accounting": True,
+        "rationale": "steps",
+        "brief": True,
+    }
+    spec = asdict(DatasetSpec(protocol_options={"brief": True, "rationale": "steps"}))
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    args = parse("evaluate", "--model", "m", "--out", "o", "--protocol", "memory_rounds=2")
+    assert _protocol_options(args, str(tmp_path)) == {
+        "brief": True,
+        "rationale": "steps",
+        "memory_rounds": 2,
+    }
+    assert _protocol_options(parse("evaluate", "--model", "m", "--out", "o"))["utility_accounting"]

@@ -152,3 +152,22 @@ def test_load_spec_round_trips_and_gives_the_dataset_grid(tmp_path):
         "n=2 k=0.35 w_T=0.50 provenance=anonymous",
         "n=2 k=0.35 w_T=0.50 provenance=visible",
     )
+
+
+def test_brief_records_are_shorter_and_parse_to_the_target(small_records):
+    # The same episodes rendered with brief prompts (the compiled teacher program is reused).
+    options = {**SMALL_SPEC.protocol_options, "brief": True}
+    brief = build_records(
+        SMALL_SPEC.__class__(**{**SMALL_SPEC.__dict__, "protocol_options": options})
+    )
+    assert [r["state"] for r in brief] == [r["state"] for r in small_records]
+    assert [r["target"] for r in brief] == [r["target"] for r in small_records]
+    for short, full in zip(brief, small_records, strict=True):
+        chars = lambda r: sum(len(m["content"]) for m in r["prompt"])  # noqa: E731
+        assert chars(short) < 0.5 * chars(full)
+        protocol = protocol_for(short["num_agents"], short["protocol"])
+        assert protocol.brief
+        parsed = protocol.parse_reply(short["completion"][0]["content"], prompt_of(short))
+        assert parsed.valid and parsed.action == short["target"], parsed.error
+    replies = [r["completion"][0]["content"] for r in brief]
+    assert score_records(brief, replies)["reward"] == pytest.approx(1.0)

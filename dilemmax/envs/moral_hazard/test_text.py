@@ -296,3 +296,45 @@ def test_utility_accounting_and_rationale_structure(game2):
     assert rloo_reward(parsed, "ACTION LOCAL B", QUERY) == pytest.approx(0.05)
     plain = game2.env.text_protocol().render(work, "agent_0")
     assert "Utility accounting" not in plain and "FACTS:" not in plain
+
+
+def test_brief_prompts_keep_every_fact_in_a_fraction_of_the_text(game2):
+    full = game2.env.text_protocol(utility_accounting=True, rationale="steps")
+    brief = game2.env.text_protocol(utility_accounting=True, rationale="steps", brief="true")
+    work, note_stage, at_final = states(
+        game2, fixed_config(), (QUERY, local(B)), (note(1, C), NO_NOTE)
+    )
+    for state in (work, note_stage, at_final):
+        short = brief.system_prompt("agent_0") + brief.render(state, "agent_0")
+        long = full.system_prompt("agent_0") + full.render(state, "agent_0")
+        assert len(short) < 0.45 * len(long)
+    prompt = brief.render(work, "agent_0")
+    # Every utility with its label (best first), both local questions, the accounting numbers.
+    assert "Case 1 (yours), best first: B=12 D=9 C=7 A=3 | local: highest" in prompt
+    assert "Case 2 (Agent 2's), best first: C=13 A=10 D=5 B=2 | local: lowest" in prompt
+    for needle in ("local +0.175", "query -0.050", "final target +0.075", "team success +0.500"):
+        assert needle in prompt, needle
+    assert "ACTION LOCAL <A-D> or ACTION QUERY" in prompt and "FACTS:" in prompt
+    assert "Private" not in prompt and "Board" not in prompt
+    querier = brief.render(note_stage, "agent_0")
+    assert "Private: in Case 2, option C is unsafe." in querier
+    assert "NOTE CASE <number> UNSAFE <A-D> or NO NOTE" in querier and "Board" not in querier
+    assert "You answered local B." in brief.render(note_stage, "agent_1")
+    board = brief.render(at_final, "agent_1")
+    assert "Board (anonymous): NOTE CASE 2 UNSAFE C" in board and "FINAL <A-D>" in board
+    assert "You posted NOTE CASE 2 UNSAFE C." in brief.render(at_final, "agent_0")
+    # The parser is the same: brief and full prompts accept the same replies.
+    reply = "FACTS: x\nACCOUNTING: y\nDECISION: z\nFINAL A"
+    assert brief.parse(reply, at_final, "agent_1") == full.parse(reply, at_final, "agent_1")
+
+
+def test_brief_private_contract_and_option_check(game2):
+    brief = game2.env.text_protocol(brief=True)
+    (state,) = states(game2, fixed_config(reward="private", shares=(0.7, 0.3)))
+    prompt = brief.render(state, "agent_0")
+    assert "Pay (your payoff, share 0.700)" in prompt and "team success +0.700" in prompt
+    assert "local +0.350" in prompt and "query -0.100" in prompt
+    assert "FACTS" not in prompt  # no step rationale asked for without rationale="steps"
+    assert not game2.env.text_protocol(brief="false").brief
+    with pytest.raises(ValueError, match="brief must be true or false"):
+        game2.env.text_protocol(brief="maybe")

@@ -37,6 +37,13 @@ the move line, ``FACTS: ...``, ``ACCOUNTING: ...``, ``DECISION: ...`` (the paper
 format without printing it; these labels are the project's). :func:`rationale_structure_ok`
 checks a reply for it, and :func:`rloo_reward` gives the paper's 0.05 / 0.10 / 0.85 reward.
 
+Brief prompts (``brief=True``, off by default; the project's, not the paper's): the same facts a
+decision needs in a few lines and no rules text, for small models that must look facts up in
+their context (the tiny CPU fine-tuning demo). A brief prompt keeps every case's utilities
+(listed best first, each still named by its label) and local question, what each move adds to the
+payoff (the utility-accounting numbers), the agent's own moves and private answer, the board and
+the reply format; the system prompt shrinks to the seat and the goal. Parsing is unchanged.
+
 Every parser here is total (any exception becomes an invalid reply) and linear in the reply.
 """
 
@@ -86,6 +93,7 @@ class MoralHazardText(TextProtocol):
             as ``recovered``; still invalid).
         utility_accounting: add the utility-accounting block to work and final prompts.
         rationale: None, or "steps" to ask for the FACTS / ACCOUNTING / DECISION lines.
+        brief: short prompts with the same facts and no rules text (see the module docstring).
     """
 
     def __init__(
@@ -95,6 +103,7 @@ class MoralHazardText(TextProtocol):
         lenient: bool = True,
         utility_accounting: bool = False,
         rationale: str | None = None,
+        brief: bool = False,
     ):
         if rationale not in (None, "steps"):
             raise ValueError(f"rationale must be None or 'steps', got {rationale!r}")
@@ -108,6 +117,7 @@ class MoralHazardText(TextProtocol):
         self.lenient = bool(lenient)
         self.utility_accounting = bool(utility_accounting)
         self.rationale = rationale
+        self.brief = _flag(brief, "brief")
         self.rounds: dict[str, list[str]] = {a: [] for a in env.agents}
 
     # ------------------------------------------------------------------ prompts
@@ -115,6 +125,8 @@ class MoralHazardText(TextProtocol):
         n = self.env.num_agents
         i = self.env.agent_index[agent]
         s = (i + 1) % n
+        if self.brief:
+            return _brief_system(i, s, n)
         ring = " -> ".join(f"Agent {j + 1}" for j in range(n)) + " -> Agent 1"
         return "\n".join(
             [
@@ -150,6 +162,8 @@ class MoralHazardText(TextProtocol):
 
     def _render(self, state: MoralHazardState, agent: str, rounds: list[str]) -> str:
         i = self.env.agent_index[agent]
+        if self.brief:
+            return self._render_brief(state, i, rounds)
         stage = int(state.stage)
         n = self.env.num_agents
         header = f"=== Agent {i + 1} of {n} | stage: {c.STAGE_NAMES[stage].upper()} ==="
@@ -307,6 +321,96 @@ class MoralHazardText(TextProtocol):
             return f"Your move (final): reply FINAL <A-D> to pick an option of Case {i + 1}."
         return "The round is over; no move is expected."
 
+    # ------------------------------------------------------------ brief prompts
+    def _render_brief(self, state: MoralHazardState, i: int, rounds: list[str]) -> str:
+        """The brief prompt: header, payoff line, cases, own moves, board, memory, move format."""
+        stage = int(state.stage)
+        n = self.env.num_agents
+        lines = [f"Agent {i + 1} of {n} | {c.STAGE_NAMES[stage].upper()}", self._pay_line(state, i)]
+        lines += self._brief_cases(state, i)
+        lines += self._brief_history(state, i)
+        if stage >= c.FINAL:
+            lines.append(self._brief_board(state))
+        memory = rounds[-self.memory_rounds :] if self.memory_rounds else []
+        if memory:
+            lines += ["Earlier rounds:", *memory]
+        lines.append(self._brief_instruction(state, i))
+        if self.rationale == "steps" and self._needs_reply(state, i):
+            lines.append("Write FACTS:, ACCOUNTING: and DECISION: lines, then the move line.")
+        return "\n".join(lines)
+
+    def _pay_line(self, state: MoralHazardState, i: int) -> str:
+        """What each move adds to this agent's payoff: the utility-accounting numbers."""
+        cfg = state.config
+        n = self.env.num_agents
+        w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
+        if bool(cfg.private_reward):
+            share = float(cfg.shares[i])
+            whose, scale, team = f"your payoff, share {share:.3f}", 1.0, n * share * w_t
+        else:
+            whose, scale, team = "team score", 1.0 / n, w_t
+        return (
+            f"Pay ({whose}): local +{w_l * scale:.3f} | query -{k * scale:.3f} | "
+            f"final target +{w_f * scale:.3f} | team success +{team:.3f} (every pick a target)"
+        )
+
+    def _brief_cases(self, state: MoralHazardState, i: int) -> list[str]:
+        util = np.asarray(state.config.utilities)
+        question = np.asarray(state.config.question)
+        lines = []
+        for j in range(self.env.num_agents):
+            owner = "yours" if j == i else f"Agent {j + 1}'s"
+            best_first = sorted(range(c.NUM_OPTIONS), key=lambda x: -int(util[j, x]))
+            options = " ".join(f"{c.LABELS[x]}={util[j, x]}" for x in best_first)
+            ask = c.QUESTION_NAMES[int(question[j])]
+            lines.append(f"Case {j + 1} ({owner}), best first: {options} | local: {ask}")
+        return lines
+
+    def _brief_history(self, state: MoralHazardState, i: int) -> list[str]:
+        stage = int(state.stage)
+        if stage == c.WORK:
+            return []
+        s = (i + 1) % self.env.num_agents
+        if bool(state.queried[i]):
+            h = c.LABELS[int(state.config.unsafe[s])]
+            lines = [f"You queried. Private: in Case {s + 1}, option {h} is unsafe."]
+        elif bool(state.chose_local[i]):
+            lines = [f"You answered local {c.LABELS[int(state.local_label[i])]}."]
+        else:
+            lines = ["You made no valid work move."]
+        if stage >= c.FINAL and bool(state.queried[i]):
+            case = int(state.note_case[i])
+            posted = (
+                f"NOTE CASE {case + 1} UNSAFE {c.LABELS[int(state.note_option[i])]}"
+                if case >= 0
+                else "NO NOTE"
+            )
+            lines.append(f"You posted {posted}.")
+        if stage == c.DONE:
+            final = int(state.final_label[i])
+            lines.append(f"You picked {c.LABELS[final] if final >= 0 else 'nothing valid'}.")
+        return lines
+
+    def _brief_board(self, state: MoralHazardState) -> str:
+        board = self._board(state, 0)  # the same notes, order and provenance as the full prompt
+        notes = [line.strip() for line in board.split("\n")[1:]]
+        kind = "posters shown" if bool(state.config.provenance_visible) else "anonymous"
+        return f"Board ({kind}): " + " | ".join(notes)
+
+    def _brief_instruction(self, state: MoralHazardState, i: int) -> str:
+        stage = int(state.stage)
+        s = (i + 1) % self.env.num_agents
+        if stage == c.WORK:
+            unsafe_of = f"learn the unsafe option of Case {s + 1}"
+            return f"Move: ACTION LOCAL <A-D> or ACTION QUERY ({unsafe_of})"
+        if stage == c.NOTE:
+            if bool(state.queried[i]):
+                return "Move: NOTE CASE <number> UNSAFE <A-D> or NO NOTE"
+            return "Move: none (you did not query): NO NOTE"
+        if stage == c.FINAL:
+            return f"Move: FINAL <A-D> (an option of Case {i + 1})"
+        return "The round is over."
+
     # ------------------------------------------------------------------ parsing
     def needs_reply(self, state: MoralHazardState, agent: str) -> bool:
         """Whether ``agent`` has a real decision now (non-queriers have none at the note stage)."""
@@ -432,6 +536,28 @@ class MoralHazardText(TextProtocol):
     def clear_memory(self) -> None:
         for agent in self.rounds:
             self.rounds[agent].clear()
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A yes/no option given as a bool or as text ("true" / "false"); refuses anything else."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def _brief_system(i: int, s: int, n: int) -> str:
+    """The brief system prompt: the seat, the ring, the goal and the reply rule."""
+    return (
+        f"Team game, {n} agents in a ring. You are Agent {i + 1}, owner of Case {i + 1}; "
+        f"your successor Agent {s + 1} owns Case {s + 1}. Each case has one unsafe option its "
+        "owner cannot see; only the predecessor can query it. A case's target is its best "
+        "option that is not unsafe. Write the move on a line of its own."
+    )
 
 
 def _legal_row(stage: int, queried: bool, num_actions: int) -> tuple[int, ...]:
