@@ -249,6 +249,7 @@ def _cmd_reward(args) -> int:
         temperature=args.temperature,
         seed=args.seed,
         batch_size=args.batch,
+        samples=args.samples,
     )
     row = {
         "model": args.model,
@@ -390,12 +391,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--rloo-accum", type=int, default=rloo_defaults.grad_accum)
     p.set_defaults(func=_cmd_sft_rloo)
 
-    p = sub.add_parser("reward", help="mean RLOO reward of sampled replies on a split")
+    p = sub.add_parser("reward", help="mean RLOO reward (and its standard error) on a split")
     p.add_argument("--model", required=True)
     p.add_argument("--adapter")
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="heldout")
     p.add_argument("--max-records", type=int, default=0, help="an evenly spaced sample of N")
+    p.add_argument("--samples", type=int, default=1, help="sampled replies per prompt")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--batch", type=int, default=8)

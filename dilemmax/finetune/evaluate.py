@@ -224,12 +224,48 @@ def generate_replies(
 
 
 def reward_on_records(
-    model_path: str, adapter: str | None, records: Sequence[Mapping[str, Any]], **options
-) -> dict[str, float]:
-    """Mean RLOO reward (and each part) of one sampled reply per record."""
+    model_path: str,
+    adapter: str | None,
+    records: Sequence[Mapping[str, Any]],
+    samples: int = 1,
+    **options,
+) -> dict[str, Any]:
+    """Mean RLOO reward (and each part) of ``samples`` sampled replies per record, with the
+    standard error of the mean reward and the mean per stage (see :func:`reward_summary`)."""
     from dilemmax.finetune.common import load_model
-    from dilemmax.finetune.rewards import score_records
 
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
     model, tokenizer = load_model(model_path, adapter, trainable=False)
-    replies = generate_replies(model, tokenizer, records, **options)
-    return score_records(records, replies)
+    repeated = [r for r in records for _ in range(samples)]  # one prompt's samples side by side
+    replies = generate_replies(model, tokenizer, repeated, **options)
+    return reward_summary(repeated, replies, samples)
+
+
+def reward_summary(
+    records: Sequence[Mapping[str, Any]], replies: Sequence[str], samples: int = 1
+) -> dict[str, Any]:
+    """Means of each reward part over ``replies``, plus ``reward_se`` (the standard error of the
+    mean reward across prompts: each prompt's ``samples`` consecutive replies are averaged first,
+    so the samples of one prompt are not counted as independent), ``prompts``, ``samples`` and
+    ``per_stage`` (mean reward per decision stage)."""
+    from dilemmax.finetune.rewards import reply_rewards
+
+    parts = reply_rewards(records, replies)
+    means = {name: float(np.mean(values)) for name, values in parts.items()}
+    per_prompt = np.asarray(parts["reward"], dtype=float).reshape(-1, samples).mean(axis=1)
+    se = float(per_prompt.std(ddof=1) / np.sqrt(len(per_prompt))) if len(per_prompt) > 1 else 0.0
+    stages = [str(r.get("stage", "")) for r in records]
+    per_stage = {
+        stage: float(
+            np.mean([x for x, s in zip(parts["reward"], stages, strict=True) if s == stage])
+        )
+        for stage in dict.fromkeys(stages)
+    }
+    return {
+        **means,
+        "reward_se": se,
+        "prompts": len(per_prompt),
+        "samples": samples,
+        "per_stage": per_stage,
+    }

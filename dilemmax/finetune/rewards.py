@@ -117,15 +117,20 @@ def trl_reward_functions() -> list[Callable]:
     ]
 
 
-def score_records(records, replies: Sequence[str]) -> dict[str, float]:
-    """Mean of each part and of the total over ``records`` answered by ``replies``."""
+def reply_rewards(records, replies: Sequence[str]) -> dict[str, list[float]]:
+    """Each part and the total, per reply: ``{part name: [reward of reply j]}``, ``"reward"``
+    the sum of the parts (reply j answers ``records[j]``)."""
     columns = {k: [r[k] for r in records] for k in ("context", "num_agents", "target", "legal")}
     columns["protocol"] = [r.get("protocol", "{}") for r in records]
     parts = {fn.__name__: fn(list(replies), **columns) for fn in trl_reward_functions()}
+    parts["reward"] = [sum(values) for values in zip(*parts.values(), strict=True)]
+    return parts
+
+
+def score_records(records, replies: Sequence[str]) -> dict[str, float]:
+    """Mean of each part and of the total over ``records`` answered by ``replies``."""
     n = max(len(replies), 1)
-    means = {name: sum(values) / n for name, values in parts.items()}
-    means["reward"] = sum(means.values())
-    return means
+    return {name: sum(values) / n for name, values in reply_rewards(records, replies).items()}
 
 
 def check_records(records, num: int = 8) -> None:

@@ -37,3 +37,24 @@ def test_condition_table_and_report_files(tmp_path):
     assert json.loads(paths["json"].read_text())["sft"]["all"]["team_success"][0] == 0.65
     assert "## sft: per condition" in paths["table"].read_text()
     assert paths["plot"].stat().st_size > 1000
+
+
+def test_reward_summary_counts_prompts_not_samples(small_records):
+    import math
+
+    import pytest
+
+    from dilemmax.finetune.evaluate import reward_summary
+
+    first = small_records[:3]  # n = 2, episode 0: work (agent 1), work (agent 2), note (agent 1)
+    assert [r["stage"] for r in first] == ["work", "work", "note"]
+    teacher = [r["completion"][0]["content"] for r in first]
+    records = [r for r in first for _ in range(2)]
+    replies = [teacher[0], teacher[0], teacher[1], "no move", "", "NOTE CASE 9 UNSAFE A"]
+    got = reward_summary(records, replies, samples=2)
+    # per prompt: 1.0, 0.5, 0.0 -> mean 0.5, standard deviation 0.5 over 3 prompts
+    assert got["reward"] == pytest.approx(0.5)
+    assert got["reward_se"] == pytest.approx(0.5 / math.sqrt(3))
+    assert (got["prompts"], got["samples"]) == (3, 2)
+    assert got["format_reward"] == pytest.approx(0.05 * 3 / 6)
+    assert got["per_stage"] == pytest.approx({"work": 0.75, "note": 0.0})
