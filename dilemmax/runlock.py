@@ -69,8 +69,8 @@ class RunLock:
 
 
 def _holder(path: Path) -> str:
-    """"training (pid 12)" from the lock file's "training pid 12" (a file holding only "pid 12"
-    reads as "run (pid 12)")."""
+    """The holder as `training (pid 12)` from the lock file's `training pid 12` (a file with only
+    `pid 12` reads as `run (pid 12)`)."""
     try:
         text = path.read_text()[:80].split()
     except OSError:

@@ -155,7 +155,8 @@ def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, mon
     monkeypatch.setattr(llm_cli, "_model_client", scripted_client)
     out = tmp_path / "ablate"
     argv = ["redteam", "ablate", "--policy", "openai:m", "--ablations", "anonymous_one_shot",
-            "--episodes", "1", "--resamples", "100", "--no-progress", "--out", str(out)]  # fmt: skip
+            "--episodes", "1", "--resamples", "100", "--no-progress",
+            "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((out / "ablations.json").read_text())
     entry = report["ablations"]["anonymous_one_shot"]
