@@ -15,8 +15,8 @@ OUT=${1:-benchmarks/finetune/results/cpu_demo_brief}
 W=${2:-/tmp/ft_brief}
 CORE=${CORE-0}
 SFT_STEPS=${SFT_STEPS:-3000}
-RLOO_STEPS=${RLOO_STEPS:-60}
-RLOO_LR=${RLOO_LR:-2e-4}
+RLOO_STEPS=${RLOO_STEPS:-25}
+RLOO_LR=${RLOO_LR:-1e-4}
 EVAL_EPISODES=${EVAL_EPISODES:-100}
 SAMPLES=${SAMPLES:-4}
 mkdir -p "$OUT" "$W"
@@ -48,16 +48,18 @@ cp "$W/sft/checkpoint-$SFT_STEPS/trainer_state.json" "$OUT/sft_trainer_state.jso
 run python benchmarks/finetune/results/cpu_demo_brief/per_stage.py "$W/tiny" "$W/sft/adapter" \
   "$W/data" "$OUT/per_stage_sft.json" 30
 # 4. RLOO from the SFT adapter: K=5 samples at T=1.0, top-p 1.0, beta 0.03, 128 tokens (the
-#    paper's); demo overrides: 8 prompts (40 samples) per step, lr $RLOO_LR, $RLOO_STEPS steps
+#    paper's); demo overrides: 24 prompts (120 samples) per step, lr $RLOO_LR, dropout off,
+#    $RLOO_STEPS steps
 run dilemmax finetune rloo --model "$W/tiny" --adapter "$W/sft/adapter" --data "$W/data" \
-  --out "$W/sft_rloo" --steps "$RLOO_STEPS" --lr "$RLOO_LR" --batch 40 --accum 1 --warmup 5 \
-  --threads 1 --save-steps 20 --logging-steps 5
+  --out "$W/sft_rloo" --steps "$RLOO_STEPS" --lr "$RLOO_LR" --batch 120 --accum 1 --warmup 2 \
+  --threads 1 --save-steps 5 --logging-steps 5 --set disable_dropout=True
 cp "$W/sft_rloo/checkpoint-$RLOO_STEPS/trainer_state.json" "$OUT/rloo_trainer_state.json"
-# 5. mean RLOO reward on all 600 held-out prompts, $SAMPLES replies each at T=1.0
+# 5. mean RLOO reward on all 600 held-out prompts at T=1.0 ($SAMPLES replies each; the random
+#    base model, whose reward is 0, one reply each)
 for m in base sft sft_rloo; do
-  adapter=(); [ "$m" = base ] || adapter=(--adapter "$W/$m/adapter")
+  adapter=(); samples=1; [ "$m" = base ] || { adapter=(--adapter "$W/$m/adapter"); samples=$SAMPLES; }
   run dilemmax finetune reward --model "$W/tiny" "${adapter[@]}" --data "$W/data" \
-    --split heldout --samples "$SAMPLES" --threads 1 --json "$OUT/reward_$m.json"
+    --split heldout --samples "$samples" --batch 64 --threads 1 --json "$OUT/reward_$m.json"
 done
 # 6. play the trained condition with fresh cases (seed 7), greedy, every seat the same model
 run dilemmax finetune evaluate --model "$W/tiny" --adapter sft="$W/sft/adapter" \
