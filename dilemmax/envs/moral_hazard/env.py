@@ -52,38 +52,18 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 
+from dilemmax.envs import unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
-from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents, rotate
+from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
 from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
 from dilemmax.envs.options import check_env_options
 from dilemmax.envs.spaces import Box, Discrete
-
-
-def _mean_agents(x: jax.Array) -> jax.Array:
-    """float32[]: the mean of ``x`` (float32[n]) as an unrolled sum over the static agent axis.
-
-    A reduction over a short minor axis is a separate, slow kernel under ``vmap`` on XLA's CPU
-    backend; these additions fuse with the elementwise work around them. Summed left to right,
-    as the sequential reduction does, so the values are those of ``jnp.mean``.
-    """
-    total = x[0]
-    for i in range(1, x.shape[0]):
-        total = total + x[i]
-    return total / x.shape[0]
-
-
-def _all_agents(x: jax.Array) -> jax.Array:
-    """bool[]: ``jnp.all(x)`` over the static agent axis, unrolled (see :func:`_mean_agents`)."""
-    out = x[0]
-    for i in range(1, x.shape[0]):
-        out = out & x[i]
-    return out
 
 
 class MoralHazardEnv(MultiAgentEnv):
@@ -243,18 +223,18 @@ class MoralHazardEnv(MultiAgentEnv):
         targets = self.targets(next_state)
         points = self.local_points(next_state)
         # Successor / predecessor on the ring as static rotations (no gathers).
-        note_correct = (note_case == rotate(jnp.arange(n), 1)) & (
-            note_option == rotate(cfg.unsafe, 1)
+        note_correct = (note_case == unrolled.rotate(jnp.arange(n), 1)) & (
+            note_option == unrolled.rotate(cfg.unsafe, 1)
         )
         final_correct = final_label == targets
-        team = _all_agents(final_correct)
-        info = rotate(note_correct, -1) & final_correct
+        team = unrolled.all_(final_correct)
+        info = unrolled.rotate(note_correct, -1) & final_correct
         f32 = lambda x: x.astype(jnp.float32)
         score = (
-            cfg.w_local * _mean_agents(f32(points))
-            + cfg.w_final * _mean_agents(f32(final_correct))
+            cfg.w_local * unrolled.mean(f32(points))
+            + cfg.w_final * unrolled.mean(f32(final_correct))
             + cfg.w_team * f32(team)
-            - cfg.cost * _mean_agents(f32(queried))
+            - cfg.cost * unrolled.mean(f32(queried))
         )
         team_value = n * cfg.shares * cfg.w_team * f32(team)
         private = (
@@ -267,9 +247,9 @@ class MoralHazardEnv(MultiAgentEnv):
         # rewards: the work step settles L and Q, the final step settles F and T.
         work_private = cfg.w_local * f32(points) - cfg.cost * f32(queried)
         final_private = cfg.w_final * f32(final_correct) + team_value
-        work_team = jnp.full(n, _mean_agents(work_private))
+        work_team = jnp.full(n, unrolled.mean(work_private))
         final_team = jnp.full(
-            n, cfg.w_final * _mean_agents(f32(final_correct)) + cfg.w_team * f32(team)
+            n, cfg.w_final * unrolled.mean(f32(final_correct)) + cfg.w_team * f32(team)
         )
         work_reward = jnp.where(cfg.private_reward, work_private, work_team)
         final_reward = jnp.where(cfg.private_reward, final_private, final_team)

@@ -16,6 +16,7 @@ import numpy as np
 
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
+from dilemmax.envs.unrolled import first_argmax
 
 # ----------------------------------------------------------------------------------- cases
 
@@ -44,21 +45,6 @@ def _unsafe_option(utilities: jax.Array, mapping: jax.Array, draw: jax.Array) ->
         [first_argmax(utilities), first_argmax(-utilities)],
         draw,
     ).astype(jnp.int32)
-
-
-def first_argmax(x: jax.Array) -> jax.Array:
-    """int32[...]: ``jnp.argmax(x, -1)`` for a short last axis (the first maximum on ties).
-
-    Written as a max and a comparison per option, so under ``vmap`` it is a few elementwise
-    operations XLA fuses, not a variadic reduction.
-    """
-    best = x[..., 0]
-    index = jnp.zeros(x.shape[:-1], jnp.int32)
-    for j in range(1, x.shape[-1]):
-        better = x[..., j] > best
-        best = jnp.where(better, x[..., j], best)
-        index = jnp.where(better, j, index)
-    return index
 
 
 def utility_tuple(index: jax.Array) -> jax.Array:

@@ -38,6 +38,7 @@ from flax import struct
 
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.types import MoralHazardState
+from dilemmax.envs.unrolled import rotate
 
 CONTRACT_SIZE = 7
 
@@ -149,13 +150,6 @@ def ring_index(num_agents: int) -> np.ndarray:
     """int[n, n] (static): entry [i, d] is (i + d) mod n, agent i's ring offset d."""
     i = np.arange(num_agents)
     return (i[:, None] + i[None, :]) % num_agents
-
-
-def rotate(x: jax.Array, shift: int) -> jax.Array:
-    """``x[(arange(n) + shift) % n]`` along the first axis for a static ``shift``: entry d is
-    ring offset d from seat ``shift`` (two slices and a concatenation, no gather)."""
-    shift %= x.shape[0]
-    return jnp.concatenate([x[shift:], x[:shift]], axis=0) if shift else x
 
 
 def encode_all(state: MoralHazardState) -> jax.Array:
