@@ -16,6 +16,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from dilemmax.envs import fastrandom
+
 # The k-th legal action is found by a binary search over a bit-packed mask (below), which needs
 # the whole action space in one uint32.
 MAX_PACKED_ACTIONS = 32
@@ -39,7 +41,7 @@ def uniform_legal_actions(key: jax.Array, masks: dict[str, jax.Array]) -> dict[s
     """
     agents = list(masks)
     stacked = jnp.stack([masks[a] for a in agents], axis=-2)  # bool[..., n, A]
-    bits = jax.random.bits(key, stacked.shape[:-1], jnp.uint32)
+    bits = fastrandom.bits(key, stacked.shape[:-1])  # jax.random.bits, unrolled
     if stacked.shape[-1] > MAX_PACKED_ACTIONS:
         count = jnp.sum(stacked, axis=-1, dtype=jnp.uint32)
         k = bits % jnp.maximum(count, 1)

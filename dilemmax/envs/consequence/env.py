@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from dilemmax.envs import unrolled
+from dilemmax.envs import fastrandom, unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout, typed_key
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
@@ -137,7 +137,7 @@ class ConsequenceEnv(MultiAgentEnv):
         grid, uniform rule of ``self.rules``, uniform seat order), with one draw instead of
         three keys' worth.
         """
-        bits = jax.random.bits(typed_key(key), (2,), jnp.uint32)
+        bits = fastrandom.bits(typed_key(key), (2,))  # = jax.random.bits, unrolled
         config = generator.config_from_bits(
             bits[0], self.total_resources, self.num_agents, self.rules
         )
@@ -151,7 +151,7 @@ class ConsequenceEnv(MultiAgentEnv):
                 f"config has {config.resources.shape[-1]} resource levels for "
                 f"{self.num_agents} agents"
             )
-        bits = jax.random.bits(typed_key(key), (), jnp.uint32)
+        bits = fastrandom.bits(typed_key(key), ())
         return self._start(config, self._seat_ranks(key, bits))
 
     def _seat_ranks(self, key: jax.Array, bits: jax.Array) -> jax.Array:
@@ -378,6 +378,14 @@ class ConsequenceEnv(MultiAgentEnv):
 
     def observation_matrix(self, state: ConsequenceState) -> jax.Array:
         """int32[n, D]: row i is agent i's observation (layout in ``constants``)."""
+        return jnp.stack(self.observation_rows(state))
+
+    def observation_rows(self, state: ConsequenceState) -> list[jax.Array]:
+        """[int32[D]] * n: agent i's observation (layout in ``constants``).
+
+        Each row is its own concatenation, the seats read at static ring offsets, so under vmap
+        an agent's observation is one fused computation (no [n, D] matrix to slice).
+        """
         n = self.num_agents
         shortfall = jnp.maximum(state.config.threshold - state.fund, 0)
         phase = jnp.where(state.done, C.PHASE_FINISHED, state.phase)
@@ -387,24 +395,21 @@ class ConsequenceEnv(MultiAgentEnv):
         ).astype(jnp.int32)  # fmt: skip
         rule = jax.nn.one_hot(self.rule_token(state), C.NUM_RULE_TOKENS, dtype=jnp.int32)
         contributed = unrolled.total(state.contributions.T)
-        # Row i lists seats i, i + 1, ... (static rotations, no gather).
-        ring = lambda x: jnp.stack([unrolled.rotate(x, i) for i in range(n)])
-        rows = jnp.concatenate(
-            [
-                jnp.broadcast_to(scalars, (n, C.OBS_FIXED)),
-                ring(state.resources),
-                ring(state.alive.astype(jnp.int32)),
-                ring(contributed),
-                jnp.broadcast_to(rule, (n, C.NUM_RULE_TOKENS)),
-            ],
-            axis=1,
-        )
-        # Clipping keeps hand-made configs larger than W inside the declared Box.
-        return jnp.clip(rows, 0, self._obs_high).astype(jnp.int32)
+        alive = state.alive.astype(jnp.int32)
+        # Clipping keeps hand-made configs larger than W inside the declared Box. It is applied
+        # block by block (the same values) so that each row stays a plain concatenation, which
+        # XLA can fuse into whatever consumes it.
+        clip = lambda x: jnp.clip(x, 0, self._obs_high).astype(jnp.int32)
+        scalars, rule = clip(scalars), clip(rule)
+        seat_blocks = [clip(x) for x in (state.resources, alive, contributed)]
+        # Row i lists seats i, i + 1, ..., wrapping round.
+        return [
+            jnp.concatenate([scalars, *(unrolled.rotate(x, i) for x in seat_blocks), rule])
+            for i in range(n)
+        ]
 
     def get_obs(self, state: ConsequenceState) -> dict[str, jax.Array]:
-        rows = self.observation_matrix(state)
-        return {a: rows[i] for i, a in enumerate(self.agents)}
+        return dict(zip(self.agents, self.observation_rows(state), strict=True))
 
     # ------------------------------------------------------------------ around the dynamics
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
@@ -440,7 +445,8 @@ def _pick_uniform(key: jax.Array, candidates: jax.Array) -> jax.Array:
     """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none)."""
     count = unrolled.total(candidates)
     # One uniform draw picks the k-th candidate, k uniform in 0..count - 1.
-    k = jnp.minimum(jnp.floor(jax.random.uniform(key) * count), count - 1).astype(jnp.int32)
+    u = fastrandom.uniform(typed_key(key))  # = jax.random.uniform(key), unrolled
+    k = jnp.minimum(jnp.floor(u * count), count - 1).astype(jnp.int32)
     return candidates & (unrolled.cumsum(candidates) - 1 == k)
 
 

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs import fastrandom
+from dilemmax.envs.base import typed_key
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.types import ConsequenceConfig
 
@@ -128,7 +130,8 @@ def sample_config(
     Args:
         rules: the rule ids to draw from (all five by default).
     """
-    return config_from_bits(jax.random.bits(key, (), jnp.uint32), total, num_agents, rules)
+    word = fastrandom.bits(typed_key(key), ())  # = jax.random.bits, unrolled
+    return config_from_bits(word, total, num_agents, rules)
 
 
 def config_from_bits(

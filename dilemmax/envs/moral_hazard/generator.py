@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs import fastrandom
+from dilemmax.envs.base import typed_key
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
 from dilemmax.envs.unrolled import first_argmax
@@ -102,7 +104,7 @@ def sample_cases(
         unsafe int32[n]: the highest- or lowest-utility option, or under the uninformative
             mapping a label uniform over A-D independent of the utilities.
     """
-    bits = jax.random.bits(key, (num_agents,), jnp.uint32)
+    bits = fastrandom.bits(typed_key(key), (num_agents,))  # = jax.random.bits, unrolled
     return cases_from_bits(bits, mapping)
 
 
