@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from dilemmax.envs import fastrandom
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space, jaxmarl_space
 
@@ -50,13 +49,13 @@ def subkey(key: jax.Array, index: int) -> jax.Array:
 
     With the default threefry implementation and ``jax_threefry_partitionable`` (JAX's default),
     the i-th key of a split is one hash of ``(0, i)``, which is exactly ``fold_in(key, i)``; a
-    batch then pays one hash per subkey it uses instead of both (unrolled, see
-    :mod:`dilemmax.envs.fastrandom`). Other implementations and settings get the split itself.
+    batch then pays one hash per subkey it uses instead of both. Other implementations and
+    settings get the split itself.
     """
     key = typed_key(key)
     threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
     if threefry and jax.config.jax_threefry_partitionable:
-        return fastrandom.fold_in(key, index)
+        return jax.random.fold_in(key, index)
     return jax.random.split(key)[index]
 
 

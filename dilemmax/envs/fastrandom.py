@@ -1,13 +1,17 @@
-"""``jax.random.bits`` and ``jax.random.fold_in`` for threefry keys, with the hash unrolled.
+"""``jax.random.bits`` for threefry keys, with the hash unrolled.
 
 On CPU, JAX lowers the threefry hash as a five-iteration loop (to keep compile times small),
 so every draw is a loop of separate kernels over the batch. At 65,536 envs that loop costs
-more than a whole env step of the fast games. These functions compute the same numbers (the
+more than a whole env step of the fast games. :func:`bits` computes the same numbers (the
 Threefry-2x32 hash with 20 rounds, the counters JAX uses with ``jax_threefry_partitionable``,
 its default) as straight-line elementwise code, which XLA fuses into one kernel.
 
 Keys of other implementations, or the non-partitionable threefry setting, go to
-``jax.random`` itself, so every result equals what ``jax.random`` would return.
+``jax.random`` itself, so every result equals what ``jax.random.bits`` would return.
+
+Used where a batch draws a few words per env (the resets of the fast games, the benchmark's
+random actions). Deriving keys (``fold_in``) the same way measured slower in context: XLA then
+fuses the hash into several consumers and computes it more than once.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ def _unrolled_ok(key: jax.Array) -> bool:
     return threefry and jax.config.jax_threefry_partitionable
 
 
+def _once(x: jax.Array) -> jax.Array:
+    """``x``, computed once: without the barrier XLA may fuse the ~100-operation hash into
+    every consumer of its result and compute it many times over."""
+    return jax.lax.optimization_barrier(x)
+
+
 def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """uint32[shape]: ``jax.random.bits(key, shape, jnp.uint32)``."""
     key = _typed(key)
@@ -64,26 +74,4 @@ def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     # Element j hashes the 64-bit counter j, split as (high word 0, low word j).
     counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
     high, low = threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
-    return high ^ low
-
-
-def fold_in(key: jax.Array, data: int) -> jax.Array:
-    """``jax.random.fold_in(key, data)`` (a typed key) for a static int ``data``."""
-    key = _typed(key)
-    if not _unrolled_ok(key) or not 0 <= data < 2**32:
-        return jax.random.fold_in(key, data)
-    raw = jax.random.key_data(key)
-    high, low = threefry2x32(raw[0], raw[1], np.uint32(0), np.uint32(data))
-    return jax.random.wrap_key_data(jnp.stack([high, low]), impl=jax.random.key_impl(key))
-
-
-def uniform(key: jax.Array) -> jax.Array:
-    """float32[]: ``jax.random.uniform(key)``, in [0, 1)."""
-    key = _typed(key)
-    if not _unrolled_ok(key):
-        return jax.random.uniform(key)
-    word = bits(key, ())
-    # 23 random mantissa bits under the exponent of 1.0 give a float in [1, 2).
-    one = np.array(1.0, np.float32).view(np.uint32)
-    floats = jax.lax.bitcast_convert_type((word >> np.uint32(9)) | one, jnp.float32) - 1.0
-    return jnp.maximum(jnp.float32(0.0), floats)
+    return _once(high ^ low)

@@ -445,7 +445,7 @@ def _pick_uniform(key: jax.Array, candidates: jax.Array) -> jax.Array:
     """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none)."""
     count = unrolled.total(candidates)
     # One uniform draw picks the k-th candidate, k uniform in 0..count - 1.
-    u = fastrandom.uniform(typed_key(key))  # = jax.random.uniform(key), unrolled
+    u = jax.random.uniform(key)
     k = jnp.minimum(jnp.floor(u * count), count - 1).astype(jnp.int32)
     return candidates & (unrolled.cumsum(candidates) - 1 == k)
 
