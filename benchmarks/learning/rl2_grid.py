@@ -99,7 +99,8 @@ def cost_line(name: str, run_dir: Path, config: TrainConfig) -> str:
         f"configured), {cost['seconds'] / 60:.1f} min of chunks, median "
         f"{cost['median_sps']:.0f} env-steps/s; {config.num_envs} envs x {config.num_steps} "
         f"steps, {config.update_epochs} epochs x {config.num_minibatches} minibatches, lr "
-        f"{config.lr}, recurrent {config.recurrent} (GRU {config.gru_hidden})."
+        f"{config.lr}, "
+        + (f"recurrent (GRU {config.gru_hidden})." if config.recurrent else "feed-forward.")
     )
 
 
