@@ -27,8 +27,9 @@ import numpy as np
 
 from dilemmax.agents.policy import is_jittable, reset_policy
 from dilemmax.envs.base import MultiAgentEnv, Rollout
-from dilemmax.envs.rollout import (
+from dilemmax.envs.rollout import (  # PolicyError: re-exported, raised on both paths
     Observation,
+    PolicyError,
     initial_carries,
     is_carried,
     record_step,
@@ -221,10 +222,6 @@ class Arena:
                 action = policy(keys[i], view)
             actions[agent] = policy_action(action, agent)
         return actions
-
-
-class PolicyError(TypeError):
-    """A policy returned something that is not an action."""
 
 
 def policy_action(action: Any, agent: str) -> jax.Array:

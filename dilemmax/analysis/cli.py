@@ -114,6 +114,7 @@ def _cmd_play_model(args) -> int:
     from dilemmax.llm import cli as llm_cli
     from dilemmax.llm.client import FatalClientError
     from dilemmax.llm.transcript import Transcript, TranscriptMismatch
+    from dilemmax.runlock import RunLock
 
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     try:
@@ -141,7 +142,7 @@ def _cmd_play_model(args) -> int:
     total = len(contexts) * len(args.rules) * args.episodes
     try:
         with contextlib.ExitStack() as stack:
-            out.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(RunLock(out, "play"))
             transcript = stack.enter_context(
                 Transcript(out / "transcript.jsonl", identity, resume=args.resume)
             )
@@ -184,9 +185,21 @@ def _cmd_gap(args) -> int:
     return 0
 
 
-def _cmd_ablate(args) -> int:
+def _write_ablations(report: dict, out: Path) -> None:
     from dilemmax.analysis import ablations as A
     from dilemmax.analysis.figures import write_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ablations.json").write_text(json.dumps(report, indent=1))
+    header, rows = A.ablation_table(report)
+    write_table(out / "ablations", header, rows)
+    print(f"written {out}")
+
+
+def _cmd_ablate(args) -> int:
+    if args.policy.startswith(MODEL_KINDS):
+        return _cmd_ablate_model(args)
+    from dilemmax.analysis import ablations as A
     from dilemmax.analysis.populations import resolve_policy
 
     play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
@@ -198,12 +211,65 @@ def _cmd_ablate(args) -> int:
         seed=args.seed,
         num_resamples=args.resamples,
     )
+    _write_ablations(report, Path(args.out))
+    return 0
+
+
+def _cmd_ablate_model(args) -> int:
+    """Prompt ablations of a language model (seated everywhere) through batched play; ``--out``
+    holds ``transcript.jsonl`` (every call, one part per arm and rule; ``--resume`` continues
+    it), ``ablations.json`` and the table."""
+    import contextlib
+    import sys
+
+    from tqdm import tqdm
+
+    from dilemmax.analysis import ablations as A
+    from dilemmax.analysis.populations import llm_ablation_play
+    from dilemmax.llm import cli as llm_cli
+    from dilemmax.llm.client import FatalClientError
+    from dilemmax.llm.transcript import Transcript, TranscriptMismatch
+    from dilemmax.runlock import RunLock
+
+    try:
+        if args.episodes < 1 or args.envs < 1:
+            raise llm_cli.UsageError("--episodes and --envs must be >= 1")
+        rules = list(args.rules)
+        seat = llm_cli.build_seat(args.policy, None, args, {})
+    except (llm_cli.UsageError, ValueError, TypeError) as error:
+        print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
+        return 2
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ablations.json").write_text(json.dumps(report, indent=1))
-    header, rows = A.ablation_table(report)
-    write_table(out / "ablations", header, rows)
-    print(f"written {out}")
+    contexts = A.ablation_contexts()
+    arms = {arm for name in args.ablations for arm in A.ABLATIONS[name]}
+    identity = {
+        "command": "redteam ablate",
+        "policy": args.policy,
+        "ablations": list(args.ablations),
+        "rules": rules,
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+    }
+    total = len(arms) * len(rules) * len(contexts) * args.episodes
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(RunLock(out, "ablation"))
+            transcript = stack.enter_context(
+                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+            )
+            bar = stack.enter_context(
+                tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
+            )
+            play = llm_ablation_play(lambda env, arm, rule: seat, args.envs, transcript, bar)
+            report = A.run_ablations(
+                play, args.ablations, rules, contexts, args.episodes, args.seed, args.resamples
+            )
+    except (llm_cli.UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
+        print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
+        return 2
+    report["policy"] = args.policy
+    _write_ablations(report, out)
     return 0
 
 
@@ -289,13 +355,23 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=_cmd_gap)
 
     p = sub.add_parser("ablate", help="named vs anonymous, neutral wording, goal frames")
-    p.add_argument("--policy", required=True)
+    p.add_argument(
+        "--policy",
+        required=True,
+        help="scripted name, reference[@EPS], a trained run folder, or a language model "
+        "(openai:<model>, hf:<model folder>[,adapter=<folder>]) seated in every position",
+    )
     p.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
-    p.add_argument("--rules", nargs="+", default=["RP", "PP"])
+    p.add_argument("--rules", nargs="+", default=["RP", "PP"], choices=RULE_NAMES)
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--resamples", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="folder: ablations.json, the table, transcript")
+    model = p.add_argument_group("language-model populations (openai: / hf: policies)")
+    model.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    model.add_argument("--resume", action="store_true", help="continue the run in --out")
+    model.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_arguments(model)
     p.set_defaults(func=_cmd_ablate)
 
     p = sub.add_parser("certify", help="certified rule region and safety case")

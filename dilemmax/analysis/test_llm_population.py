@@ -135,3 +135,41 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
     assert main(argv + ["--resume"]) == 0 and not clients[-1].calls  # all replayed
     assert main(argv[:-2] + ["--protocol", "goal=bogus", "--out", str(tmp_path / "x")]) == 2
     assert "goal" in capsys.readouterr().err
+
+
+def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, monkeypatch, capsys):
+    """``dilemmax redteam ablate --policy openai:...``: every arm's prompt reaches the model, the
+    report is written, a second writer of the same folder is refused, ``--resume`` replays."""
+    import json
+
+    from dilemmax.cli import main
+    from dilemmax.llm import cli as llm_cli
+    from dilemmax.runlock import RunLock
+
+    clients = []
+
+    def scripted_client(kind, target, options, args):
+        clients.append(ScriptedClient(lambda request: "CONTRIBUTION: 0"))
+        return clients[-1]
+
+    monkeypatch.setattr(llm_cli, "_model_client", scripted_client)
+    out = tmp_path / "ablate"
+    argv = ["redteam", "ablate", "--policy", "openai:m", "--ablations", "anonymous_one_shot",
+            "--episodes", "1", "--resamples", "100", "--no-progress",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((out / "ablations.json").read_text())
+    entry = report["ablations"]["anonymous_one_shot"]
+    # Contributing nothing one-shot: RP and PP each eliminate one of three in both arms.
+    assert entry["differences"]["fatality"]["RP"]["control"] == pytest.approx(1 / 3)
+    assert report["policy"] == "openai:m" and (out / "ablations.md").exists()
+    prompts = [last_user_message(c) for c in clients[0].calls]
+    assert any("poorest" in p for p in prompts) and not all("poorest" in p for p in prompts)
+    assert main(argv) == 2 and "--resume" in capsys.readouterr().err
+    with RunLock(out):  # another process holds the folder
+        assert main(argv + ["--resume"]) == 2
+    assert "in use by another" in capsys.readouterr().err
+    assert main(argv + ["--resume"]) == 0 and not clients[-1].calls  # every call replayed
+    with pytest.raises(SystemExit):  # argparse names the legal rules
+        main(argv[:-2] + ["--out", str(tmp_path / "x"), "--rules", "XX"])
+    assert "invalid choice: 'XX'" in capsys.readouterr().err

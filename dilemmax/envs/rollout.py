@@ -13,11 +13,13 @@ seat's action, all rewards and whether a trial ended, so the memory spans the ep
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
@@ -84,6 +86,28 @@ def initial_carries(policies: list) -> list:
     return [p.initial_carry() if is_carried(p) else () for p in policies]
 
 
+class PolicyError(TypeError):
+    """A policy returned something that is not an action."""
+
+
+def traced_action(action, agent: str) -> jax.Array:
+    """int32[] of a jittable policy's action (a traced value), or :class:`PolicyError` naming
+    the seat.
+
+    Inside JAX only the type is known, so the check is on dtype and shape: an integer with one
+    element passes (its value, even out of range, is the env's to judge); None, floats, bools
+    and other shapes are refused, since casting them would play a move nobody chose.
+    """
+    dtype, size = None, 0
+    if action is not None and not isinstance(action, str | bytes):  # result_type(None): float
+        with contextlib.suppress(Exception):  # not an array-like at all (an object): refused
+            dtype, size = jnp.result_type(action), int(np.prod(jnp.shape(action)))
+    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or size != 1:
+        what = f"{dtype}{list(jnp.shape(action))}" if dtype is not None else repr(action)[:60]
+        raise PolicyError(f"the policy of seat {agent} returned {what}; expected an integer action")
+    return jnp.reshape(action, ()).astype(jnp.int32)
+
+
 def act_carried(
     env: MultiAgentEnv, policies: list, key: jax.Array, obs, state, carries: list
 ) -> tuple[dict, list]:
@@ -96,7 +120,7 @@ def act_carried(
             action, carry = policy.step(carry, k, views[agent])
         else:
             action = policy(k, views[agent])
-        actions[agent] = jnp.asarray(action, jnp.int32)
+        actions[agent] = traced_action(action, agent)
         new.append(carry)
     return actions, new
 
@@ -117,7 +141,7 @@ def act(env: MultiAgentEnv, policies: list[PolicyFn], key: jax.Array, obs, state
     views = observations_for(env, obs, state)
     keys = jax.random.split(key, env.num_agents)
     return {
-        agent: jnp.asarray(policy(k, views[agent]), jnp.int32)
+        agent: traced_action(policy(k, views[agent]), agent)
         for agent, policy, k in zip(env.agents, policies, keys, strict=True)
     }
 

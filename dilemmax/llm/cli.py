@@ -21,9 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-class UsageError(Exception):
-    """A mistake in the command line: reported on one line, exit status 2."""
+from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
+from dilemmax.runlock import RunLock
 
 
 # --------------------------------------------------------------------------- seats
@@ -196,20 +195,6 @@ def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, lis
 
 
 # --------------------------------------------------------------------------- the command
-@contextlib.contextmanager
-def _locked(out: Path):
-    """An exclusive lock on the run folder: a second writer is refused, not interleaved."""
-    import fcntl
-
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as error:
-            raise UsageError(f"{out} is in use by another run") from error
-        yield
-
-
 def _identity(args, options, protocol_options, specs) -> dict:
     return {
         "env": args.env,
@@ -270,7 +255,7 @@ def _play(args) -> int:
     with contextlib.ExitStack() as stack:
         transcript = None
         if out is not None:
-            stack.enter_context(_locked(out))
+            stack.enter_context(RunLock(out, "play"))
             transcript = stack.enter_context(
                 Transcript(out / "transcript.jsonl", identity, resume=args.resume)
             )

@@ -26,7 +26,6 @@ state, so the last checkpoint is the last good one.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -39,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.errors import UsageError
+from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
 from dilemmax.train import checkpoint
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.ppo import RunnerState, Trainer
@@ -48,69 +47,11 @@ from dilemmax.train.sharding import data_mesh, place, runner_shardings
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "curve.png"
-LOCK_FILE = ".lock"
 _DISPLAY_FIELDS = ("progress",)
-
-
-class RunFolderError(UsageError, RuntimeError):
-    """A run folder that cannot be used as asked (in use, no config to resume, ...)."""
 
 
 class TrainingDiverged(RuntimeError):
     """A loss or parameter became NaN or infinite; the last good checkpoint is kept."""
-
-
-class RunLock:
-    """An exclusive lock on a run folder, held while training writes into it.
-
-    An ``fcntl.flock`` on ``<run>/.lock``: the OS drops it when the holding process exits, however
-    it exits, so the file a killed run leaves behind is no obstacle. The file records the
-    holder's pid for the refusal message. Platforms without ``fcntl`` get no locking.
-    """
-
-    def __init__(self, run_dir: str | Path):
-        self.path = Path(run_dir) / LOCK_FILE
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
-            raise RunFolderError(
-                f"{self.path.parent} is in use by another training ({_holder(self.path)}); "
-                "wait for it to finish or choose another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}\n".encode())
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock; the file stays (harmless)
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip()[:40] or "pid unknown"
-    except OSError:
-        return "pid unknown"
 
 
 def read_records(path: Path, warn=print) -> list[dict]:
@@ -308,7 +249,7 @@ class TrainingRun:
     def train(self, resume: bool = False, max_chunks: int | None = None) -> RunnerState:
         """Trains to ``config.num_chunks`` chunks (or ``max_chunks`` more, to test crashes),
         holding the folder's lock throughout (:class:`RunFolderError` if another run holds it)."""
-        with RunLock(self.dir):
+        with RunLock(self.dir, "training"):
             return self._train(resume, max_chunks)
 
     def _train(self, resume: bool, max_chunks: int | None) -> RunnerState:

@@ -32,8 +32,8 @@ from dilemmax.train.run import (
 # ----------------------------------------------------------------------------- the lock
 def test_second_writer_is_refused_while_the_first_holds_the_folder(tmp_path):
     busy = r"in use by another training \(pid \d+\)"
-    with RunLock(tmp_path), pytest.raises(RunFolderError, match=busy):
-        RunLock(tmp_path).acquire()
+    with RunLock(tmp_path, "training"), pytest.raises(RunFolderError, match=busy):
+        RunLock(tmp_path, "play").acquire()
     RunLock(tmp_path).acquire().release()  # free again once released
 
 

@@ -3,6 +3,8 @@ truncated into real ones), and a finished episode stays frozen under ``step_env`
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -135,3 +137,23 @@ def test_arena_names_the_seat_whose_python_policy_returns_none():
     with pytest.raises(PolicyError, match="seat agent_1 returned None"):
         arena.run(jax.random.key(0), 1)
     assert int(policy_action(np.int64(7), "agent_0")) == 7  # out of range: the env flags it
+
+
+@pytest.mark.parametrize(
+    "returned, named",
+    [(lambda k: None, "None"), (lambda k: jnp.float32(1.0), "float32"),
+     (lambda k: jnp.zeros(2, jnp.int32), "int32[2]"), (lambda k: jnp.bool_(True), "bool")],
+)  # fmt: skip
+def test_arena_names_the_seat_whose_jittable_policy_returns_no_action(returned, named):
+    """The JAX path (every seat jittable, all episodes in one program) checks the traced type:
+    the error names the seat and what came back, instead of a cast or a tracing error."""
+    from dilemmax.agents.policy import GENERIC_POLICIES
+
+    env = dilemmax.make("toy")
+    arena = Arena(env, {"agent_0": GENERIC_POLICIES["random"], "agent_1": lambda k, o: returned(k)})
+    with pytest.raises(PolicyError, match=f"seat agent_1 returned {re.escape(named)}"):
+        arena.run(jax.random.key(0), 1)
+    # One-element integer arrays of any width are actions.
+    fine = Arena(env, {"agent_0": GENERIC_POLICIES["random"],
+                       "agent_1": lambda k, o: jnp.zeros((1,), jnp.int8)})  # fmt: skip
+    assert fine.run(jax.random.key(0), 1).metrics
