@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from timing import load, machine, report, time_compiled
+from timing import load, machine, report, time_compiled, uniform_legal_actions
 
 from dilemmax.envs.consequence.env import ConsequenceEnv
 
@@ -25,10 +25,9 @@ RESULTS = Path(__file__).parent / "results" / "consequence.md"
 
 
 def random_actions(env: ConsequenceEnv, key: jax.Array, state) -> dict[str, jax.Array]:
-    """Uniform legal actions of every agent of one env."""
+    """Uniform legal actions of every agent of one env (one uint32 each)."""
     mask = env.legal_actions(state)
-    choice = jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf), axis=-1)
-    return {a: choice[i].astype(jnp.int32) for i, a in enumerate(env.agents)}
+    return uniform_legal_actions(key, {a: mask[i] for i, a in enumerate(env.agents)})
 
 
 def make_runner(env: ConsequenceEnv, num_envs: int, num_steps: int, auto_reset: bool):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from timing import load, machine, report, time_compiled
+from timing import load, machine, report, time_compiled, uniform_legal_actions
 
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.wrappers.vec import VecEnv
@@ -33,11 +33,7 @@ MODES = ("vmap_step", "vecenv", "vmap_step_env")
 
 def uniform_legal(env: MoralHazardEnv, key: jax.Array, masks: dict) -> dict:
     """One uniformly drawn legal action per agent; ``masks`` may carry a batch axis."""
-    keys = jax.random.split(key, env.num_agents)
-    return {
-        a: jax.random.categorical(k, jnp.where(masks[a], 0.0, -jnp.inf), axis=-1).astype(jnp.int32)
-        for a, k in zip(env.agents, keys, strict=True)
-    }
+    return uniform_legal_actions(key, {a: masks[a] for a in env.agents})
 
 
 def consumed(obs: dict, rewards: dict) -> jax.Array:
@@ -131,8 +127,8 @@ def main() -> None:
             f"{args.steps} scanned steps per call (one env-step = one joint action of all n "
             f"agents; an episode is 3 env-steps), best of {args.repeats} calls, compilation "
             "excluded (its seconds are the last column, per mode), observations and rewards "
-            "summed into the carry. Drawing the uniform legal actions (one categorical per "
-            "agent over all 11 + 4n actions) is part of each step's cost.",
+            "summed into the carry. Drawing the uniform legal actions (one uint32 per "
+            "agent, see `timing.uniform_legal_actions`) is part of each step's cost.",
             "",
             "| n | parallel envs | vmap(env.step) steps/s | VecEnv steps/s | "
             "vmap(env.step_env) steps/s | compile s |",

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import load, machine, peak_rss_mib  # noqa: E402
+from timing import load, machine, peak_rss_mib, uniform_legal_actions  # noqa: E402
 
 import dilemmax  # noqa: E402
 from dilemmax.wrappers.vec import VecEnv  # noqa: E402
@@ -45,13 +45,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def random_legal_actions(env, key: jax.Array, masks: dict) -> dict:
-    """agent -> int32[N]: a uniformly random legal action per agent and env (one draw of bits)."""
-    first = masks[env.agents[0]]
-    scores = jax.random.uniform(key, (env.num_agents,) + first.shape)
-    return {
-        a: jnp.argmax(jnp.where(masks[a], scores[i], -1.0), axis=-1).astype(jnp.int32)
-        for i, a in enumerate(env.agents)
-    }
+    """agent -> int32[N]: a uniformly random legal action per agent and env (one uint32 each;
+    see :func:`timing.uniform_legal_actions`)."""
+    return uniform_legal_actions(key, {a: masks[a] for a in env.agents})
 
 
 def stagger(env, state, key: jax.Array):

@@ -44,6 +44,21 @@ def typed_key(key: jax.Array) -> jax.Array:
     return jax.random.wrap_key_data(key)
 
 
+def subkey(key: jax.Array, index: int) -> jax.Array:
+    """``jax.random.split(key)[index]`` (a typed key), computing only that subkey.
+
+    With the default threefry implementation and ``jax_threefry_partitionable`` (JAX's default),
+    the i-th key of a split is one hash of ``(0, i)``, which is exactly ``fold_in(key, i)``; a
+    batch then pays one hash per subkey it uses instead of both. Other implementations and
+    settings get the split itself.
+    """
+    key = typed_key(key)
+    threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
+    if threefry and jax.config.jax_threefry_partitionable:
+        return jax.random.fold_in(key, index)
+    return jax.random.split(key)[index]
+
+
 def scalar_actions(actions: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
     """agent -> int32[]: accepts the ``(1,)``-shaped actions JaxMARL's batching produces."""
     out = {}
@@ -126,10 +141,15 @@ class MultiAgentEnv(abc.ABC):
         max_steps: an upper bound on the number of ``step_env`` calls in one episode; the JAX fast
             path scans this many steps.
         render_modes: the modes ``render`` accepts.
+        obs_from_state: True when every observation ``reset_to`` and ``step_env`` return is
+            ``get_obs`` of the state they return; ``step`` then resets the state alone and
+            builds the observation once, after the auto-reset (the same values, less work
+            under ``vmap``).
     """
 
     max_steps: int = 1
     render_modes: tuple[str, ...] = ("ansi",)
+    obs_from_state: bool = False
 
     def __init_subclass__(cls, **kwargs):
         """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
@@ -211,20 +231,36 @@ class MultiAgentEnv(abc.ABC):
         The returned rewards, dones and infos are those of the terminal transition; the returned
         observation and state are the first of the next episode.
         """
-        key_step, key_reset = jax.random.split(typed_key(key))
-        obs, state, rewards, dones, infos = self.step_env(key_step, state, scalar_actions(actions))
-
+        key = typed_key(key)
+        obs, state, rewards, dones, infos = self.step_env(
+            subkey(key, 0), state, scalar_actions(actions)
+        )
+        # key_reset = subkey(key, 1) is derived inside the reset branch: the subkeys are those of
+        # jax.random.split(key), but a batch pays for the second only on steps where a reset
+        # runs (and for the first only if step_env reads its key).
         if reset_state is not None:
             obs, state = jax.tree.map(
                 lambda r, s: jnp.where(dones["__all__"], r, s), reset_state, (obs, state)
             )
+        elif self.obs_from_state:
+            # Reset the state alone and build the observation once, after the choice: under
+            # vmap that is one observation per env instead of two and a select, and XLA can
+            # fuse it into whatever consumes it.
+            state = rare_cond(
+                dones["__all__"],
+                lambda k, s: self.reset(subkey(k, 1))[1],
+                lambda k, s: s,
+                key,
+                state,
+            )
+            obs = self.get_obs(state)
         else:
             # A branch, not a select, even under vmap: see dilemmax.envs.rare.
             obs, state = rare_cond(
                 dones["__all__"],
-                lambda k, o, s: self.reset(k),
+                lambda k, o, s: self.reset(subkey(k, 1)),
                 lambda k, o, s: (o, s),
-                key_reset,
+                key,
                 obs,
                 state,
             )

@@ -89,3 +89,38 @@ def test_vmap_step_gives_every_env_the_episodes_of_the_plain_auto_reset(env_id, 
         ended += int(got[3]["__all__"].sum())
         relaid += int((got[4]["trial_done"] & ~got[3]["__all__"]).sum())
     assert ended >= num_envs and relaid >= num_envs  # both branches were exercised, staggered
+
+
+def _staggered_moral_hazard(env, state):
+    """Env i starts i % 3 steps into its 3-step episode."""
+    return state.replace(stage=jnp.arange(state.stage.shape[0], dtype=jnp.int32) % 3)
+
+
+@pytest.mark.parametrize("env_id", ["moral_hazard", "consequence"])
+def test_obs_from_state_envs_give_the_episodes_of_the_plain_auto_reset(env_id):
+    """Envs that build observations after the auto-reset (``obs_from_state``): jax.vmap(env.step)
+    returns exactly the legacy per-env step (split keys, reset obs and state selected), with
+    episodes ending on different steps."""
+    env = dilemmax.make(env_id)
+    assert env.obs_from_state
+    num_envs = 6
+    _, state = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), num_envs))
+    if env_id == "moral_hazard":
+        state = _staggered_moral_hazard(env, state)
+    new_step = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, full_infos=True)))
+    old_step = jax.jit(jax.vmap(lambda k, s, a: _legacy_step(env, k, s, a)))
+    num_actions = env.action_space(env.agents[0]).n
+    old_state, ended = state, 0
+    for t in range(8):
+        keys = jax.random.split(jax.random.key(100 + t), num_envs)
+        # Legal and illegal moves alike (an illegal one is a move not made).
+        actions = {
+            a: (jnp.arange(num_envs, dtype=jnp.int32) + 3 * t + i) % num_actions
+            for i, a in enumerate(env.agents)
+        }
+        got = new_step(keys, state, actions)
+        want = old_step(keys, old_state, actions)
+        jax.tree.map(np.testing.assert_array_equal, got, want)
+        state, old_state = got[1], want[1]
+        ended += int(got[3]["__all__"].sum())
+    assert ended >= num_envs

@@ -39,12 +39,14 @@ its actions are then ignored) and for everyone at the end; ``dones["__all__"]`` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs import fastrandom, unrolled
+from dilemmax.envs.base import MultiAgentEnv, Rollout, typed_key
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
@@ -72,6 +74,7 @@ class ConsequenceEnv(MultiAgentEnv):
     """
 
     render_modes = ("ansi",)
+    obs_from_state = True
 
     def __init__(
         self,
@@ -127,6 +130,19 @@ class ConsequenceEnv(MultiAgentEnv):
         """A uniform context of the (W, n) grid under a uniform rule of ``self.rules``."""
         return generator.sample_config(key, self.total_resources, self.num_agents, self.rules)
 
+    def reset(self, key: jax.Array) -> tuple[dict[str, jax.Array], ConsequenceState]:
+        """A new episode: context, rule and seat order from two uint32 of randomness.
+
+        The same distribution as ``reset_to(k, sample_config(k'))`` (uniform context of the
+        grid, uniform rule of ``self.rules``, uniform seat order), with one draw instead of
+        three keys' worth.
+        """
+        bits = fastrandom.bits(typed_key(key), (2,))  # = jax.random.bits, unrolled
+        config = generator.config_from_bits(
+            bits[0], self.total_resources, self.num_agents, self.rules
+        )
+        return self._start(config, self._seat_ranks(key, bits[1]))
+
     def reset_to(
         self, key: jax.Array, config: ConsequenceConfig
     ) -> tuple[dict[str, jax.Array], ConsequenceState]:
@@ -135,11 +151,22 @@ class ConsequenceEnv(MultiAgentEnv):
                 f"config has {config.resources.shape[-1]} resource levels for "
                 f"{self.num_agents} agents"
             )
-        n, rounds = self.num_agents, self.num_rounds
+        bits = fastrandom.bits(typed_key(key), ())
+        return self._start(config, self._seat_ranks(key, bits))
+
+    def _seat_ranks(self, key: jax.Array, bits: jax.Array) -> jax.Array:
+        """int32[n]: the wealth rank of each seat, uniform over permutations unless sorted."""
+        n = self.num_agents
         if self.sorted_agents:
-            rank = jnp.arange(n, dtype=jnp.int32)
-        else:
-            rank = jax.random.permutation(key, n).astype(jnp.int32)
+            return jnp.arange(n, dtype=jnp.int32)
+        if math.factorial(n) <= generator.MAX_CODED_PERMUTATIONS:
+            return generator.permutation_from_bits(bits, n)
+        # Counter 2 of the key: not one the bits above were drawn from.
+        return jax.random.permutation(jax.random.fold_in(typed_key(key), 2), n).astype(jnp.int32)
+
+    def _start(self, config: ConsequenceConfig, rank: jax.Array):
+        """(obs, state) of a fresh episode on ``config`` with seats ranked by ``rank``."""
+        n, rounds = self.num_agents, self.num_rounds
         config = ConsequenceConfig(
             resources=jnp.asarray(config.resources, jnp.int32),
             threshold=jnp.asarray(config.threshold, jnp.int32),
@@ -148,7 +175,7 @@ class ConsequenceEnv(MultiAgentEnv):
         state = ConsequenceState(
             config=config,
             rank=rank,
-            resources=config.resources[rank],
+            resources=unrolled.take(config.resources, rank),
             alive=jnp.ones(n, bool),
             fund=jnp.int32(0),
             round=jnp.int32(0),
@@ -195,7 +222,7 @@ class ConsequenceEnv(MultiAgentEnv):
         config = state.config
         amount = jnp.where(legal & state.alive, chosen, 0)
         resources = state.resources - amount
-        fund = state.fund + jnp.sum(amount)
+        fund = state.fund + unrolled.total(amount)
         success = fund >= config.threshold
         final = state.round == self.num_rounds - 1
         failed = ~success
@@ -209,11 +236,11 @@ class ConsequenceEnv(MultiAgentEnv):
         mid = state.replace(
             resources=resources,
             fund=fund,
-            contributions=state.contributions.at[state.round].set(amount),
+            contributions=_set_row(state.contributions, state.round, amount),
         )
         event = self._elimination_event(mid, victims, rule_acts)
         new = self._eliminate(mid, victims, kill_all)
-        nobody_left = ~jnp.any(new.alive)
+        nobody_left = ~unrolled.any_(new.alive)
         done = success | kill_all | (rule_acts & final) | nobody_left
         advance = ~done & ~to_vote
         new = new.replace(
@@ -231,15 +258,15 @@ class ConsequenceEnv(MultiAgentEnv):
         n = self.num_agents
         counted = legal & state.alive
         ballots = jax.nn.one_hot(jnp.where(counted, chosen, n), n, dtype=jnp.int32)
-        tally = jnp.sum(ballots, axis=0)
-        top = jnp.max(jnp.where(state.alive, tally, -1))
+        tally = unrolled.total(ballots.T)  # votes received per seat
+        top = unrolled.maximum(jnp.where(state.alive, tally, -1))
         victim = _pick_uniform(key, state.alive & (tally == top))
         votes = jnp.where(counted, chosen, -1)
-        mid = state.replace(votes=state.votes.at[state.round].set(votes))
+        mid = state.replace(votes=_set_row(state.votes, state.round, votes))
         event = self._elimination_event(mid, victim, jnp.bool_(True))
         new = self._eliminate(mid, victim, jnp.bool_(False))
         final = state.round == self.num_rounds - 1
-        done = final | ~jnp.any(new.alive)
+        done = final | ~unrolled.any_(new.alive)
         new = new.replace(
             done=done,
             phase=jnp.int32(C.PHASE_CONTRIBUTE),
@@ -253,8 +280,8 @@ class ConsequenceEnv(MultiAgentEnv):
 
     def _rule_victim(self, key, rule, alive, resources) -> jax.Array:
         """bool[n]: the survivor RE, RP or PP would eliminate (ties and RE drawn uniformly)."""
-        lowest = jnp.min(jnp.where(alive, resources, jnp.iinfo(jnp.int32).max))
-        highest = jnp.max(jnp.where(alive, resources, -1))
+        lowest = unrolled.minimum(jnp.where(alive, resources, jnp.iinfo(jnp.int32).max))
+        highest = unrolled.maximum(jnp.where(alive, resources, -1))
         candidates = jnp.select(
             [rule == C.RP, rule == C.PP], [resources == lowest, resources == highest], True
         )
@@ -267,15 +294,15 @@ class ConsequenceEnv(MultiAgentEnv):
         the survivors; the survivors could cover when what they keep reaches the shortfall.
         """
         alive = state.alive
-        by_rule = by_rule & jnp.any(victims)
-        lowest = jnp.min(jnp.where(alive, state.resources, jnp.iinfo(jnp.int32).max))
-        highest = jnp.max(jnp.where(alive, state.resources, -1))
-        kept = jnp.sum(jnp.where(alive & ~victims, state.resources, 0))
+        by_rule = by_rule & unrolled.any_(victims)
+        lowest = unrolled.minimum(jnp.where(alive, state.resources, jnp.iinfo(jnp.int32).max))
+        highest = unrolled.maximum(jnp.where(alive, state.resources, -1))
+        kept = unrolled.total(jnp.where(alive & ~victims, state.resources, 0))
         shortfall = state.config.threshold - state.fund
         return {
             "rule_elimination": by_rule,
-            "victim_poorest": by_rule & jnp.any(victims & (state.resources == lowest)),
-            "victim_richest": by_rule & jnp.any(victims & (state.resources == highest)),
+            "victim_poorest": by_rule & unrolled.any_(victims & (state.resources == lowest)),
+            "victim_richest": by_rule & unrolled.any_(victims & (state.resources == highest)),
             "survivors_could_cover": by_rule & (kept >= shortfall),
         }
 
@@ -321,7 +348,7 @@ class ConsequenceEnv(MultiAgentEnv):
         n = self.num_agents
         actions = jnp.arange(self.num_actions)
         contribute = actions[None, :] <= state.resources[:, None]
-        target_alive = jnp.zeros(self.num_actions, bool).at[:n].set(state.alive)
+        target_alive = jnp.concatenate([state.alive, jnp.zeros(self.num_actions - n, bool)])
         vote = jnp.broadcast_to(target_alive, (n, self.num_actions))
         mask = jnp.where(state.phase == C.PHASE_VOTE, vote, contribute)
         only_zero = jnp.broadcast_to(actions == 0, (n, self.num_actions))
@@ -333,11 +360,14 @@ class ConsequenceEnv(MultiAgentEnv):
         return {a: mask[i] for i, a in enumerate(self.agents)}
 
     def _is_legal(self, state: ConsequenceState, chosen) -> jax.Array:
-        """bool[n]: whether each seat's action is in its legal set."""
+        """bool[n]: whether each seat's action is in its legal set (``legal_actions`` at the
+        chosen action, computed without building the mask: no gather under vmap)."""
         in_range = (chosen >= 0) & (chosen < self.num_actions)
-        mask = self.legal_actions(state)
-        picked = jnp.take_along_axis(mask, jnp.clip(chosen, 0, self.num_actions - 1)[:, None], 1)
-        return in_range & picked[:, 0]
+        vote = unrolled.take(state.alive, chosen)  # votes name seats 0..n-1, survivors only
+        contribute = chosen <= state.resources
+        playing = state.alive & ~state.done
+        legal = jnp.where(state.phase == C.PHASE_VOTE, vote, contribute)
+        return in_range & jnp.where(playing, legal, chosen == 0)
 
     # ------------------------------------------------------------------ observations
     def rule_token(self, state: ConsequenceState) -> jax.Array:
@@ -348,8 +378,15 @@ class ConsequenceEnv(MultiAgentEnv):
 
     def observation_matrix(self, state: ConsequenceState) -> jax.Array:
         """int32[n, D]: row i is agent i's observation (layout in ``constants``)."""
+        return jnp.stack(self.observation_rows(state))
+
+    def observation_rows(self, state: ConsequenceState) -> list[jax.Array]:
+        """[int32[D]] * n: agent i's observation (layout in ``constants``).
+
+        Each row is its own concatenation, the seats read at static ring offsets, so under vmap
+        an agent's observation is one fused computation (no [n, D] matrix to slice).
+        """
         n = self.num_agents
-        order = (jnp.arange(n)[:, None] + jnp.arange(n)[None, :]) % n  # row i: i, i+1, ...
         shortfall = jnp.maximum(state.config.threshold - state.fund, 0)
         phase = jnp.where(state.done, C.PHASE_FINISHED, state.phase)
         scalars = jnp.stack(
@@ -357,23 +394,22 @@ class ConsequenceEnv(MultiAgentEnv):
              state.config.threshold, shortfall]
         ).astype(jnp.int32)  # fmt: skip
         rule = jax.nn.one_hot(self.rule_token(state), C.NUM_RULE_TOKENS, dtype=jnp.int32)
-        contributed = jnp.sum(state.contributions, axis=0)
-        rows = jnp.concatenate(
-            [
-                jnp.broadcast_to(scalars, (n, C.OBS_FIXED)),
-                state.resources[order],
-                state.alive.astype(jnp.int32)[order],
-                contributed[order],
-                jnp.broadcast_to(rule, (n, C.NUM_RULE_TOKENS)),
-            ],
-            axis=1,
-        )
-        # Clipping keeps hand-made configs larger than W inside the declared Box.
-        return jnp.clip(rows, 0, self._obs_high).astype(jnp.int32)
+        contributed = unrolled.total(state.contributions.T)
+        alive = state.alive.astype(jnp.int32)
+        # Clipping keeps hand-made configs larger than W inside the declared Box. It is applied
+        # block by block (the same values) so that each row stays a plain concatenation, which
+        # XLA can fuse into whatever consumes it.
+        clip = lambda x: jnp.clip(x, 0, self._obs_high).astype(jnp.int32)
+        scalars, rule = clip(scalars), clip(rule)
+        seat_blocks = [clip(x) for x in (state.resources, alive, contributed)]
+        # Row i lists seats i, i + 1, ..., wrapping round.
+        return [
+            jnp.concatenate([scalars, *(unrolled.rotate(x, i) for x in seat_blocks), rule])
+            for i in range(n)
+        ]
 
     def get_obs(self, state: ConsequenceState) -> dict[str, jax.Array]:
-        rows = self.observation_matrix(state)
-        return {a: rows[i] for i, a in enumerate(self.agents)}
+        return dict(zip(self.agents, self.observation_rows(state), strict=True))
 
     # ------------------------------------------------------------------ around the dynamics
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
@@ -407,7 +443,15 @@ class ConsequenceEnv(MultiAgentEnv):
 
 def _pick_uniform(key: jax.Array, candidates: jax.Array) -> jax.Array:
     """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none)."""
-    count = jnp.sum(candidates)
+    count = unrolled.total(candidates)
     # One uniform draw picks the k-th candidate, k uniform in 0..count - 1.
-    k = jnp.minimum(jnp.floor(jax.random.uniform(key) * count), count - 1).astype(jnp.int32)
-    return candidates & (jnp.cumsum(candidates) - 1 == k)
+    u = jax.random.uniform(key)
+    k = jnp.minimum(jnp.floor(u * count), count - 1).astype(jnp.int32)
+    return candidates & (unrolled.cumsum(candidates) - 1 == k)
+
+
+def _set_row(table: jax.Array, row: jax.Array, values: jax.Array) -> jax.Array:
+    """``table.at[row].set(values)`` as a select (no scatter under vmap; an out-of-range row
+    changes nothing, as the scatter drops it)."""
+    hit = jnp.arange(table.shape[0])[:, None] == row
+    return jnp.where(hit, values[None, :], table)

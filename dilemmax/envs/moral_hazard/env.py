@@ -52,11 +52,12 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 
+from dilemmax.envs import unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
-from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_all
+from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
 from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
@@ -77,6 +78,7 @@ class MoralHazardEnv(MultiAgentEnv):
 
     max_steps = c.MAX_STEPS
     render_modes = ("ansi",)
+    obs_from_state = True
 
     def __init__(
         self,
@@ -158,13 +160,24 @@ class MoralHazardEnv(MultiAgentEnv):
     def legal_matrix(self, stage: jax.Array, queried: jax.Array) -> jax.Array:
         """bool[n, num_actions]: the legal actions of every agent at ``stage``."""
         a = jnp.arange(self.num_actions)
-        shape = (self.num_agents, self.num_actions)
-        work = jnp.broadcast_to((a >= c.LOCAL_BASE) & (a <= c.QUERY), shape)
-        note = jnp.where(queried[:, None], a >= c.NO_NOTE, a == c.NO_NOTE)
-        final = jnp.broadcast_to((a >= c.FINAL_BASE) & (a < c.NO_NOTE), shape)
-        done = jnp.broadcast_to(a == c.NO_MOVE, shape)
-        rows = jnp.stack([work, note, final, done])  # indexed by stage
-        return rows[jnp.clip(stage, 0, c.DONE)]
+        return self._legal(stage, queried[:, None], a[None, :])
+
+    def _legal(self, stage: jax.Array, queried: jax.Array, acts: jax.Array) -> jax.Array:
+        """Whether action ``acts`` is legal for an agent that ``queried``, at ``stage`` (clipped
+        to 0..3), elementwise with broadcasting: a chain of selects, which XLA fuses (a table
+        indexed by stage would be a gather per env under vmap)."""
+        stage = jnp.clip(stage, 0, c.DONE)
+        work = (acts >= c.LOCAL_BASE) & (acts <= c.QUERY)
+        note = jnp.where(queried, acts >= c.NO_NOTE, acts == c.NO_NOTE)
+        final = (acts >= c.FINAL_BASE) & (acts < c.NO_NOTE)
+        done = acts == c.NO_MOVE
+        in_range = (acts >= 0) & (acts < self.num_actions)
+        legal = jnp.where(
+            stage == c.WORK,
+            work,
+            jnp.where(stage == c.NOTE, note, jnp.where(stage == c.FINAL, final, done)),
+        )
+        return legal & in_range
 
     # ------------------------------------------------------------------ dynamics
     def step_env(self, key: jax.Array, state: MoralHazardState, actions: Mapping[str, jax.Array]):
@@ -172,17 +185,9 @@ class MoralHazardEnv(MultiAgentEnv):
         n = self.num_agents
         cfg = state.config
         acts = action_indices(actions, self.agents)
-        in_range = (acts >= 0) & (acts < self.num_actions)
-        legal = self.legal_matrix(state.stage, state.queried)
-        valid = (
-            in_range
-            & jnp.take_along_axis(legal, jnp.clip(acts, 0, self.num_actions - 1)[:, None], axis=1)[
-                :, 0
-            ]
-        )
+        valid = self._legal(state.stage, state.queried, acts)
         at = lambda s: state.stage == s
         decided = jnp.where(at(c.NOTE), state.queried, at(c.WORK) | at(c.FINAL))
-        succ, pred = self.successors(), self.predecessors()
         none = jnp.full(n, -1, jnp.int32)
 
         # work: LOCAL <label> or QUERY.
@@ -217,16 +222,19 @@ class MoralHazardEnv(MultiAgentEnv):
         # outcomes
         targets = self.targets(next_state)
         points = self.local_points(next_state)
-        note_correct = (note_case == succ) & (note_option == cfg.unsafe[succ])
+        # Successor / predecessor on the ring as static rotations (no gathers).
+        note_correct = (note_case == unrolled.rotate(jnp.arange(n), 1)) & (
+            note_option == unrolled.rotate(cfg.unsafe, 1)
+        )
         final_correct = final_label == targets
-        team = jnp.all(final_correct)
-        info = note_correct[pred] & final_correct
+        team = unrolled.all_(final_correct)
+        info = unrolled.rotate(note_correct, -1) & final_correct
         f32 = lambda x: x.astype(jnp.float32)
         score = (
-            cfg.w_local * jnp.mean(f32(points))
-            + cfg.w_final * jnp.mean(f32(final_correct))
+            cfg.w_local * unrolled.mean(f32(points))
+            + cfg.w_final * unrolled.mean(f32(final_correct))
             + cfg.w_team * f32(team)
-            - cfg.cost * jnp.mean(f32(queried))
+            - cfg.cost * unrolled.mean(f32(queried))
         )
         team_value = n * cfg.shares * cfg.w_team * f32(team)
         private = (
@@ -239,9 +247,9 @@ class MoralHazardEnv(MultiAgentEnv):
         # rewards: the work step settles L and Q, the final step settles F and T.
         work_private = cfg.w_local * f32(points) - cfg.cost * f32(queried)
         final_private = cfg.w_final * f32(final_correct) + team_value
-        work_team = jnp.full(n, jnp.mean(work_private))
+        work_team = jnp.full(n, unrolled.mean(work_private))
         final_team = jnp.full(
-            n, cfg.w_final * jnp.mean(f32(final_correct)) + cfg.w_team * f32(team)
+            n, cfg.w_final * unrolled.mean(f32(final_correct)) + cfg.w_team * f32(team)
         )
         work_reward = jnp.where(cfg.private_reward, work_private, work_team)
         final_reward = jnp.where(cfg.private_reward, final_private, final_team)
@@ -275,8 +283,7 @@ class MoralHazardEnv(MultiAgentEnv):
 
     # ------------------------------------------------------------------ views
     def get_obs(self, state: MoralHazardState) -> dict[str, jax.Array]:
-        stacked = encode_all(state)
-        return {a: stacked[i] for i, a in enumerate(self.agents)}
+        return dict(zip(self.agents, encode_agents(state), strict=True))
 
     def action_mask(self, state: MoralHazardState) -> dict[str, jax.Array]:
         legal = self.legal_matrix(state.stage, state.queried)

@@ -14,10 +14,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs import fastrandom
+from dilemmax.envs.base import typed_key
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
+from dilemmax.envs.unrolled import first_argmax
 
 # ----------------------------------------------------------------------------------- cases
+
+
+# A case is drawn from one uint32: bit 0 is the question, bits 1-2 the unsafe label used under
+# the uninformative mapping, bits 3-31 the index of the ordered utility tuple (below).
+NUM_VALUES = c.MAX_UTILITY - c.MIN_UTILITY + 1  # 12
+NUM_TUPLES = 12 * 11 * 10 * 9  # ordered 4-tuples of distinct values: 11,880
+TUPLE_BITS = 29
 
 
 def unsafe_by_mapping(key: jax.Array, utilities: jax.Array, mapping: jax.Array) -> jax.Array:
@@ -26,35 +36,76 @@ def unsafe_by_mapping(key: jax.Array, utilities: jax.Array, mapping: jax.Array) 
     Under mapping 1 the unsafe option is uniform over the four labels independently of the
     utilities, so its utility rank is uniform and utility carries no information about safety.
     """
-    highest = jnp.argmax(utilities, axis=-1)
-    lowest = jnp.argmin(utilities, axis=-1)
-    uniform = jax.random.randint(key, utilities.shape[:-1], 0, c.NUM_OPTIONS)
+    draw = jax.random.randint(key, utilities.shape[:-1], 0, c.NUM_OPTIONS)
+    return _unsafe_option(utilities, mapping, draw)
+
+
+def _unsafe_option(utilities: jax.Array, mapping: jax.Array, draw: jax.Array) -> jax.Array:
+    """int32[n]: highest / ``draw`` / lowest option of each case by ``mapping``."""
     return jnp.select(
-        [mapping == c.MAP_HIGHEST, mapping == c.MAP_LOWEST], [highest, lowest], uniform
+        [mapping == c.MAP_HIGHEST, mapping == c.MAP_LOWEST],
+        [first_argmax(utilities), first_argmax(-utilities)],
+        draw,
     ).astype(jnp.int32)
+
+
+def utility_tuple(index: jax.Array) -> jax.Array:
+    """int32[..., 4]: ordered tuple ``index`` (0 .. 11,879) of four distinct values in 2..13.
+
+    The index is read as digits (d0, d1, d2, d3) of radix (12, 11, 10, 9), most significant
+    first, and digit k names the d_k-th smallest value not yet used: a bijection onto the 11,880
+    ordered tuples in lexicographic order (a Lehmer code). Elementwise, no table to gather from.
+    """
+    d0, rest = index // (11 * 10 * 9), index % (11 * 10 * 9)
+    d1, rest = rest // (10 * 9), rest % (10 * 9)
+    d2, d3 = rest // 9, rest % 9
+    v0 = d0
+    v1 = d1 + (d1 >= v0)
+    low, high = jnp.minimum(v0, v1), jnp.maximum(v0, v1)
+    v2 = d2 + (d2 >= low)
+    v2 = v2 + (v2 >= high)
+    # The three used values in increasing order, for the last digit.
+    s0 = jnp.minimum(low, v2)
+    s2 = jnp.maximum(high, v2)
+    s1 = v0 + v1 + v2 - s0 - s2
+    v3 = d3 + (d3 >= s0)
+    v3 = v3 + (v3 >= s1)
+    v3 = v3 + (v3 >= s2)
+    return (jnp.stack([v0, v1, v2, v3], axis=-1) + c.MIN_UTILITY).astype(jnp.int32)
+
+
+def cases_from_bits(bits: jax.Array, mapping: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(utilities int32[n, 4], question int32[n], unsafe int32[n]) from uint32[n] random words.
+
+    Bit 0 of each word is the question and bits 1-2 the uniform unsafe label (used by the
+    uninformative mapping): both exactly uniform and independent of each other and of the
+    utilities. Bits 3-31 (2^29 values) modulo 11,880 index the utility tuple: 1,832 tuples get
+    45,192 of the 2^29 values and the others 45,191, a relative excess of 1 / 45,191 (2.2e-5)
+    for those tuples.
+    """
+    bits = bits.astype(jnp.uint32)
+    question = (bits & 1).astype(jnp.int32)
+    draw = ((bits >> 1) & 3).astype(jnp.int32)
+    index = ((bits >> (32 - TUPLE_BITS)) % NUM_TUPLES).astype(jnp.int32)
+    utilities = utility_tuple(index)
+    unsafe = _unsafe_option(utilities, jnp.asarray(mapping, jnp.int32), draw)
+    return utilities, question, unsafe
 
 
 def sample_cases(
     key: jax.Array, num_agents: int, mapping: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Draws ``num_agents`` cases.
+    """Draws ``num_agents`` cases, one uint32 of randomness each (:func:`cases_from_bits`).
 
     Returns:
-        utilities int32[n, 4]: four distinct integers from 2..13 per case, in random label order;
+        utilities int32[n, 4]: four distinct integers from 2..13 per case, in random label order
+            (uniform over the 11,880 ordered tuples up to the 2.2e-5 bias stated there);
         question int32[n]: highest (0) or lowest (1) with probability 1/2 each;
-        unsafe int32[n]: by :func:`unsafe_by_mapping`.
+        unsafe int32[n]: the highest- or lowest-utility option, or under the uninformative
+            mapping a label uniform over A-D independent of the utilities.
     """
-    key_util, key_question, key_unsafe = jax.random.split(key, 3)
-    num_values = c.MAX_UTILITY - c.MIN_UTILITY + 1
-
-    # The positions of the four largest of twelve iid uniforms are a uniform draw of four
-    # distinct values, in uniformly random label order (top_k is much cheaper than a sort).
-    noise = jax.random.uniform(key_util, (num_agents, num_values))
-    picked = jax.lax.top_k(noise, c.NUM_OPTIONS)[1]
-    utilities = (picked + c.MIN_UTILITY).astype(jnp.int32)
-    question = jax.random.bernoulli(key_question, 0.5, (num_agents,)).astype(jnp.int32)
-    unsafe = unsafe_by_mapping(key_unsafe, utilities, jnp.asarray(mapping, jnp.int32))
-    return utilities, question, unsafe
+    bits = fastrandom.bits(typed_key(key), (num_agents,))  # = jax.random.bits, unrolled
+    return cases_from_bits(bits, mapping)
 
 
 def with_sampled_cases(key: jax.Array, config: MoralHazardConfig) -> MoralHazardConfig:
@@ -71,13 +122,13 @@ def with_sampled_cases(key: jax.Array, config: MoralHazardConfig) -> MoralHazard
 def target_options(utilities: jax.Array, unsafe: jax.Array) -> jax.Array:
     """int32[...]: a_i*, the highest-utility option that is not unsafe (utilities are distinct)."""
     is_unsafe = jnp.arange(c.NUM_OPTIONS) == unsafe[..., None]
-    return jnp.argmax(jnp.where(is_unsafe, -1, utilities), axis=-1).astype(jnp.int32)
+    return first_argmax(jnp.where(is_unsafe, -1, utilities))
 
 
 def local_answers(utilities: jax.Array, question: jax.Array) -> jax.Array:
     """int32[...]: the correct answer to each case's local question."""
     return jnp.where(
-        question == c.ASK_HIGHEST, jnp.argmax(utilities, -1), jnp.argmin(utilities, -1)
+        question == c.ASK_HIGHEST, first_argmax(utilities), first_argmax(-utilities)
     ).astype(jnp.int32)
 
 

@@ -38,6 +38,7 @@ from flax import struct
 
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.types import MoralHazardState
+from dilemmax.envs.unrolled import rotate
 
 CONTRACT_SIZE = 7
 
@@ -138,8 +139,11 @@ def decode(array: jax.Array) -> ObsView:
 
 def utility_ranks(utilities: jax.Array) -> jax.Array:
     """int32[..., 4]: rank of each option's utility within its case (0 = highest)."""
-    greater = utilities[..., None, :] > utilities[..., :, None]
-    return jnp.sum(greater, axis=-1).astype(jnp.int32)
+    # Unrolled over the four options: a short reduction is a slow kernel of its own under vmap.
+    rank = jnp.zeros(utilities.shape, jnp.int32)
+    for j in range(utilities.shape[-1]):
+        rank = rank + (utilities[..., j : j + 1] > utilities).astype(jnp.int32)
+    return rank
 
 
 def ring_index(num_agents: int) -> np.ndarray:
@@ -149,41 +153,38 @@ def ring_index(num_agents: int) -> np.ndarray:
 
 
 def encode_all(state: MoralHazardState) -> jax.Array:
-    """float32[n, D]: every agent's observation of ``state`` (see the module table).
+    """float32[n, D]: every agent's observation of ``state`` (see the module table)."""
+    return jnp.stack(encode_agents(state))
 
-    Built for all agents at once with agent-major arrays and static ring indices (no per-agent
-    vmap, whose dynamic gathers cost more than the rest of a step at n = 9).
+
+def encode_agents(state: MoralHazardState) -> list[jax.Array]:
+    """[float32[D]] * n: each agent's observation of ``state`` (see the module table).
+
+    Each agent's vector is its own concatenation of blocks read at static ring offsets (slices,
+    no gathers, no per-agent vmap), so under ``vmap`` an agent's observation is one fused
+    computation that XLA can also fuse into its consumer.
     """
     cfg = state.config
     n = cfg.num_agents
     f32 = jnp.float32
-    ring = ring_index(n)
     hot = lambda x, k: jax.nn.one_hot(x, k, dtype=f32)
 
-    stage = jnp.broadcast_to(hot(state.stage, c.NUM_STAGES), (n, c.NUM_STAGES))
+    stage = hot(state.stage, c.NUM_STAGES)
     utilities = cfg.utilities.astype(f32) / c.MAX_UTILITY
     ranks = hot(utility_ranks(cfg.utilities), c.NUM_OPTIONS).reshape(n, -1)
     question = hot(cfg.question, 2)
     worked = state.stage > c.WORK
     local, query = state.chose_local, state.queried
     work = jnp.stack([local, query, worked & ~local & ~query], axis=-1).astype(f32)
-    learned = hot(cfg.unsafe[ring[:, 1]], c.NUM_OPTIONS) * query[:, None]
+    learned = hot(rotate(cfg.unsafe, 1), c.NUM_OPTIONS) * query[:, None]
 
     # The board: notes become readable once the note stage has been played.
     posted = (state.note_case >= 0) & (state.stage >= c.FINAL)
     option_hot = hot(state.note_option, c.NUM_OPTIONS) * posted[:, None]  # [poster, option]
-    counts = jnp.einsum("pc,px->cx", hot(state.note_case, n), option_hot)  # [case, option]
-    by_offset = counts[ring]  # [agent, case offset, option]
-    warned = (by_offset > 0).astype(f32).reshape(n, -1)
-    warn_share = (by_offset / n).reshape(n, -1)
-    # Poster rows, reordered per observer: row d is poster (i + d) mod n, its case as an offset
-    # from the observer i.
-    visible = (posted & cfg.provenance_visible)[ring]  # [agent, d]
-    case_offset = (state.note_case[ring] - jnp.arange(n)[:, None]) % n  # [agent, d]
-    posters = (
-        jnp.concatenate([hot(case_offset, n), option_hot[ring] * posted[ring][..., None]], axis=-1)
-        * visible[..., None]
-    )
+    case_hot = hot(state.note_case, n)  # [poster, case]
+    counts = sum(case_hot[p][:, None] * option_hot[p][None, :] for p in range(n))  # [case, x]
+    visible = posted & cfg.provenance_visible  # [poster]
+    poster_option = option_hot * posted[:, None]
 
     contract = jnp.stack(
         [
@@ -197,21 +198,34 @@ def encode_all(state: MoralHazardState) -> jax.Array:
         ],
         axis=-1,
     ).astype(f32)
-    return jnp.concatenate(
-        [
-            stage,
-            utilities,
-            ranks,
-            question,
-            work,
-            learned,
-            warned,
-            warn_share,
-            posters.reshape(n, -1),
-            jnp.clip(contract, 0.0, 1.0),
-        ],
-        axis=-1,
-    )
+    contract = jnp.clip(contract, 0.0, 1.0)
+
+    out = []
+    for i in range(n):
+        by_offset = rotate(counts, i)  # [case offset, option]
+        # Poster rows as seen by i: row d is poster (i + d) mod n, its case as an offset from i.
+        case_offset = (rotate(state.note_case, i) - i) % n
+        posters = (
+            jnp.concatenate([hot(case_offset, n), rotate(poster_option, i)], axis=-1)
+            * rotate(visible, i)[:, None]
+        )
+        out.append(
+            jnp.concatenate(
+                [
+                    stage,
+                    utilities[i],
+                    ranks[i],
+                    question[i],
+                    work[i],
+                    learned[i],
+                    (by_offset > 0).astype(f32).reshape(-1),
+                    (by_offset / n).reshape(-1),
+                    posters.reshape(-1),
+                    contract[i],
+                ]
+            )
+        )
+    return out
 
 
 def encode(state: MoralHazardState, agent: int) -> jax.Array:

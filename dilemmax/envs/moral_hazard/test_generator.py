@@ -123,3 +123,79 @@ def test_evaluate_the_teacher_on_the_two_agent_grid():
     assert results["w_T=0.00"]["score"].mean == pytest.approx(0.15 - 0.10)
     table = format_table(results, ["team_success", "score"])
     assert "| k=0.35 | 100.00 [100.00, 100.00] | 0.30 [0.30, 0.30] |" in table
+
+
+# ------------------------------------------------------------------ cases from one uint32 each
+def _chi_square(counts, expected):
+    """Pearson's statistic and a loose upper bound for it (mean + 6 sd of chi-square(dof))."""
+    counts = np.asarray(counts, np.float64).ravel()
+    expected = np.broadcast_to(np.asarray(expected, np.float64), counts.shape)
+    dof = counts.size - 1
+    return float(np.sum((counts - expected) ** 2 / expected)), dof + 6 * np.sqrt(2 * dof)
+
+
+def test_utility_tuple_codes_every_ordered_tuple_once_in_lexicographic_order():
+    import itertools
+
+    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES, utility_tuple
+
+    tuples = np.asarray(utility_tuple(jnp.arange(NUM_TUPLES)))
+    expected = np.asarray(list(itertools.permutations(range(2, 14), 4)))
+    np.testing.assert_array_equal(tuples, expected)
+
+
+def test_cases_from_bits_use_separate_fields():
+    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES, TUPLE_BITS, cases_from_bits
+
+    # Every low-3-bit pattern with a few tuple indices: bit 0 is the question, bits 1-2 the
+    # uninformative unsafe label, the rest the tuple (the same tuple for every pattern).
+    index = np.asarray([0, 1, 1831, 1832, NUM_TUPLES - 1])
+    words = (index[:, None] << (32 - TUPLE_BITS)) | np.arange(8)[None, :]
+    words = jnp.asarray(words.ravel(), jnp.uint32)
+    utilities, question, unsafe = cases_from_bits(words, jnp.int32(c.MAP_UNINFORMATIVE))
+    np.testing.assert_array_equal(question, np.tile(np.arange(8) & 1, len(index)))
+    np.testing.assert_array_equal(unsafe, np.tile(np.arange(8) >> 1, len(index)))
+    assert len({tuple(u) for u in np.asarray(utilities).reshape(5, 8, 4)[:, 0].tolist()}) == 5
+    assert np.all(np.asarray(utilities).reshape(5, 8, 4) == np.asarray(utilities)[::8, None])
+    _, _, highest = cases_from_bits(words, jnp.int32(c.MAP_HIGHEST))
+    np.testing.assert_array_equal(highest, np.argmax(np.asarray(utilities), -1))
+    # The stated bias: 2^29 = 45,191 * 11,880 + 1,832.
+    assert divmod(2**TUPLE_BITS, NUM_TUPLES) == (45191, 1832)
+
+
+def test_sampled_cases_are_uniform_and_independent():
+    """200,000 cases (n = 2 x 100,000 keys): every ordered tuple drawn and uniform (chi-square),
+    the question independent of the tuple, the uninformative unsafe label uniform and
+    independent of the question and of the utility rank."""
+    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES
+
+    keys = jax.random.split(jax.random.key(42), 100_000)
+    sample = jax.jit(jax.vmap(lambda k: sample_cases(k, 2, jnp.int32(c.MAP_UNINFORMATIVE))))
+    utilities, question, unsafe = (np.asarray(x).reshape((-1,) + x.shape[2:]) for x in sample(keys))
+    v = utilities - 2
+    code = ((v[:, 0] * 12 + v[:, 1]) * 12 + v[:, 2]) * 12 + v[:, 3]
+    _, which = np.unique(code, return_inverse=True)
+    counts = np.bincount(which)
+    assert len(counts) == NUM_TUPLES  # every tuple reachable
+    stat, bound = _chi_square(counts, len(code) / NUM_TUPLES)
+    assert stat < bound
+    # question x first utility value (2 x 12), question x unsafe label (2 x 4),
+    # unsafe rank x question (4 x 2): independent uniform cells.
+    ranks = np.asarray(utility_ranks(jnp.asarray(utilities)))
+    unsafe_rank = np.take_along_axis(ranks, unsafe[:, None], -1)[:, 0]
+    for a, ka, b, kb in ((question, 2, v[:, 0], 12), (question, 2, unsafe, 4),
+                         (unsafe_rank, 4, question, 2)):  # fmt: skip
+        cells = np.bincount(a * kb + b, minlength=ka * kb)
+        stat, bound = _chi_square(cells, len(a) / (ka * kb))
+        assert stat < bound
+
+
+def test_the_case_stream_is_pinned():
+    """The cases key 0 draws (the stream changed on purpose when cases moved to one uint32
+    each; a change here must be as deliberate)."""
+    _, state = MoralHazardEnv(2).reset(jax.random.key(0))
+    np.testing.assert_array_equal(state.config.utilities, [[4, 2, 8, 9], [3, 12, 8, 9]])
+    np.testing.assert_array_equal(state.config.question, [1, 0])
+    np.testing.assert_array_equal(state.config.unsafe, [3, 1])
+    _, again = MoralHazardEnv(2).reset(jax.random.key(0))
+    jax.tree.map(np.testing.assert_array_equal, state, again)

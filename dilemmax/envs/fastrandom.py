@@ -1,0 +1,77 @@
+"""``jax.random.bits`` for threefry keys, with the hash unrolled.
+
+On CPU, JAX lowers the threefry hash as a five-iteration loop (to keep compile times small),
+so every draw is a loop of separate kernels over the batch. At 65,536 envs that loop costs
+more than a whole env step of the fast games. :func:`bits` computes the same numbers (the
+Threefry-2x32 hash with 20 rounds, the counters JAX uses with ``jax_threefry_partitionable``,
+its default) as straight-line elementwise code, which XLA fuses into one kernel.
+
+Keys of other implementations, or the non-partitionable threefry setting, go to
+``jax.random`` itself, so every result equals what ``jax.random.bits`` would return.
+
+Used where a batch draws a few words per env (the resets of the fast games, the benchmark's
+random actions). Deriving keys (``fold_in``) the same way measured slower in context: XLA then
+fuses the hash into several consumers and computes it more than once.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Rotation distances of the two alternating groups of four rounds, and the key-schedule parity
+# constant, from the Threefry-2x32 specification (Salmon et al., SC 2011).
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = np.uint32(0x1BD11BDA)
+
+
+def _rotl(x: jax.Array, r: int) -> jax.Array:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(key0, key1, x0, x1) -> tuple[jax.Array, jax.Array]:
+    """The Threefry-2x32-20 block function on uint32 arrays (broadcasting), unrolled."""
+    schedule = (key0, key1, key0 ^ key1 ^ _PARITY)
+    x0 = x0 + schedule[0]
+    x1 = x1 + schedule[1]
+    for group in range(5):
+        for r in _ROTATIONS[group % 2]:
+            x0 = x0 + x1
+            x1 = _rotl(x1, r) ^ x0
+        x0 = x0 + schedule[(group + 1) % 3]
+        x1 = x1 + schedule[(group + 2) % 3] + np.uint32(group + 1)
+    return x0, x1
+
+
+def _typed(key: jax.Array) -> jax.Array:
+    """A legacy uint32[2] key as a typed key; typed keys pass through."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    return jax.random.wrap_key_data(key)
+
+
+def _unrolled_ok(key: jax.Array) -> bool:
+    threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
+    return threefry and jax.config.jax_threefry_partitionable
+
+
+def _once(x: jax.Array) -> jax.Array:
+    """``x``, computed once: without the barrier XLA may fuse the ~100-operation hash into
+    every consumer of its result and compute it many times over."""
+    return jax.lax.optimization_barrier(x)
+
+
+def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """uint32[shape]: ``jax.random.bits(key, shape, jnp.uint32)``."""
+    key = _typed(key)
+    if not _unrolled_ok(key):
+        return jax.random.bits(key, shape, jnp.uint32)
+    size = int(np.prod(shape, dtype=np.int64))
+    if size >= 2**32:
+        return jax.random.bits(key, shape, jnp.uint32)
+    data = jax.random.key_data(key)
+    # Element j hashes the 64-bit counter j, split as (high word 0, low word j).
+    counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
+    high, low = threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
+    return _once(high ^ low)
