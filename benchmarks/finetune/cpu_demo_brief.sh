@@ -65,3 +65,13 @@ done
 run dilemmax finetune evaluate --model "$W/tiny" --adapter sft="$W/sft/adapter" \
   --adapter sft_rloo="$W/sft_rloo/adapter" --conditions "$W/data" --episodes "$EVAL_EPISODES" \
   --seed 7 --max-tokens 96 --threads 1 --out "$OUT/eval" --no-progress
+# 7. RLOO from the weaker SFT checkpoint of step 1,650 (the run that raised the reward), and the
+#    reward of that checkpoint and of its RLOO adapter
+run dilemmax finetune rloo --model "$W/tiny" --adapter "$W/sft/checkpoint-1650" --data "$W/data" \
+  --out "$W/sft1650_rloo" --steps "$RLOO_STEPS" --lr "$RLOO_LR" --batch 120 --accum 1 --warmup 2 \
+  --threads 1 --save-steps 5 --logging-steps 5 --set disable_dropout=True
+for m in sft/checkpoint-1650 sft1650_rloo/adapter; do
+  name=$(echo "$m" | sed 's#sft/checkpoint-1650#sft1650#; s#sft1650_rloo/adapter#sft1650_rloo#')
+  run dilemmax finetune reward --model "$W/tiny" --adapter "$W/$m" --data "$W/data" \
+    --split heldout --samples "$SAMPLES" --batch 64 --threads 1 --json "$OUT/reward_$name.json"
+done
