@@ -16,6 +16,7 @@ model's transcript turned into arrays) can write one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -99,22 +100,41 @@ def _cmd_play(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _model_run(out: Path, what: str, identity: dict, args, total: int):
+    """(transcript, progress bar) of a language-model run in the folder ``out``, held locked
+    while it runs; ``args.resume`` continues the transcript there."""
+    import sys
+
+    from tqdm import tqdm
+
+    from dilemmax.llm.transcript import Transcript
+    from dilemmax.runlock import RunLock
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(RunLock(out, what))
+        transcript = stack.enter_context(
+            Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+        )
+        bar = stack.enter_context(
+            tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
+        )
+        yield transcript, bar
+
+
 def _cmd_play_model(args) -> int:
     """A language-model population (the model in every seat) through batched play; ``--out`` is
     a run folder holding ``transcript.jsonl`` (``--resume`` continues it) and ``population.npz``."""
-    import contextlib
     import sys
 
     import numpy as np
-    from tqdm import tqdm
 
     import dilemmax
     from dilemmax.analysis.populations import llm_population, spread_contexts
     from dilemmax.cli import parse_assignments
     from dilemmax.llm import cli as llm_cli
     from dilemmax.llm.client import FatalClientError
-    from dilemmax.llm.transcript import Transcript, TranscriptMismatch
-    from dilemmax.runlock import RunLock
+    from dilemmax.llm.transcript import TranscriptMismatch
 
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     try:
@@ -141,14 +161,7 @@ def _cmd_play_model(args) -> int:
     }
     total = len(contexts) * len(args.rules) * args.episodes
     try:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(RunLock(out, "play"))
-            transcript = stack.enter_context(
-                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
-            )
-            bar = stack.enter_context(
-                tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
-            )
+        with _model_run(out, "play", identity, args, total) as (transcript, bar):
             pop = llm_population(
                 args.name or args.policy, seat, contexts, args.episodes, args.seed,
                 tuple(args.rules), env_kwargs, protocol, args.envs, transcript, bar,
@@ -219,17 +232,13 @@ def _cmd_ablate_model(args) -> int:
     """Prompt ablations of a language model (seated everywhere) through batched play; ``--out``
     holds ``transcript.jsonl`` (every call, one part per arm and rule; ``--resume`` continues
     it), ``ablations.json`` and the table."""
-    import contextlib
     import sys
-
-    from tqdm import tqdm
 
     from dilemmax.analysis import ablations as A
     from dilemmax.analysis.populations import llm_ablation_play
     from dilemmax.llm import cli as llm_cli
     from dilemmax.llm.client import FatalClientError
-    from dilemmax.llm.transcript import Transcript, TranscriptMismatch
-    from dilemmax.runlock import RunLock
+    from dilemmax.llm.transcript import TranscriptMismatch
 
     try:
         if args.episodes < 1 or args.envs < 1:
@@ -253,14 +262,7 @@ def _cmd_ablate_model(args) -> int:
     }
     total = len(arms) * len(rules) * len(contexts) * args.episodes
     try:
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(RunLock(out, "ablation"))
-            transcript = stack.enter_context(
-                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
-            )
-            bar = stack.enter_context(
-                tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
-            )
+        with _model_run(out, "ablation", identity, args, total) as (transcript, bar):
             play = llm_ablation_play(lambda env, arm, rule: seat, args.envs, transcript, bar)
             report = A.run_ablations(
                 play, args.ablations, rules, contexts, args.episodes, args.seed, args.resamples

@@ -77,6 +77,18 @@ _FORMATS = {
 }
 
 
+def _move_values(cfg, i: int, n: int) -> tuple[float, float, float, float, float]:
+    """(w_L, w_F, k, scale, team): what the moves of agent ``i`` are worth to what it is paid.
+
+    Team mode pays the mean of n agents' terms (scale 1 / n, team success w_T); private mode pays
+    agent i its own terms (scale 1, team success n alpha_i w_T).
+    """
+    w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
+    if bool(cfg.private_reward):
+        return w_l, w_f, k, 1.0, n * float(cfg.shares[i]) * w_t
+    return w_l, w_f, k, 1.0 / n, w_t
+
+
 def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
@@ -185,14 +197,9 @@ class MoralHazardText(TextProtocol):
 
     def _accounting(self, state: MoralHazardState, i: int) -> str:
         """What each available move adds to this agent's payoff (the utility-accounting variant)."""
-        cfg = state.config
-        n = self.env.num_agents
-        w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
-        private = bool(cfg.private_reward)
-        scale = 1.0 if private else 1.0 / n
-        team = n * float(cfg.shares[i]) * w_t if private else w_t
-        whose = "your payoff" if private else "the team score"
-        s = (i + 1) % n
+        w_l, w_f, k, scale, team = _move_values(state.config, i, self.env.num_agents)
+        whose = "your payoff" if bool(state.config.private_reward) else "the team score"
+        s = (i + 1) % self.env.num_agents
         lines = [
             "Utility accounting (utility = an option's public value; reward = the score paid):",
         ]
@@ -342,13 +349,9 @@ class MoralHazardText(TextProtocol):
     def _pay_line(self, state: MoralHazardState, i: int) -> str:
         """What each move adds to this agent's payoff: the utility-accounting numbers."""
         cfg = state.config
-        n = self.env.num_agents
-        w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
-        if bool(cfg.private_reward):
-            share = float(cfg.shares[i])
-            whose, scale, team = f"your payoff, share {share:.3f}", 1.0, n * share * w_t
-        else:
-            whose, scale, team = "team score", 1.0 / n, w_t
+        w_l, w_f, k, scale, team = _move_values(cfg, i, self.env.num_agents)
+        private = bool(cfg.private_reward)
+        whose = f"your payoff, share {float(cfg.shares[i]):.3f}" if private else "team score"
         return (
             f"Pay ({whose}): local +{w_l * scale:.3f} | query -{k * scale:.3f} | "
             f"final target +{w_f * scale:.3f} | team success +{team:.3f} (every pick a target)"
