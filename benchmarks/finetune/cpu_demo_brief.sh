@@ -58,8 +58,10 @@ cp "$W/sft_rloo/checkpoint-$RLOO_STEPS/trainer_state.json" "$OUT/rloo_trainer_st
 #    base model, whose reward is 0, one reply each)
 for m in base sft sft_rloo; do
   adapter=(); samples=1; [ "$m" = base ] || { adapter=(--adapter "$W/$m/adapter"); samples=$SAMPLES; }
+  baseline=(); [ "$m" = sft_rloo ] && baseline=(--baseline "$OUT/reward_sft.json")
   run dilemmax finetune reward --model "$W/tiny" "${adapter[@]}" --data "$W/data" \
-    --split heldout --samples "$samples" --batch 64 --threads 1 --json "$OUT/reward_$m.json"
+    --split heldout --samples "$samples" --batch 64 --threads 1 --json "$OUT/reward_$m.json" \
+    "${baseline[@]}"
 done
 # 6. play the trained condition with fresh cases (seed 7), greedy, every seat the same model
 run dilemmax finetune evaluate --model "$W/tiny" --adapter sft="$W/sft/adapter" \
@@ -72,6 +74,8 @@ run dilemmax finetune rloo --model "$W/tiny" --adapter "$W/sft/checkpoint-1650" 
   --threads 1 --save-steps 5 --logging-steps 5 --set disable_dropout=True
 for m in sft/checkpoint-1650 sft1650_rloo/adapter; do
   name=$(echo "$m" | sed 's#sft/checkpoint-1650#sft1650#; s#sft1650_rloo/adapter#sft1650_rloo#')
+  baseline=(); [ "$name" = sft1650_rloo ] && baseline=(--baseline "$OUT/reward_sft1650.json")
   run dilemmax finetune reward --model "$W/tiny" --adapter "$W/$m" --data "$W/data" \
-    --split heldout --samples "$SAMPLES" --batch 64 --threads 1 --json "$OUT/reward_$name.json"
+    --split heldout --samples "$SAMPLES" --batch 64 --threads 1 --json "$OUT/reward_$name.json" \
+    "${baseline[@]}"
 done

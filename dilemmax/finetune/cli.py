@@ -234,7 +234,7 @@ def _cmd_sft_rloo(args) -> int:
 # ------------------------------------------------------------------------ evaluation
 def _cmd_reward(args) -> int:
     from dilemmax.finetune.datasets import load_split
-    from dilemmax.finetune.evaluate import reward_on_records
+    from dilemmax.finetune.evaluate import paired_difference, reward_on_records
 
     _threads(args)
     records = load_split(args.data, args.split)
@@ -259,7 +259,16 @@ def _cmd_reward(args) -> int:
         "temperature": args.temperature,
         **means,
     }
-    print(json.dumps(row, indent=2))
+    if args.baseline:
+        baseline = json.loads(Path(args.baseline).read_text())
+        if baseline.get("split") != args.split or baseline.get("records") != len(records):
+            scored = f"{baseline.get('records')} {baseline.get('split')}"
+            raise SystemExit(
+                f"--baseline {args.baseline} scored {scored} records; this run scores "
+                f"{len(records)} {args.split} records"
+            )
+        row["vs_baseline"] = {"baseline": args.baseline, **paired_difference(row, baseline)}
+    print(json.dumps({k: v for k, v in row.items() if k != "per_prompt"}, indent=2))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(row, indent=2))
@@ -404,6 +413,11 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--json", help="also write the result here")
+    p.add_argument(
+        "--baseline",
+        help="a --json result of another adapter on the same records: adds the paired difference "
+        "(this minus it) and its standard error",
+    )
     p.set_defaults(func=_cmd_reward)
 
     p = sub.add_parser("evaluate", help="base vs adapters on the 15-condition grid (Table 3)")

@@ -248,7 +248,8 @@ def reward_summary(
     """Means of each reward part over ``replies``, plus ``reward_se`` (the standard error of the
     mean reward across prompts: each prompt's ``samples`` consecutive replies are averaged first,
     so the samples of one prompt are not counted as independent), ``prompts``, ``samples`` and
-    ``per_stage`` (mean reward per decision stage)."""
+    ``per_stage`` (mean reward per decision stage) and ``per_prompt`` (each prompt's mean, for
+    :func:`paired_difference`)."""
     from dilemmax.finetune.rewards import reply_rewards
 
     parts = reply_rewards(records, replies)
@@ -268,4 +269,23 @@ def reward_summary(
         "prompts": len(per_prompt),
         "samples": samples,
         "per_stage": per_stage,
+        "per_prompt": [round(float(x), 6) for x in per_prompt],
     }
+
+
+def paired_difference(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, float]:
+    """Mean reward of ``after`` minus ``before`` over the same prompts, with the standard error of
+    the per-prompt differences (pairing removes how hard each prompt is from the noise).
+
+    Both are :func:`reward_summary` outputs on the same records in the same order; ValueError
+    names the mismatch otherwise.
+    """
+    a = np.asarray(after.get("per_prompt", []), dtype=float)
+    b = np.asarray(before.get("per_prompt", []), dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("both results need per-prompt rewards ('per_prompt')")
+    if a.shape != b.shape:
+        raise ValueError(f"the results cover {a.size} and {b.size} prompts; compare equal sets")
+    diff = a - b
+    se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
+    return {"difference": float(diff.mean()), "difference_se": se, "prompts": int(diff.size)}

@@ -58,3 +58,20 @@ def test_reward_summary_counts_prompts_not_samples(small_records):
     assert (got["prompts"], got["samples"]) == (3, 2)
     assert got["format_reward"] == pytest.approx(0.05 * 3 / 6)
     assert got["per_stage"] == pytest.approx({"work": 0.75, "note": 0.0})
+    assert got["per_prompt"] == pytest.approx([1.0, 0.5, 0.0])
+
+
+def test_paired_difference_removes_prompt_difficulty():
+    import pytest
+
+    from dilemmax.finetune.evaluate import paired_difference
+
+    before = {"per_prompt": [0.0, 0.5, 1.0, 0.25]}
+    after = {"per_prompt": [0.25, 0.75, 1.0, 0.5]}  # +0.25 everywhere but the easy prompt
+    got = paired_difference(after, before)
+    assert got["difference"] == pytest.approx(0.1875) and got["prompts"] == 4
+    assert got["difference_se"] == pytest.approx(0.125 / 2)  # sd of (.25,.25,0,.25) / sqrt(4)
+    with pytest.raises(ValueError, match="3 and 4 prompts"):
+        paired_difference({"per_prompt": [1.0, 1.0, 1.0]}, before)
+    with pytest.raises(ValueError, match="per_prompt"):
+        paired_difference({"reward": 1.0}, before)
