@@ -248,9 +248,14 @@ class ReferenceSolver:
 
     def _select(self, outcomes: np.ndarray, shape: tuple, res: tuple, profiles: list) -> int:
         """Index of the selected pure equilibrium of a stage (criteria in the module docstring)."""
+        order = sorted(range(self.n), key=lambda i: (res[i], i))
+        return self._best_stable(outcomes, shape, lambda j: tuple(profiles[j][i] for i in order))
+
+    def _best_stable(self, outcomes: np.ndarray, shape: tuple, tiebreak) -> int:
+        """Index of the stable profile that is best by the selection criteria: most survivors,
+        least exploitation, most welfare, fewest rounds, then ``tiebreak(index)``."""
         n = self.n
         stable = self._stable_profiles(outcomes, shape)
-        order = sorted(range(n), key=lambda i: (res[i], i))
         survivors = n - outcomes[:, n + _ELIMINATED]
         welfare = outcomes[:, :n].sum(axis=1)
 
@@ -260,7 +265,7 @@ class ReferenceSolver:
                 round(outcomes[j, n + _EXPLOIT], 9),
                 -round(welfare[j], 9),
                 round(outcomes[j, n + _ROUNDS], 9),
-                tuple(profiles[j][i] for i in order),
+                tiebreak(j),
             )
 
         return min(np.flatnonzero(stable), key=key)
@@ -306,20 +311,7 @@ class ReferenceSolver:
         profiles = list(itertools.product(*options))
         outcomes = np.stack([self._tally_outcome(res, shortfall, p, nxt) for p in profiles])
         shape = tuple(len(o) for o in options)
-        stable = self._stable_profiles(outcomes, shape)
-        survivors = n - outcomes[:, n + _ELIMINATED]
-        welfare = outcomes[:, :n].sum(axis=1)
-
-        def key(j):
-            return (
-                -round(survivors[j], 9),
-                round(outcomes[j, n + _EXPLOIT], 9),
-                -round(welfare[j], 9),
-                round(outcomes[j, n + _ROUNDS], 9),
-                profiles[j],
-            )
-
-        return profiles[min(np.flatnonzero(stable), key=key)]
+        return profiles[self._best_stable(outcomes, shape, lambda j: profiles[j])]
 
     # ------------------------------------------------------------------ inspection
     def outcome_dict(self, outcome: np.ndarray) -> dict:
