@@ -82,15 +82,27 @@ def _cmd_reference(args) -> int:
 MODEL_KINDS = ("openai:", "hf:")
 
 
+def _policy(spec: str, env):
+    """The scripted / reference / trained policy ``spec`` names; UsageError (exit 2) naming the
+    known ones otherwise."""
+    from dilemmax.analysis.populations import resolve_policy
+    from dilemmax.errors import UsageError
+
+    try:
+        return resolve_policy(spec, env)
+    except (ValueError, OSError) as error:
+        raise UsageError(f"--policy: {error}") from None
+
+
 def _cmd_play(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_play_model(args)
     import dilemmax
-    from dilemmax.analysis.populations import grid_population, resolve_policy
+    from dilemmax.analysis.populations import grid_population
 
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     env = dilemmax.make("consequence", **env_kwargs)
-    policy = resolve_policy(args.policy, env)
+    policy = _policy(args.policy, env)
     _output_file(args.out)
     pop = grid_population(
         args.name or args.policy, policy, args.episodes, args.seed, env_kwargs=env_kwargs
@@ -212,9 +224,11 @@ def _write_ablations(report: dict, out: Path) -> None:
 def _cmd_ablate(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_ablate_model(args)
+    import dilemmax
     from dilemmax.analysis import ablations as A
     from dilemmax.analysis.populations import resolve_policy
 
+    _policy(args.policy, dilemmax.make("consequence"))  # a bad name fails before any play
     play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
     report = A.run_ablations(
         play,
@@ -301,12 +315,27 @@ def _cmd_certify(args) -> int:
     return 0
 
 
+POLICY_HELP = (
+    "scripted name, reference[@EPS], a trained run folder, or a language model "
+    "(openai:<model>, hf:<model folder>[,adapter=<folder>]) seated in every position"
+)
+
+
+def _add_model_run_arguments(group) -> None:
+    """The options of a language-model run folder: batch size, resume, progress, the model's."""
+    from dilemmax.llm.cli import add_model_arguments
+
+    group.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    group.add_argument("--resume", action="store_true", help="continue the run in --out")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_model_arguments(group)
+
+
 def add_commands(subparsers) -> None:
     """Adds ``redteam`` with its subcommands to the main parser."""
     from dilemmax.analysis.ablations import ABLATIONS
     from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
     from dilemmax.envs.consequence.constants import RULE_NAMES
-    from dilemmax.llm.cli import add_model_arguments
 
     red = subparsers.add_parser("redteam", help="institutional red-teaming of consequence rules")
     sub = red.add_subparsers(dest="redteam_command", required=True)
@@ -322,8 +351,7 @@ def add_commands(subparsers) -> None:
     p.add_argument(
         "--policy",
         required=True,
-        help="scripted name, reference[@EPS], a trained run folder, or a language model "
-        "(openai:<model>, hf:<model folder>[,adapter=<folder>]) seated in every position",
+        help=POLICY_HELP,
     )
     p.add_argument("--name")
     p.add_argument("--episodes", type=int, default=4)
@@ -341,10 +369,7 @@ def add_commands(subparsers) -> None:
     model.add_argument(
         "--protocol", action="append", help="prompt variant, e.g. anonymous=true, goal=survival"
     )
-    model.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    model.add_argument("--resume", action="store_true", help="continue the run in --out")
-    model.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_model_arguments(model)
+    _add_model_run_arguments(model)
     p.set_defaults(func=_cmd_play)
 
     p = sub.add_parser("gap", help="IAG, statistics, figures for populations")
@@ -360,8 +385,7 @@ def add_commands(subparsers) -> None:
     p.add_argument(
         "--policy",
         required=True,
-        help="scripted name, reference[@EPS], a trained run folder, or a language model "
-        "(openai:<model>, hf:<model folder>[,adapter=<folder>]) seated in every position",
+        help=POLICY_HELP,
     )
     p.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
     p.add_argument("--rules", nargs="+", default=["RP", "PP"], choices=RULE_NAMES)
@@ -370,10 +394,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="folder: ablations.json, the table, transcript")
     model = p.add_argument_group("language-model populations (openai: / hf: policies)")
-    model.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    model.add_argument("--resume", action="store_true", help="continue the run in --out")
-    model.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_model_arguments(model)
+    _add_model_run_arguments(model)
     p.set_defaults(func=_cmd_ablate)
 
     p = sub.add_parser("certify", help="certified rule region and safety case")

@@ -149,3 +149,12 @@ def test_reference_command_creates_the_output_folder(tmp_path, capsys):
     assert main(args) == 0
     back = R.load_reference(out)
     assert back.epsilons == (0.0,) and (out.parent / "ref.md").exists()
+
+
+@pytest.mark.parametrize("command", ["play", "ablate"])
+def test_redteam_unknown_policy_is_one_line_and_exit_2(command, tmp_path, capsys):
+    argv = ["redteam", command, "--policy", "nosuchpolicy", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'nosuchpolicy'" in err and "fair_share" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

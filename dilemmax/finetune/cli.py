@@ -14,23 +14,25 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
+from dilemmax.errors import UsageError
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
+def _comma_list(cast, what: str):
+    """An argparse type: ``"a,b,c"`` -> a tuple of ``cast`` values, or an error naming ``what``."""
+
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(cast(x) for x in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}, got {text!r}"
+            ) from None
+
+    return parse
+
+
+_floats = _comma_list(float, "numbers")
+_ints = _comma_list(int, "integers")
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -232,12 +234,26 @@ def _cmd_sft_rloo(args) -> int:
 
 
 # ------------------------------------------------------------------------ evaluation
+def _read_json(path: str, what: str) -> dict:
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{what} {path}: {error}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} {path}: expected a JSON object")
+    return value
+
+
 def _cmd_reward(args) -> int:
     from dilemmax.finetune.datasets import load_split
     from dilemmax.finetune.evaluate import paired_difference, reward_on_records
 
     _threads(args)
-    records = load_split(args.data, args.split)
+    baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
+    try:
+        records = load_split(args.data, args.split)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"--data {args.data}: {error}") from None
     if args.max_records and len(records) > args.max_records:  # evenly spaced over the grid
         picks = np.linspace(0, len(records) - 1, args.max_records).round().astype(int)
         records = [records[i] for i in picks]
@@ -259,8 +275,7 @@ def _cmd_reward(args) -> int:
         "temperature": args.temperature,
         **means,
     }
-    if args.baseline:
-        baseline = json.loads(Path(args.baseline).read_text())
+    if baseline is not None:
         if baseline.get("split") != args.split or baseline.get("records") != len(records):
             scored = f"{baseline.get('records')} {baseline.get('split')}"
             raise SystemExit(

@@ -92,3 +92,14 @@ def test_protocol_options_lay_over_the_papers_or_the_datasets(tmp_path):
         "memory_rounds": 2,
     }
     assert _protocol_options(parse("evaluate", "--model", "m", "--out", "o"))["utility_accounting"]
+
+
+def test_reward_names_a_missing_dataset_or_a_bad_baseline_before_loading_a_model(tmp_path, capsys):
+    from dilemmax.cli import main
+
+    argv = ["finetune", "reward", "--model", str(tmp_path / "no-model")]
+    assert main(argv + ["--data", str(tmp_path / "no-data")]) == 2
+    assert "--data" in capsys.readouterr().err
+    (tmp_path / "b.json").write_text("[1]")
+    assert main(argv + ["--data", "x", "--baseline", str(tmp_path / "b.json")]) == 2
+    assert "expected a JSON object" in capsys.readouterr().err

@@ -275,7 +275,7 @@ def _play(args) -> int:
                 protocol = part_env.text_protocol(**protocol_options)
             except NotImplementedError:
                 protocol = None
-            except TypeError as error:
+            except (TypeError, ValueError) as error:
                 raise UsageError(f"--protocol: {error}") from error
             base = _seats_for(part_env, specs, args.seats, args, cache)
             shifts = range(part_env.num_agents) if args.rotate else [0]

@@ -338,3 +338,8 @@ def test_brief_private_contract_and_option_check(game2):
     assert not game2.env.text_protocol(brief="false").brief
     with pytest.raises(ValueError, match="brief must be true or false"):
         game2.env.text_protocol(brief="maybe")
+    # Every yes/no option reads text the same way ("maybe" was once taken as true).
+    assert not game2.env.text_protocol(utility_accounting="false").utility_accounting
+    for flag in ("lenient", "utility_accounting"):
+        with pytest.raises(ValueError, match=f"{flag} must be true or false, got 'maybe'"):
+            game2.env.text_protocol(**{flag: "maybe"})

@@ -126,8 +126,8 @@ class MoralHazardText(TextProtocol):
             raise ValueError("memory_rounds must be a whole number >= 0")
         self.env = env
         self.memory_rounds = int(memory_rounds)
-        self.lenient = bool(lenient)
-        self.utility_accounting = bool(utility_accounting)
+        self.lenient = _flag(lenient, "lenient")
+        self.utility_accounting = _flag(utility_accounting, "utility_accounting")
         self.rationale = rationale
         self.brief = _flag(brief, "brief")
         self.rounds: dict[str, list[str]] = {a: [] for a in env.agents}
