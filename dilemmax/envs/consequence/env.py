@@ -347,13 +347,13 @@ class ConsequenceEnv(MultiAgentEnv):
         """bool[n, W + 1]: the legal actions of every seat (see the module docstring)."""
         n = self.num_agents
         actions = jnp.arange(self.num_actions)
-        contribute = actions[None, :] <= state.resources[:, None]
-        target_alive = jnp.concatenate([state.alive, jnp.zeros(self.num_actions - n, bool)])
-        vote = jnp.broadcast_to(target_alive, (n, self.num_actions))
-        mask = jnp.where(state.phase == C.PHASE_VOTE, vote, contribute)
-        only_zero = jnp.broadcast_to(actions == 0, (n, self.num_actions))
         playing = state.alive & ~state.done
-        return jnp.where(playing[:, None], mask, only_zero)
+        # Contributing, and sitting out (only 0), are the range 0..high.
+        high = jnp.where(playing, state.resources, 0)
+        contribute = actions[None, :] <= high[:, None]
+        target_alive = jnp.concatenate([state.alive, jnp.zeros(self.num_actions - n, bool)])
+        voting = playing & (state.phase == C.PHASE_VOTE)
+        return jnp.where(voting[:, None], target_alive[None, :], contribute)
 
     def action_mask(self, state: ConsequenceState) -> dict[str, jax.Array]:
         mask = self.legal_actions(state)

@@ -290,3 +290,36 @@ def test_make_and_options():
         make_config((1, 5, 6), 13, "RP")
     with pytest.raises(ValueError):
         make_config((1, 5, 6), 10, "XX")
+
+
+def test_mask_agrees_with_the_steps_legality_check():
+    """legal_actions (the mask policies read) and _is_legal (what the step enforces) are
+    computed differently; on states reached by random play, every rule and phase, finished
+    episodes included, they agree for every action of every seat, out-of-range indices too."""
+    env = ConsequenceEnv()
+    candidates = jnp.arange(-2, env.num_actions + 2)
+    inside = (candidates >= 0) & (candidates < env.num_actions)
+
+    def wrong_entries(state):
+        by_check = jax.vmap(lambda a: env._is_legal(state, jnp.full(env.num_agents, a)))
+        by_check = by_check(candidates).T  # [n, A + 4]
+        mask = env.legal_actions(state)  # [n, A]
+        padded = jnp.zeros(by_check.shape, bool).at[:, 2 : 2 + env.num_actions].set(mask)
+        return jnp.sum(padded != by_check) + jnp.sum(by_check & ~inside[None, :])
+
+    @jax.jit
+    def disagreements(key):
+        def body(state, k):
+            k_act, k_step = jax.random.split(k)
+            # Random actions, some illegal, so eliminations, votes and failures happen.
+            acts = jax.random.randint(k_act, (env.num_agents,), -1, env.num_actions)
+            acts = {a: acts[i] for i, a in enumerate(env.agents)}
+            _, finished, *_ = env.step_env(k_step, state, acts)  # kept even when it ends
+            _, state, *_ = env.step(k_step, state, acts)
+            return state, wrong_entries(state) + wrong_entries(finished)
+
+        _, state = env.reset(key)
+        return jnp.sum(jax.lax.scan(body, state, jax.random.split(key, 60))[1])
+
+    wrong = jax.vmap(disagreements)(jax.random.split(jax.random.key(3), 64))
+    assert int(jnp.sum(wrong)) == 0

@@ -164,20 +164,37 @@ class MoralHazardEnv(MultiAgentEnv):
 
     def _legal(self, stage: jax.Array, queried: jax.Array, acts: jax.Array) -> jax.Array:
         """Whether action ``acts`` is legal for an agent that ``queried``, at ``stage`` (clipped
-        to 0..3), elementwise with broadcasting: a chain of selects, which XLA fuses (a table
-        indexed by stage would be a gather per env under vmap)."""
+        to 0..3), elementwise with broadcasting.
+
+        Every stage's legal actions are one contiguous range of indices, so the test is two
+        comparisons against bounds chosen per agent: the mask of all actions is then three
+        operations per entry (a chain of per-stage tests, or a table indexed by stage, costs
+        several times that, and a table is a gather per env under vmap).
+        """
+        low, high = self._legal_range(stage, queried)
+        return (acts >= low) & (acts < high)
+
+    def _legal_range(self, stage: jax.Array, queried: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(low, high): the legal actions at ``stage`` are ``low <= a < high`` (int32)."""
         stage = jnp.clip(stage, 0, c.DONE)
-        work = (acts >= c.LOCAL_BASE) & (acts <= c.QUERY)
-        note = jnp.where(queried, acts >= c.NO_NOTE, acts == c.NO_NOTE)
-        final = (acts >= c.FINAL_BASE) & (acts < c.NO_NOTE)
-        done = acts == c.NO_MOVE
-        in_range = (acts >= 0) & (acts < self.num_actions)
-        legal = jnp.where(
+        # work: LOCAL A-D or QUERY; note: NO_NOTE, and for a querier every NOTE too;
+        # final: FINAL A-D; done: NO_MOVE only.
+        note_high = jnp.where(queried, self.num_actions, c.NO_NOTE + 1)
+        low = jnp.where(
             stage == c.WORK,
-            work,
-            jnp.where(stage == c.NOTE, note, jnp.where(stage == c.FINAL, final, done)),
+            c.LOCAL_BASE,
+            jnp.where(
+                stage == c.NOTE, c.NO_NOTE, jnp.where(stage == c.FINAL, c.FINAL_BASE, c.NO_MOVE)
+            ),
         )
-        return legal & in_range
+        high = jnp.where(
+            stage == c.WORK,
+            c.QUERY + 1,
+            jnp.where(
+                stage == c.NOTE, note_high, jnp.where(stage == c.FINAL, c.NO_NOTE, c.NO_MOVE + 1)
+            ),
+        )
+        return low, high
 
     # ------------------------------------------------------------------ dynamics
     def step_env(self, key: jax.Array, state: MoralHazardState, actions: Mapping[str, jax.Array]):

@@ -313,3 +313,41 @@ def test_global_state_reveals_what_agents_cannot_see(game2):
     unsafe = g[4 + 4 * n : 4 + 8 * n].reshape(n, 4)
     assert unsafe.argmax(-1).tolist() == [B, C]
     assert "unsafe=B target=D" in game2.env.render(state)
+
+
+def _legal_by_stage(num_actions: int, stage: int, queried: bool, action: int) -> bool:
+    """The legal sets of the constants module, stage by stage, written out plainly."""
+    if not 0 <= action < num_actions:
+        return False
+    stage = min(max(stage, 0), c.DONE)
+    if stage == c.WORK:
+        return c.LOCAL_BASE <= action <= c.QUERY
+    if stage == c.NOTE:
+        return action >= c.NO_NOTE if queried else action == c.NO_NOTE
+    if stage == c.FINAL:
+        return c.FINAL_BASE <= action < c.NO_NOTE
+    return action == c.NO_MOVE
+
+
+@pytest.mark.parametrize("n", [2, 3, 9])
+def test_legality_ranges_equal_the_stage_rules(n):
+    """The mask is computed as one range per (stage, queried); it must equal the rules for
+    every stage (out-of-range ones clipped), both query flags and every action, illegal
+    indices outside 0..A-1 included."""
+    env = dilemmax.make("moral_hazard", num_agents=n)
+    stages, flags = np.arange(-2, 7), np.array([False, True])
+    actions = np.arange(-3, env.num_actions + 4)
+    got = np.asarray(
+        env._legal(
+            jnp.asarray(stages)[:, None, None],
+            jnp.asarray(flags)[None, :, None],
+            jnp.asarray(actions)[None, None, :],
+        )
+    )
+    want = np.array(
+        [
+            [[_legal_by_stage(env.num_actions, s, q, a) for a in actions] for q in flags]
+            for s in stages
+        ]
+    )
+    np.testing.assert_array_equal(got, want)
