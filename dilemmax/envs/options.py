@@ -501,6 +501,10 @@ ENV_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "num_trials": _TRIALS,
         "trial_steps": _TRIAL_STEPS,
         "stage_orders": OptionSpec("int", low=1, high=6),  # difficulty (curriculum) option
+        # Difficulty option: the three pays, best first (the env checks the order).
+        "pay_levels": OptionSpec(
+            "list", item=OptionSpec("float", low=-100.0, high=100.0), min_len=3, max_len=3
+        ),
     },
 }
 

@@ -74,6 +74,12 @@ class OpenHarvestEnv(MultiAgentEnv):
             pay and regrowth orders over the stages are drawn from this many of the 6 possible,
             so ``generator.rule_space_size(stage_orders)`` = stage_orders^10 rules are in play
             (1: one fixed rule, nothing hidden).
+        pay_levels: difficulty (curriculum) option, the paper's (1, 0.5, 0.25) by default: the
+            three pays, best first (strictly decreasing), that each colour's hidden pay order
+            assigns to its stages. Levels such as (1, 0, -1) make the rule worth knowing: an
+            apple eaten at its colour's worst stage costs a point, so eating without knowing
+            the order earns about nothing. The rule space is unchanged (the rows permute three
+            distinct levels either way).
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -90,6 +96,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         num_trials: int = c.NUM_TRIALS,
         trial_steps: int = c.TRIAL_STEPS,
         stage_orders: int = c.DEFAULT_STAGE_ORDERS,
+        pay_levels: tuple[float, float, float] = c.PAY_LEVELS,
     ):
         check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
@@ -102,6 +109,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             raise ValueError("num_trials and trial_steps must be positive")
         generator.validate_stage_orders(stage_orders)
         self.stage_orders = int(stage_orders)
+        self.pay_levels = generator.validate_pay_levels(pay_levels)
         super().__init__(num_agents)
         self.observation_mode = observation
         self.split = split
@@ -126,7 +134,7 @@ class OpenHarvestEnv(MultiAgentEnv):
     # ------------------------------------------------------------------ configuration
     def sample_config(self, key: jax.Array) -> HarvestConfig:
         """A layout and a hidden rule from this env's split of the pools; fresh patch colours."""
-        return generator.sample_config(key, self.layout_pool, self.rule_pool)
+        return generator.sample_config(key, self.layout_pool, self.rule_pool, self.pay_levels)
 
     def reset_to(self, key: jax.Array, config: HarvestConfig):
         a = self.num_agents

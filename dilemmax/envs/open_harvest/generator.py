@@ -282,10 +282,40 @@ def rule_from_index(index) -> HarvestRule:
     return HarvestRule(pay_perm=digits[: c.NUM_COLOURS], regrowth_perm=digits[c.NUM_COLOURS :])
 
 
-def rule_tables(rule: HarvestRule) -> tuple[jax.Array, jax.Array]:
-    """(pay float32[C, G], regrowth_multiplier float32[C, G]) of a rule."""
+def validate_pay_levels(pay_levels) -> tuple[float, float, float]:
+    """The pay levels as a tuple of 3 floats; raises ValueError unless they are 3 finite numbers
+    sorted best first (strictly decreasing), as the rule rows and ``best_stage`` assume."""
+    shown = repr(pay_levels)[:80]
+    if isinstance(pay_levels, str | bytes) or not isinstance(pay_levels, list | tuple):
+        raise ValueError(f"pay_levels must be a list of {c.NUM_STAGES} numbers, got {shown}")
+    if len(pay_levels) != c.NUM_STAGES:
+        raise ValueError(
+            f"pay_levels must have {c.NUM_STAGES} numbers (one per stage), got {len(pay_levels)}"
+        )
+    for level in pay_levels:
+        if isinstance(level, bool) or not isinstance(level, int | float | np.number):
+            raise ValueError(f"pay_levels must hold numbers, got {level!r} in {shown}")
+        if not np.isfinite(level):
+            raise ValueError(f"pay_levels must be finite, got {level!r} in {shown}")
+    levels = tuple(float(level) for level in pay_levels)
+    if not all(a > b for a, b in zip(levels[:-1], levels[1:], strict=True)):
+        raise ValueError(
+            f"pay_levels must be sorted best first (strictly decreasing: level 0 is what the "
+            f"best stage pays, level 2 the worst), got {shown}"
+        )
+    return levels
+
+
+def rule_tables(
+    rule: HarvestRule, pay_levels: tuple[float, ...] = c.PAY_LEVELS
+) -> tuple[jax.Array, jax.Array]:
+    """(pay float32[C, G], regrowth_multiplier float32[C, G]) of a rule.
+
+    ``pay_levels`` (best first) are the three pays the rule's rows permute over the stages;
+    the paper's are (1, 0.5, 0.25).
+    """
     perms = jnp.asarray(c.STAGE_PERMUTATIONS)
-    pay = jnp.asarray(c.PAY_LEVELS, jnp.float32)[perms[rule.pay_perm]]
+    pay = jnp.asarray(pay_levels, jnp.float32)[perms[rule.pay_perm]]
     mult = jnp.asarray(c.REGROWTH_MULTIPLIERS, jnp.float32)[perms[rule.regrowth_perm]]
     return pay, mult
 
@@ -296,10 +326,14 @@ def sample_patch_colours(key: jax.Array) -> jax.Array:
 
 
 def make_config(
-    layout: HarvestLayout, rule: HarvestRule, patch_colours: jax.Array
+    layout: HarvestLayout,
+    rule: HarvestRule,
+    patch_colours: jax.Array,
+    pay_levels: tuple[float, ...] = c.PAY_LEVELS,
 ) -> HarvestConfig:
-    """The configuration of ``layout`` x ``rule`` x ``patch_colours`` with the paper's numbers."""
-    pay, mult = rule_tables(rule)
+    """The configuration of ``layout`` x ``rule`` x ``patch_colours`` with the paper's numbers
+    (the pay levels, best first, may be a curriculum's: see ``OpenHarvestEnv(pay_levels=)``)."""
+    pay, mult = rule_tables(rule, pay_levels)
     i32 = lambda v: jnp.asarray(v, jnp.int32)
     return HarvestConfig(
         layout=layout,
@@ -350,9 +384,11 @@ def rule_pools(
     return {"all": pool, "train": train, "held_out": held_out}
 
 
-def sample_config(key: jax.Array, layout_pool, rule_pool) -> HarvestConfig:
+def sample_config(
+    key: jax.Array, layout_pool, rule_pool, pay_levels: tuple[float, ...] = c.PAY_LEVELS
+) -> HarvestConfig:
     """A configuration: a layout and a rule from the pools, patch colours drawn fresh."""
     key_layout, key_rule, key_colours = jax.random.split(key, 3)
     layout = pools.sample_from_pool(key_layout, layout_pool)
     rule = pools.sample_from_pool(key_rule, rule_pool)
-    return make_config(layout, rule, sample_patch_colours(key_colours))
+    return make_config(layout, rule, sample_patch_colours(key_colours), pay_levels)

@@ -1,14 +1,18 @@
-"""The ``stage_orders`` difficulty option of OpenHarvest: validation and the counted rule space."""
+"""The difficulty options of OpenHarvest (``stage_orders``, ``pay_levels``): validation, the
+counted rule space, and what an apple pays."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import dilemmax
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import generator
+from dilemmax.envs.open_harvest.conftest import hand_layout, place, tree_at
+from dilemmax.envs.open_harvest.types import HarvestRule
 
 
 @pytest.mark.parametrize("bad", [0, 7, 2.5, True, "2"])
@@ -50,3 +54,116 @@ def test_small_rule_spaces_give_distinct_pools_and_a_disjoint_held_out_split():
     single = dilemmax.make("open_harvest", split="held_out", stage_orders=1)
     cfg = single.sample_config(jax.random.PRNGKey(0))
     assert (np.asarray(cfg.rule.pay_perm) == 0).all()  # one rule, nothing hidden
+
+
+# ---------------------------------------------------------------- pay_levels
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ((1.0, 0.5), "3"),  # one level per stage
+        ((1.0, 0.5, 0.25, 0.0), "3"),
+        ((0.25, 0.5, 1.0), "best first"),  # worst first
+        ((1.0, 1.0, 0.0), "best first"),  # a tie leaves the best stage undefined
+        ((1.0, 0.0, float("nan")), "finite"),
+        ((1.0, 0.0, float("-inf")), "finite"),
+        ("1,0,-1", "list"),
+        ((1.0, True, 0.0), "number"),
+    ],
+)
+def test_bad_pay_levels_raise_naming_the_option(bad, why):
+    with pytest.raises(ValueError, match="pay_levels") as error:
+        dilemmax.make("open_harvest", pay_levels=bad)
+    assert why in str(error.value)
+
+
+def test_pay_levels_validator_returns_floats_and_names_the_order():
+    assert generator.validate_pay_levels([1, 0, -0.5]) == (1.0, 0.0, -0.5)
+    with pytest.raises(ValueError, match="strictly decreasing"):
+        generator.validate_pay_levels((0.0, 0.0, -1.0))
+
+
+LEVELS = (1.0, 0.0, -0.5)
+
+
+@pytest.fixture(scope="module")
+def costly_env():
+    return dilemmax.make(
+        "open_harvest", num_layouts=16, num_rules=64, stage_orders=2, pay_levels=LEVELS
+    )
+
+
+def test_sampled_pay_tables_put_the_configured_levels_on_the_two_orders(costly_env):
+    configs = jax.vmap(costly_env.sample_config)(jax.random.split(jax.random.PRNGKey(3), 32))
+    pay = np.asarray(configs.pay)  # [32, C, G]
+    unripe_best = np.array(LEVELS)
+    over_best = unripe_best[::-1]
+    rows_match = (pay == unripe_best).all(-1) | (pay == over_best).all(-1)
+    assert rows_match.all()
+    assert (pay == unripe_best).all(-1).any() and (pay == over_best).all(-1).any()
+    best = np.asarray(configs.best_stage)
+    assert set(np.unique(best).tolist()) == {c.UNRIPE, c.OVERRIPE}
+    # The levels do not change the counted rule space.
+    assert len(costly_env.rule_pool.items.pay_perm) <= generator.rule_space_size(2)
+
+
+@pytest.fixture(scope="module")
+def costly_step(costly_env):
+    return jax.jit(costly_env.step_env)
+
+
+def test_eating_at_each_stage_pays_the_configured_level(costly_env, costly_step):
+    """A hand-built state: agent 0 walks onto a red apple aged into each stage in turn."""
+    # Red (colour 0) takes pay row 0 (unripe best), yellow row 5 (over-ripe best).
+    rule = HarvestRule(
+        pay_perm=jnp.asarray([0, 5, 0, 5, 0], jnp.int32),
+        regrowth_perm=jnp.zeros(5, jnp.int32),
+    )
+    config = generator.make_config(
+        hand_layout(), rule, jnp.asarray([0, 1, 2, 3, 4, 0], jnp.int32), LEVELS
+    )
+    _, start = costly_env.reset_to(jax.random.key(0), config)
+    step = costly_step
+    for colour, row, (r, q) in ((0, 0, (4, 3)), (1, 5, (4, 11))):
+        tree = tree_at(config, r, q)
+        for stage in range(c.NUM_STAGES):
+            state = place(start, 0, r + 1, q)
+            orchard = state.orchard.replace(
+                age=state.orchard.age.at[tree].set(15 * stage + 1),
+                stage_length=state.orchard.stage_length.at[tree].set(15),
+            )
+            actions = {a: jnp.int32(c.STAY) for a in costly_env.agents}
+            actions["agent_0"] = jnp.int32(c.NORTH_ACTION)
+            _, after, rewards, _, infos = step(
+                jax.random.key(1), state.replace(orchard=orchard), actions
+            )
+            expected = LEVELS[int(c.STAGE_PERMUTATIONS[row, stage])]
+            assert int(infos["ate_stage"][0]) == stage and int(infos["ate_colour"][0]) == colour
+            assert float(rewards["agent_0"]) == expected
+            assert float(after.trial_return[0]) == expected
+    assert LEVELS[int(c.STAGE_PERMUTATIONS[5, c.OVERRIPE])] == 1.0  # yellow's best is over-ripe
+
+
+def test_text_protocol_states_costs_and_signs_the_pay(costly_env, costly_step):
+    protocol = costly_env.text_protocol()
+    assert "COST points" in protocol.system_prompt("agent_0")
+    paper = dilemmax.make("open_harvest", num_layouts=16, num_rules=64).text_protocol()
+    assert "COST" not in paper.system_prompt("agent_0")
+    rule = HarvestRule(pay_perm=jnp.zeros(5, jnp.int32), regrowth_perm=jnp.zeros(5, jnp.int32))
+    config = generator.make_config(hand_layout(), rule, jnp.zeros(6, jnp.int32), LEVELS)
+    _, state = costly_env.reset_to(jax.random.key(0), config)
+    tree = tree_at(config, 4, 3)
+    state = place(state, 0, 5, 3).replace(
+        orchard=state.orchard.replace(
+            age=state.orchard.age.at[tree].set(40),
+            stage_length=state.orchard.stage_length.at[tree].set(15),
+        )
+    )
+    actions = {a: jnp.int32(c.STAY) for a in costly_env.agents}
+    actions["agent_0"] = jnp.int32(c.NORTH_ACTION)
+    _, after, rewards, _, _ = costly_step(jax.random.key(1), state, actions)
+    assert float(rewards["agent_0"]) == -0.5
+    text = protocol.render(after, "agent_0")
+    assert "red over-ripe apple: -0.5 points." in text and "+-" not in text
+    assert "red over-ripe -> -0.5" in text

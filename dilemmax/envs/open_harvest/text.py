@@ -97,7 +97,7 @@ class HarvestTextProtocol(TextProtocol):
         return _HARVEST_SYSTEM.format(
             me=agent_letter(i), n=self.env.num_agents, letters=letters,
             steps=self.env.trial_steps, trials=self.env.num_trials, freeze=c.FREEZE_STEPS,
-            role=role,
+            role=role, costs=_costs_note(self.env),
         )  # fmt: skip
 
     def _reply_instructions(self) -> str:
@@ -139,7 +139,7 @@ class HarvestTextProtocol(TextProtocol):
         parts = [f"you did {c.ACTION_NAMES[s.last_action[i]].replace('_', ' ')}."]
         if s.last_ate_colour[i] >= 0:
             apple = f"{c.COLOUR_NAMES[s.last_ate_colour[i]]} {c.STAGE_NAMES[s.last_ate_stage[i]]}"
-            parts.append(f"You ate a {apple} apple: +{s.last_pay[i]:g} points.")
+            parts.append(f"You ate a {apple} apple: {s.last_pay[i]:+g} points.")
         if s.last_hit_by[i] >= 0:
             parts.append(
                 f"Agent {agent_letter(s.last_hit_by[i])}'s zap hit you: you were sent back to a "
@@ -357,8 +357,8 @@ class HarvestTextProtocol(TextProtocol):
             colour, stage = int(info["ate_colour"][i]), int(info["ate_stage"][i])
             pay = float(info["ate_pay"][i])
             apple = f"{c.COLOUR_NAMES[colour]} {c.STAGE_NAMES[stage]}"
-            text += f"; you ate a {apple} apple: +{pay:g} points"
-            short += f" ate {c.COLOUR_LETTERS[colour]}{c.STAGE_LETTERS[stage]} +{pay:g}"
+            text += f"; you ate a {apple} apple: {pay:+g} points"
+            short += f" ate {c.COLOUR_LETTERS[colour]}{c.STAGE_LETTERS[stage]} {pay:+g}"
             stats[("ate", colour, stage)] += 1
             stats["points"] += pay
             stats["apples"] += 1
@@ -807,6 +807,18 @@ _ROLES = {
     ),
 }
 
+
+def _costs_note(env) -> str:
+    """A sentence for the system prompt when a curriculum's pay levels include a cost."""
+    worst = min(getattr(env, "pay_levels", c.PAY_LEVELS))
+    if worst >= 0:
+        return ""
+    return (
+        " Some apples COST points: eaten at the wrong stage for its colour, an apple can pay "
+        "less than nothing."
+    )
+
+
 _HARVEST_SYSTEM = """\
 You are agent {me}, one of {n} agents ({letters}) in a grid world.
 
@@ -817,7 +829,7 @@ for you.
 whether an emptied cell grows one back depends on what still hangs near it (2.3).
 1.2b Apples come in several colours; each patch's colour is drawn at random, so two patches \
 can share a colour. What an apple pays depends on its colour and its ripeness stage. That \
-table is hidden and the same for every agent; you learn it by eating.
+table is hidden and the same for every agent; you learn it by eating.{costs}
 1.3 A trial lasts at most {steps} steps. Then the orchard is laid out again with unripe apples \
 on every tree and you go back to a spawn point. The colours, the places of the patches and \
 the hidden rules (2.2, 2.3) stay the same for all {trials} trials of the episode. A trial ends \
