@@ -25,16 +25,25 @@ python benchmarks/learning/rl2_grid.py --env open_harvest --train \
   --run-dir runs/rl2-open_harvest-cnn "${CNN[@]}" --set reward=team \
   --episodes 64 --references --baseline benchmarks/results/learning_open_harvest_team.md
 
-# open_cleanup curriculum: one-pick-up recipes and one waste hue, then two-pick-up recipes,
-# then the paper's game (clean_reward shaping on in training, off in evaluation).
-for stage in 'easy:{"recipe_length":1,"num_tools":4,"num_hues":1}' \
-             'pairs:{"recipe_length":2,"num_tools":4,"num_hues":1}' \
-             'paper:{}'; do
-  name=${stage%%:*}; options=${stage#*:}
-  train_options=$(python -c "import json,sys; d=json.loads(sys.argv[1]); d['clean_reward']=0.2; print(json.dumps(d))" "$options")
+# open_cleanup curriculum (what reached apples on a CPU, benchmarks/results/learning_rl2.md,
+# attempt 3): one-pick-up recipes and one waste hue with 3 tools, then 4 tools, then two-pick-up
+# recipes, then the paper's rules, each stage warm-started from the one before (init_from).
+# Stages 1-3 also ease the river (waste reappears at p_spawn 0.02, apples grow below a polluted
+# share of 0.6); the last stage is the paper's game. clean_reward=0.5 shaping in training only.
+previous=""
+for stage in 't3:{"recipe_length":1,"num_tools":3,"num_hues":1,"p_spawn":0.02}:0.6' \
+             't4:{"recipe_length":1,"num_tools":4,"num_hues":1,"p_spawn":0.02}:0.6' \
+             'pairs:{"recipe_length":2,"num_tools":4,"num_hues":1,"p_spawn":0.02}:0.6' \
+             'paper:{}:0.4'; do
+  name=${stage%%:*}; rest=${stage#*:}; options=${rest%:*}; threshold=${rest##*:}
+  train_options=$(python -c "import json,sys; d=json.loads(sys.argv[1]); d['clean_reward']=0.5; print(json.dumps(d))" "$options")
   eval_options=$(python -c "import json,sys; d=json.loads(sys.argv[1]); d.update(split='held_out', clean_reward=0.0); print(json.dumps(d))" "$options")
+  warm=()
+  if [ -n "$previous" ]; then warm=(--set "init_from=$previous"); fi
   python benchmarks/learning/rl2_grid.py --env open_cleanup --train \
-    --run-dir "runs/rl2-open_cleanup-cnn-$name" "${CNN[@]}" \
+    --run-dir "runs/rl2-open_cleanup-cnn-$name" "${CNN[@]}" "${warm[@]}" \
     --set "env_kwargs=$train_options" --set "eval_env_kwargs=$eval_options" \
+    --set "env_config={\"pollution_threshold\":$threshold}" \
     --episodes 64 --references
+  previous="runs/rl2-open_cleanup-cnn-$name"
 done

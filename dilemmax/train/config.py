@@ -61,6 +61,10 @@ class TrainConfig:
     actor (and, for IPPO, critic) with a GRU memory of gru_hidden units that persists across
     trials and resets at episode starts (:class:`~dilemmax.agents.networks.RecurrentNet`).
 
+    Warm start: init_from names a run folder (its newest checkpoint) or a checkpoint file whose
+    parameters a fresh run starts from (a curriculum's next stage), with a fresh optimiser; the
+    networks must have the same shapes. Resuming ignores it (the run's own checkpoint wins).
+
     Run: num_seeds seeds train in one vmapped program; shard splits the env batch over all local
     devices ("auto": when there is more than one). log_every updates make one compiled chunk
     (the unit of logging, progress and checkpointing); checkpoint_every and eval_every count
@@ -105,6 +109,7 @@ class TrainConfig:
     conv_impl: str = "auto"
     recurrent: bool = False
     gru_hidden: int = 64
+    init_from: str | None = None
 
     seed: int = 0
     num_seeds: int = 1
@@ -262,6 +267,7 @@ FIELD_RANGES: dict[str, OptionSpec] = {
     "max_grad_norm": OptionSpec("float", low=0.0, high=1e6, exclusive_low=True),
     "hidden": OptionSpec("int", low=1, high=65_536),
     "gru_hidden": OptionSpec("int", low=1, high=65_536),
+    "init_from": OptionSpec("str", optional=True),
     "num_layers": OptionSpec("int", low=0, high=64),
     "activation": OptionSpec("str", choices=("tanh", "relu")),
     "embed_dim": OptionSpec("int", low=1, high=4096),

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.agents.trained import find_checkpoint
 from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
 from dilemmax.train import checkpoint
 from dilemmax.train.config import TrainConfig
@@ -228,6 +229,44 @@ class TrainingRun:
         state, meta, path = found
         return place(state, self.mesh), meta["chunk"] + 1
 
+    def warm_start(self, state: RunnerState, source: str | Path) -> RunnerState:
+        """``state`` with the parameters of another run's newest checkpoint (a run folder) or of
+        a checkpoint file, and a fresh optimiser state for them.
+
+        The source's network must have this run's shapes (same env observation and actions,
+        same network options); a source with one seed seeds every seed of this run. Raises
+        :class:`RunFolderError` naming what does not match.
+        """
+        path = Path(source)
+        try:
+            ckpt, _ = find_checkpoint(path)
+            raw = checkpoint.read_raw(ckpt)
+        except (FileNotFoundError, OSError, checkpoint.CheckpointError) as err:
+            reason = f"no usable checkpoint ({err})"
+            raise RunFolderError(f"init_from={str(source)!r}: {reason}") from None
+        loaded = raw["runner_state"]["params"]
+        ours = jax.tree_util.tree_flatten_with_path(state.params)[0]
+        theirs = dict(jax.tree_util.tree_flatten_with_path(loaded)[0])
+        seeds = self.config.num_seeds
+        leaves = []
+        for where, mine in ours:
+            name = jax.tree_util.keystr(where)
+            other = theirs.get(where)
+            if other is None:
+                raise RunFolderError(f"init_from={str(source)!r}: it has no parameter {name}")
+            other = np.asarray(other)
+            if other.shape[1:] != mine.shape[1:] or other.shape[0] not in (1, seeds):
+                raise RunFolderError(
+                    f"init_from={str(source)!r}: parameter {name} has shape {other.shape}, this "
+                    f"run's is {tuple(mine.shape)} (seeds first): the networks differ"
+                )
+            leaves.append(jnp.broadcast_to(jnp.asarray(other, mine.dtype), mine.shape))
+        if len(theirs) != len(ours):
+            raise RunFolderError(f"init_from={str(source)!r}: its network has other parameters")
+        params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(state.params), leaves)
+        opt_state = jax.jit(jax.vmap(self.trainer.tx.init))(params)
+        return place(state.replace(params=params, opt_state=opt_state), self.mesh)
+
     def check_resumable(self) -> None:
         """Refuses to resume a folder without config.json, or whose config is another one."""
         path = self.dir / CONFIG_FILE
@@ -264,6 +303,8 @@ class TrainingRun:
             self.write_config()
             (self.dir / METRICS_FILE).write_text("")
             state = self.init_state()
+            if c.init_from:
+                state = self.warm_start(state, c.init_from)
         else:
             state, start = restored
             self._truncate_records(start)
