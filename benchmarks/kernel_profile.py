@@ -82,7 +82,10 @@ def main(argv=None) -> None:
     print("| --- | ---: | ---: |")
     for name, ns in total.most_common(args.top):
         print(f"| `{name}` | {per_step(ns):.3f} | {calls[name] / args.steps:.2f} |")
-    print(f"\nAll kernels: {per_step(sum(total.values())):.2f} ms per step (summed over threads).")
+    print(
+        f"\nAll events: {per_step(sum(total.values())):.2f} ms per step, summed over threads; a "
+        "loop or branch (`while`, `cond`) counts the kernels it ran, which are also listed alone."
+    )
 
 
 if __name__ == "__main__":
