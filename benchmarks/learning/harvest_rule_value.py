@@ -41,33 +41,14 @@ from dilemmax.envs.rollout import run_episodes
 
 
 def _eat_allowed(key, observation, stage_ok):
-    """Greedy towards visible apples that ``stage_ok(cells)`` allows; other apples are walked
-    around (stepping on one would eat it); with apples in sight but none allowed, mostly wait."""
-    cells, who, info = scripted.view_codes(observation.array)
-    apples, open_ground = scripted._terrain(cells, who)
-    targets = apples & stage_ok(cells)
-    key_nav, key_wait = jax.random.split(key)
-    wait = jnp.any(apples) & jax.random.bernoulli(key_wait, 0.9)
-    action = scripted._navigate(key_nav, targets, open_ground, wait, scripted._facing(info))
-    return scripted._respect_mask(action, observation.mask)
-
-
-def _stage_filter(best_stage, free):
-    """cells int32[11, 11] -> bool: apples at their colour's ``best_stage`` int32[C], or of a
-    colour flagged in ``free`` bool[C] (any stage)."""
-
-    def ok(cells):
-        code = jnp.clip(cells - c.CODE_APPLE, 0, c.NUM_COLOURS * c.NUM_STAGES - 1)
-        colour, stage = code // c.NUM_STAGES, code % c.NUM_STAGES
-        return free[colour] | (stage == best_stage[colour])
-
-    return ok
+    """Greedy towards visible apples that ``stage_ok(cells)`` allows (no restraint)."""
+    return scripted.eat_selectively(key, observation, lambda cells, apples: stage_ok(cells))
 
 
 def informed_greedy(key, observation):
     """Greedy at each colour's best stage, read from the hidden rule (privileged)."""
     best = observation.state.config.best_stage
-    return _eat_allowed(key, observation, _stage_filter(best, jnp.zeros(c.NUM_COLOURS, bool)))
+    return _eat_allowed(key, observation, scripted.at_best_stage(best))
 
 
 def make_taster(stage_orders: int, pay_levels):
@@ -87,7 +68,7 @@ def make_taster(stage_orders: int, pay_levels):
         candidate_best = jnp.where(consistent, row_best[None], -1)  # [C, R]
         first = jnp.max(candidate_best, axis=-1)
         pinned = jnp.all((candidate_best == first[:, None]) | ~consistent, axis=-1)
-        return _eat_allowed(key, observation, _stage_filter(first, ~pinned))
+        return _eat_allowed(key, observation, scripted.at_best_stage(first, ~pinned))
 
     return taster
 

@@ -125,16 +125,41 @@ def greedy_policy(key: jax.Array, observation) -> jax.Array:
     return _respect_mask(action, observation.mask)
 
 
-def _restrained(key, observation, stage_ok):
+def eat_selectively(key: jax.Array, observation, allowed) -> jax.Array:
+    """Walks to the nearest visible apple that ``allowed(cells, apples)`` admits (a bool[11, 11]
+    of the view's codes and apple cells) and eats it.
+
+    Other apples are obstacles: walking onto one would eat it. With apples in sight but none to
+    take, it mostly waits for them to ripen or regrow; now and then it looks elsewhere.
+    """
     cells, who, info = view_codes(observation.array)
     apples, open_ground = _terrain(cells, who)
-    eligible = apples & (apples_around(apples) >= 3) & stage_ok(cells)
-    # Other apples are obstacles: walking onto one would eat it. With apples in sight but none
-    # to take, mostly wait for them to ripen or regrow; now and then look elsewhere.
+    eligible = apples & allowed(cells, apples)
     key_nav, key_wait = jax.random.split(key)
     wait = jnp.any(apples) & jax.random.bernoulli(key_wait, 0.9)
     action = _navigate(key_nav, eligible, open_ground, wait, _facing(info))
     return _respect_mask(action, observation.mask)
+
+
+def at_best_stage(best: jax.Array, any_stage: jax.Array | None = None):
+    """``cells -> bool[11, 11]``: apples at their colour's ``best`` stage (int32[C]); colours
+    flagged in ``any_stage`` (bool[C], default none) pass at every stage."""
+    if any_stage is None:
+        any_stage = jnp.zeros(best.shape, bool)
+
+    def ok(cells):
+        code = jnp.clip(cells - c.CODE_APPLE, 0, c.NUM_COLOURS * c.NUM_STAGES - 1)
+        colour, stage = code // c.NUM_STAGES, code % c.NUM_STAGES
+        return any_stage[colour] | (stage == best[colour])
+
+    return ok
+
+
+def _restrained(key, observation, stage_ok):
+    """Eats only apples ``stage_ok`` admits that keep >= 3 visible apples within two cells."""
+    return eat_selectively(
+        key, observation, lambda cells, apples: (apples_around(apples) >= 3) & stage_ok(cells)
+    )
 
 
 def sustainable_policy(key: jax.Array, observation) -> jax.Array:
@@ -145,13 +170,7 @@ def sustainable_policy(key: jax.Array, observation) -> jax.Array:
 def oracle_policy(key: jax.Array, observation) -> jax.Array:
     """``sustainable`` that eats each colour only at its best-paying stage (reads the rule from
     the privileged ``observation.state``)."""
-    best = observation.state.config.best_stage  # int32[C]
-
-    def at_best_stage(cells):
-        code = jnp.clip(cells - c.CODE_APPLE, 0, c.NUM_COLOURS * c.NUM_STAGES - 1)
-        return (code % c.NUM_STAGES) == best[code // c.NUM_STAGES]
-
-    return _restrained(key, observation, at_best_stage)
+    return _restrained(key, observation, at_best_stage(observation.state.config.best_stage))
 
 
 def random_policy(key: jax.Array, observation) -> jax.Array:
