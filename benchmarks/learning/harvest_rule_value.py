@@ -51,10 +51,10 @@ def informed_greedy(key, observation):
     return _eat_allowed(key, observation, scripted.at_best_stage(best))
 
 
-def make_taster(stage_orders: int, pay_levels):
+def make_taster(stage_orders: int, pay_levels, shared_pay_order: bool = False):
     """The scripted learner for an env drawing each colour's pay order from ``stage_orders``
     rows: per colour, the rows consistent with the agent's own tastes; the best stage is known
-    when they all agree on it."""
+    when they all agree on it. With ``shared_pay_order`` a taste of any colour counts for all."""
     rows = np.asarray(c.STAGE_PERMUTATIONS)[list(c.STAGE_ORDER_PREFERENCE[:stage_orders])]
     row_pays = jnp.asarray(np.asarray(pay_levels, np.float32)[rows])  # [R, G]
     row_best = jnp.argmax(row_pays, axis=-1)  # [R]
@@ -62,6 +62,8 @@ def make_taster(stage_orders: int, pay_levels):
     def taster(key, observation):
         state = observation.state
         known = state.known_pay[observation.agent_index]  # bool[C, G]: what it tasted itself
+        if shared_pay_order:  # every colour's pay row is the same: pool the tastes
+            known = jnp.broadcast_to(jnp.any(known, axis=0), known.shape)
         pay = state.config.pay  # read only where tasted
         matches = (~known[:, None, :]) | (row_pays[None] == pay[:, None, :])  # [C, R, G]
         consistent = jnp.all(matches, axis=-1)  # [C, R]
@@ -86,7 +88,7 @@ def main() -> None:
     env = dilemmax.make("open_harvest", **options)
     populations = dict(env.scripted_policies())
     populations["informed greedy"] = informed_greedy
-    populations["taster"] = make_taster(env.stage_orders, env.pay_levels)
+    populations["taster"] = make_taster(env.stage_orders, env.pay_levels, env.shared_pay_order)
 
     rows = []
     for name, policy in populations.items():

@@ -505,6 +505,7 @@ ENV_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "pay_levels": OptionSpec(
             "list", item=OptionSpec("float", low=-100.0, high=100.0), min_len=3, max_len=3
         ),
+        "shared_pay_order": OptionSpec("bool"),  # difficulty option: one pay order, all colours
     },
 }
 

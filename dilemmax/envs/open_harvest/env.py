@@ -80,6 +80,10 @@ class OpenHarvestEnv(MultiAgentEnv):
             apple eaten at its colour's worst stage costs a point, so eating without knowing
             the order earns about nothing. The rule space is unchanged (the rows permute three
             distinct levels either way).
+        shared_pay_order: difficulty (curriculum) option, off (the paper) by default: one pay
+            order holds for every colour, so the first apple an agent tastes at a stage tells
+            what that stage pays for all colours (regrowth orders stay per colour; the rule
+            space is ``generator.rule_space_size(stage_orders, True)`` = stage_orders^6).
     """
 
     render_modes = ("ansi", "rgb_array")
@@ -97,6 +101,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         trial_steps: int = c.TRIAL_STEPS,
         stage_orders: int = c.DEFAULT_STAGE_ORDERS,
         pay_levels: tuple[float, float, float] = c.PAY_LEVELS,
+        shared_pay_order: bool = False,
     ):
         check_env_options("open_harvest", type(self), locals())
         if not 1 <= num_agents <= c.NUM_SPAWNS:
@@ -110,6 +115,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         generator.validate_stage_orders(stage_orders)
         self.stage_orders = int(stage_orders)
         self.pay_levels = generator.validate_pay_levels(pay_levels)
+        self.shared_pay_order = bool(shared_pay_order)
         super().__init__(num_agents)
         self.observation_mode = observation
         self.split = split
@@ -121,7 +127,11 @@ class OpenHarvestEnv(MultiAgentEnv):
             self.pool_seed, int(num_layouts), float(train_fraction)
         )[split]
         self.rule_pool = generator.rule_pools(
-            self.pool_seed + 1, int(num_rules), float(train_fraction), self.stage_orders
+            self.pool_seed + 1,
+            int(num_rules),
+            float(train_fraction),
+            self.stage_orders,
+            self.shared_pay_order,
         )[split]
         if observation == "codes":
             shape = (c.VIEW_HEIGHT, c.VIEW_WIDTH, c.OBS_CHANNELS)

@@ -244,15 +244,21 @@ def validate_stage_orders(stage_orders: int) -> None:
         raise ValueError(f"stage_orders must be in 1..{top}, got {stage_orders}")
 
 
-def generate_rule(key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> HarvestRule:
+def generate_rule(
+    key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS, shared_pay_order: bool = False
+) -> HarvestRule:
     """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth.
 
     ``stage_orders`` k < 6 (a curriculum option) draws the rows from the first k of
-    ``STAGE_ORDER_PREFERENCE`` only.
+    ``STAGE_ORDER_PREFERENCE`` only. ``shared_pay_order`` (a curriculum option) gives every
+    colour the first colour's pay row, so one taste tells the pay order of all colours; the
+    regrowth rows stay per colour.
     """
     key_pay, key_regrow = jax.random.split(key)
     shape = (c.NUM_COLOURS,)
     pay = jax.random.randint(key_pay, shape, 0, stage_orders, dtype=jnp.int32)
+    if shared_pay_order:
+        pay = jnp.broadcast_to(pay[:1], shape)
     regrowth = jax.random.randint(key_regrow, shape, 0, stage_orders, dtype=jnp.int32)
     if stage_orders < c.DEFAULT_STAGE_ORDERS:  # the paper's draws (and pools) stay unchanged
         allowed = jnp.asarray(c.STAGE_ORDER_PREFERENCE[:stage_orders], jnp.int32)
@@ -260,10 +266,14 @@ def generate_rule(key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS) ->
     return HarvestRule(pay_perm=pay, regrowth_perm=regrowth)
 
 
-def rule_space_size(stage_orders: int = c.DEFAULT_STAGE_ORDERS) -> int:
+def rule_space_size(
+    stage_orders: int = c.DEFAULT_STAGE_ORDERS, shared_pay_order: bool = False
+) -> int:
     """Distinct rules ``generate_rule`` can draw: one of ``stage_orders`` rows per colour, twice
-    (6^10 in the paper's game)."""
-    return int(stage_orders) ** (2 * c.NUM_COLOURS)
+    (6^10 in the paper's game); with ``shared_pay_order`` one pay row for all colours
+    (``stage_orders``^6)."""
+    pay_rows = 1 if shared_pay_order else c.NUM_COLOURS
+    return int(stage_orders) ** (pay_rows + c.NUM_COLOURS)
 
 
 def rule_index(rule: HarvestRule) -> jax.Array:
@@ -366,17 +376,23 @@ def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
 
 @functools.lru_cache(maxsize=8)
 def rule_pools(
-    seed: int, size: int, train_fraction: float, stage_orders: int = c.DEFAULT_STAGE_ORDERS
+    seed: int,
+    size: int,
+    train_fraction: float,
+    stage_orders: int = c.DEFAULT_STAGE_ORDERS,
+    shared_pay_order: bool = False,
 ) -> dict:
     """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments).
 
-    The pool holds ``min(size, rule_space_size(stage_orders))`` distinct rules. With a single
-    rule (``stage_orders=1``) there is nothing to hold out: every split is that rule (held-out
-    evaluation then differs from training by layout and patch colours only).
+    The pool holds ``min(size, rule_space_size(stage_orders, shared_pay_order))`` distinct
+    rules. With a single rule (``stage_orders=1``) there is nothing to hold out: every split is
+    that rule (held-out evaluation then differs from training by layout and patch colours only).
     """
     validate_stage_orders(stage_orders)
-    size = min(int(size), rule_space_size(stage_orders))
-    generate = functools.partial(generate_rule, stage_orders=stage_orders)
+    size = min(int(size), rule_space_size(stage_orders, shared_pay_order))
+    generate = functools.partial(
+        generate_rule, stage_orders=stage_orders, shared_pay_order=bool(shared_pay_order)
+    )
     pool = pools.build_pool(generate, seed, size, unique=True)
     if size == 1:
         return {"all": pool, "train": pool, "held_out": pool}

@@ -1,5 +1,5 @@
-"""The difficulty options of OpenHarvest (``stage_orders``, ``pay_levels``): validation, the
-counted rule space, and what an apple pays."""
+"""The difficulty options of OpenHarvest (``stage_orders``, ``pay_levels``,
+``shared_pay_order``): validation, the counted rule space, and what an apple pays."""
 
 from __future__ import annotations
 
@@ -167,3 +167,63 @@ def test_text_protocol_states_costs_and_signs_the_pay(costly_env, costly_step):
     text = protocol.render(after, "agent_0")
     assert "red over-ripe apple: -0.5 points." in text and "+-" not in text
     assert "red over-ripe -> -0.5" in text
+
+
+# ---------------------------------------------------------------- shared_pay_order
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 6])
+def test_shared_pay_order_counts_one_pay_row_and_five_regrowth_rows(k):
+    assert generator.rule_space_size(k, shared_pay_order=True) == k**6
+    assert generator.rule_space_size(k, shared_pay_order=False) == k**10
+
+
+def test_shared_pay_order_draws_one_pay_row_for_every_colour_and_reaches_the_whole_space():
+    keys = jax.random.split(jax.random.PRNGKey(4), 4_000)
+    rules = jax.vmap(lambda k: generator.generate_rule(k, 2, shared_pay_order=True))(keys)
+    pay = np.asarray(rules.pay_perm)
+    regrowth = np.asarray(rules.regrowth_perm)
+    assert (pay == pay[:, :1]).all()  # one order for all colours
+    assert set(np.unique(pay).tolist()) == set(c.STAGE_ORDER_PREFERENCE[:2])
+    assert (regrowth != regrowth[:, :1]).any(axis=1).mean() > 0.8  # regrowth stays per colour
+    distinct = np.unique(np.concatenate([pay[:, :1], regrowth], axis=1), axis=0)
+    assert len(distinct) == generator.rule_space_size(2, shared_pay_order=True)  # all 64
+    # Off, the draws are exactly the per-colour ones.
+    key = jax.random.PRNGKey(9)
+    off = generator.generate_rule(key, 2)
+    on = generator.generate_rule(key, 2, shared_pay_order=True)
+    np.testing.assert_array_equal(off.regrowth_perm, on.regrowth_perm)
+    np.testing.assert_array_equal(on.pay_perm, np.full(5, int(off.pay_perm[0])))
+
+
+def test_shared_pay_order_env_holds_out_whole_rules_and_pays_alike_across_colours():
+    env = dilemmax.make(
+        "open_harvest", num_layouts=16, stage_orders=2, pay_levels=LEVELS, shared_pay_order=True
+    )
+    assert env.shared_pay_order and not dilemmax.make("open_harvest").shared_pay_order
+    pools = generator.rule_pools(env.pool_seed + 1, 100_000, 0.8, 2, True)
+    rows = lambda p: {tuple(r) for r in np.concatenate(
+        [np.asarray(p.items.pay_perm), np.asarray(p.items.regrowth_perm)], 1).tolist()}  # fmt: skip
+    assert len(rows(pools["all"])) == 64
+    assert not rows(pools["train"]) & rows(pools["held_out"])
+    held_out = dilemmax.make(
+        "open_harvest", split="held_out", num_layouts=16, stage_orders=2, pay_levels=LEVELS,
+        shared_pay_order=True,
+    )  # fmt: skip
+    configs = jax.vmap(held_out.sample_config)(jax.random.split(jax.random.PRNGKey(5), 64))
+    pay = np.asarray(configs.pay)  # [64, C, G]
+    assert (pay == pay[:, :1]).all()
+    assert set(np.unique(np.asarray(configs.best_stage)).tolist()) == {c.UNRIPE, c.OVERRIPE}
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_shared_pay_order_rejects_non_booleans_naming_the_option(bad):
+    with pytest.raises(ValueError, match="shared_pay_order"):
+        dilemmax.make("open_harvest", shared_pay_order=bad)
+
+
+def test_text_protocol_says_when_one_pay_order_holds_for_all_colours():
+    shared = dilemmax.make("open_harvest", num_layouts=16, shared_pay_order=True)
+    assert "same stage order" in shared.text_protocol().system_prompt("agent_0")
+    paper = dilemmax.make("open_harvest", num_layouts=16, num_rules=64)
+    assert "same stage order" not in paper.text_protocol().system_prompt("agent_0")

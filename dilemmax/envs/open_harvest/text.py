@@ -809,14 +809,20 @@ _ROLES = {
 
 
 def _costs_note(env) -> str:
-    """A sentence for the system prompt when a curriculum's pay levels include a cost."""
-    worst = min(getattr(env, "pay_levels", c.PAY_LEVELS))
-    if worst >= 0:
-        return ""
-    return (
-        " Some apples COST points: eaten at the wrong stage for its colour, an apple can pay "
-        "less than nothing."
-    )
+    """Sentences for the system prompt when a curriculum's pay levels include a cost, or when
+    one pay order holds for every colour."""
+    note = ""
+    if min(getattr(env, "pay_levels", c.PAY_LEVELS)) < 0:
+        note += (
+            " Some apples COST points: eaten at the wrong stage for its colour, an apple can pay "
+            "less than nothing."
+        )
+    if getattr(env, "shared_pay_order", False):
+        note += (
+            " In this game every colour pays by the same stage order: what one stage paid for "
+            "one colour, it pays for all colours."
+        )
+    return note
 
 
 _HARVEST_SYSTEM = """\
