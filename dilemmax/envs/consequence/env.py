@@ -257,8 +257,9 @@ class ConsequenceEnv(MultiAgentEnv):
         """A DV vote step: plurality among counted votes, random tie-break, then the next round."""
         n = self.num_agents
         counted = legal & state.alive
-        ballots = jax.nn.one_hot(jnp.where(counted, chosen, n), n, dtype=jnp.int32)
-        tally = unrolled.total(ballots.T)  # votes received per seat
+        # Votes received per seat, one comparison per (voter, seat): no [n, n] ballot table,
+        # which XLA would write out (transposed) on every step under vmap.
+        tally = jnp.stack([unrolled.total(counted & (chosen == j)) for j in range(n)])
         top = unrolled.maximum(jnp.where(state.alive, tally, -1))
         victim = _pick_uniform(key, state.alive & (tally == top))
         votes = jnp.where(counted, chosen, -1)
