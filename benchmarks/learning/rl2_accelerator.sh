@@ -20,10 +20,22 @@ CNN=(--set recurrent=True --set gru_hidden=128 --set 'conv_features=[16,32]' --s
      --set lr=3e-4 --set num_seeds="$SEEDS" --set total_timesteps="$STEPS" --set log_every=10
      --set eval_every=20 --set eval_episodes=8 --set progress=false)
 
-# open_harvest, the paper's rule space, team reward (the recorded feed-forward IPPO baseline).
-python benchmarks/learning/rl2_grid.py --env open_harvest --train \
-  --run-dir runs/rl2-open_harvest-cnn "${CNN[@]}" --set reward=team \
-  --episodes 64 --references --baseline benchmarks/results/learning_open_harvest_team.md
+# open_harvest curriculum (what reached both targets on a CPU, benchmarks/results/learning_rl2.md,
+# attempt 4): a wrong stage that costs (pays 1 / 0 / -0.5) and one pay order for every colour,
+# then each colour its own order, then the paper's pays and rule space; each stage warm-started
+# from the one before. 5 trials of 100 steps and individual reward until the last stage.
+previous=""
+for stage in 'shared:{"stage_orders":2,"trial_steps":100,"pay_levels":[1,0,-0.5],"shared_pay_order":true}:individual' \
+             'percolour:{"stage_orders":2,"trial_steps":100,"pay_levels":[1,0,-0.5]}:individual' \
+             'paper:{}:team'; do
+  name=${stage%%:*}; rest=${stage#*:}; options=${rest%:*}; reward=${rest##*:}
+  warm=()
+  if [ -n "$previous" ]; then warm=(--set "init_from=$previous"); fi
+  python benchmarks/learning/rl2_grid.py --env open_harvest --train \
+    --run-dir "runs/rl2-open_harvest-cnn-$name" "${CNN[@]}" "${warm[@]}" \
+    --set "env_kwargs=$options" --set "reward=$reward" --episodes 64 --references
+  previous="runs/rl2-open_harvest-cnn-$name"
+done
 
 # open_cleanup curriculum (what reached apples on a CPU, benchmarks/results/learning_rl2.md,
 # attempt 3): one-pick-up recipes and one waste hue with 3 tools, then 4 tools, then two-pick-up

@@ -41,7 +41,7 @@ from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.train.config import TrainConfig, make_config, parse_sets
 from dilemmax.train.envs import ConfiguredEnv, overrides_as_arrays
-from dilemmax.train.run import TrainingRun
+from dilemmax.train.run import CONFIG_FILE, TrainingRun
 
 
 def per_trial_collective(metrics, key: str = "return_per_trial") -> np.ndarray:
@@ -172,7 +172,8 @@ def main() -> None:
     if args.train:
         overrides = {"recurrent": True, **parse_sets(args.set)}
         config = make_config(args.env, "ippo", overrides)
-        TrainingRun(config, run_dir).train(resume=True)
+        # Resume a run folder this script already started; a new folder starts a new run.
+        TrainingRun(config, run_dir).train(resume=(run_dir / CONFIG_FILE).exists())
     config = load_config(run_dir)
     ff_dir = Path(args.feedforward) if args.feedforward else None
     if ff_dir is not None:
