@@ -97,7 +97,7 @@ class HarvestTextProtocol(TextProtocol):
         return _HARVEST_SYSTEM.format(
             me=agent_letter(i), n=self.env.num_agents, letters=letters,
             steps=self.env.trial_steps, trials=self.env.num_trials, freeze=c.FREEZE_STEPS,
-            role=role, costs=_costs_note(self.env),
+            role=role, curriculum=_curriculum_note(self.env),
         )  # fmt: skip
 
     def _reply_instructions(self) -> str:
@@ -808,9 +808,9 @@ _ROLES = {
 }
 
 
-def _costs_note(env) -> str:
-    """Sentences for the system prompt when a curriculum's pay levels include a cost, or when
-    one pay order holds for every colour."""
+def _curriculum_note(env) -> str:
+    """Sentences for the system prompt about curriculum options: pay levels that include a cost,
+    and one pay order for every colour (empty in the paper's game)."""
     note = ""
     if min(getattr(env, "pay_levels", c.PAY_LEVELS)) < 0:
         note += (
@@ -835,7 +835,7 @@ for you.
 whether an emptied cell grows one back depends on what still hangs near it (2.3).
 1.2b Apples come in several colours; each patch's colour is drawn at random, so two patches \
 can share a colour. What an apple pays depends on its colour and its ripeness stage. That \
-table is hidden and the same for every agent; you learn it by eating.{costs}
+table is hidden and the same for every agent; you learn it by eating.{curriculum}
 1.3 A trial lasts at most {steps} steps. Then the orchard is laid out again with unripe apples \
 on every tree and you go back to a spawn point. The colours, the places of the patches and \
 the hidden rules (2.2, 2.3) stay the same for all {trials} trials of the episode. A trial ends \
