@@ -61,3 +61,23 @@ def test_subkey_is_the_split():
         jax.random.key_data(jax.vmap(lambda k: subkey(k, 1))(keys)),
         jax.random.key_data(jax.vmap(lambda k: jax.random.split(k)[1])(keys)),
     )
+
+
+def test_fold_in_equals_jax_fold_in():
+    for index in (0, 1, 2, 7, 2**31 - 1):
+        for key in (jax.random.key(5), jax.random.key(2**31 + 3)):
+            np.testing.assert_array_equal(
+                jax.random.key_data(fastrandom.fold_in(key, index)),
+                jax.random.key_data(jax.random.fold_in(key, index)),
+            )
+    keys = jax.random.split(jax.random.key(9), 40)
+    got = jax.jit(jax.vmap(lambda k: fastrandom.fold_in(k, 3)))(keys)
+    want = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
+    np.testing.assert_array_equal(jax.random.key_data(got), jax.random.key_data(want))
+    # The result is a key of the same implementation; others go to jax.random itself.
+    assert jax.random.key_impl(got) == jax.random.key_impl(keys)
+    rbg = jax.random.key(1, impl="rbg")
+    np.testing.assert_array_equal(
+        jax.random.key_data(fastrandom.fold_in(rbg, 1)),
+        jax.random.key_data(jax.random.fold_in(rbg, 1)),
+    )
