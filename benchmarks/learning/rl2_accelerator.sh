@@ -9,7 +9,7 @@
 # available to this work); the CPU runs and their results are in
 # benchmarks/results/learning_*_rl2_*.md.
 #
-#   bash benchmarks/learning/rl2_accelerator.sh            # both games, paper difficulty
+#   bash benchmarks/learning/rl2_accelerator.sh            # both games' curricula, up to the paper's
 #   STEPS=50000000 bash benchmarks/learning/rl2_accelerator.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
