@@ -54,8 +54,7 @@ def subkey(key: jax.Array, index: int) -> jax.Array:
     settings get the split itself.
     """
     key = typed_key(key)
-    threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
-    if threefry and jax.config.jax_threefry_partitionable:
+    if fastrandom.partitionable_threefry(key):
         # The hash unrolled (XLA's CPU loop of it cost 5% of a consequence step at 65,536 envs).
         return fastrandom.fold_in(key, index)
     return jax.random.split(key)[index]

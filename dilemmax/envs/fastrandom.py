@@ -53,7 +53,9 @@ def _typed(key: jax.Array) -> jax.Array:
     return jax.random.wrap_key_data(key)
 
 
-def _unrolled_ok(key: jax.Array) -> bool:
+def partitionable_threefry(key: jax.Array) -> bool:
+    """Whether ``key`` (typed) is a threefry key under ``jax_threefry_partitionable``: the
+    keys this module computes itself."""
     threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
     return threefry and jax.config.jax_threefry_partitionable
 
@@ -67,7 +69,7 @@ def _once(x: jax.Array) -> jax.Array:
 def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """uint32[shape]: ``jax.random.bits(key, shape, jnp.uint32)``."""
     key = _typed(key)
-    if not _unrolled_ok(key):
+    if not partitionable_threefry(key):
         return jax.random.bits(key, shape, jnp.uint32)
     size = int(np.prod(shape, dtype=np.int64))
     if size >= 2**32:
@@ -86,7 +88,7 @@ def fold_in(key: jax.Array, index: int) -> jax.Array:
     counter ``(0, i)`` under ``key``, both output words kept; other keys go to JAX itself.
     """
     key = _typed(key)
-    if not _unrolled_ok(key):
+    if not partitionable_threefry(key):
         return jax.random.fold_in(key, index)
     data = jax.random.key_data(key)
     high, low = threefry2x32(data[0], data[1], np.uint32(0), np.uint32(index))
