@@ -10,10 +10,13 @@ Keys of other implementations, or the non-partitionable threefry setting, go to
 ``jax.random`` itself, so every result equals what ``jax.random.bits`` would return.
 
 Used where a batch draws a few words per env (the resets of the fast games, the benchmark's
-random actions) and to derive the two subkeys of ``env.step`` (:func:`fold_in`). Each result
-passes an ``optimization_barrier``: without it XLA fuses the ~100-operation hash into every
-consumer and computes it more than once (an unbarriered ``fold_in`` measured slower than JAX's
-loop).
+random actions, the consequence game's tie-breaks through :func:`uniform`) and to derive the two
+subkeys of ``env.step`` (:func:`fold_in`). Each result passes an ``optimization_barrier``, which
+keeps the hash apart from the expressions around it (an unbarriered ``fold_in`` once measured
+slower than JAX's loop). The barrier does not survive into the CPU program's fusion, though:
+XLA still copies the ~100-operation hash into every fusion that reads it. Where several
+results depend on one draw, let one stored value sit between them (the consequence game's
+``_pick_uniform`` shows how; without it the step ran 1.8x slower).
 """
 
 from __future__ import annotations
@@ -79,6 +82,18 @@ def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
     high, low = threefry2x32(data[0], data[1], jnp.zeros_like(counter), counter)
     return _once(high ^ low)
+
+
+def uniform(key: jax.Array) -> jax.Array:
+    """float32[]: ``jax.random.uniform(key)``, from the unrolled :func:`bits`.
+
+    The same numbers: the word's top 23 bits become the mantissa of a float in [1, 2), minus 1.
+    """
+    key = _typed(key)
+    if not partitionable_threefry(key):
+        return jax.random.uniform(key)
+    mantissa = (bits(key, ()) >> np.uint32(9)) | np.array(1.0, np.float32).view(np.uint32)
+    return jnp.maximum(jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0, 0.0)
 
 
 def fold_in(key: jax.Array, index: int) -> jax.Array:

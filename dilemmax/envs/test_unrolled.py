@@ -81,3 +81,14 @@ def test_fold_in_equals_jax_fold_in():
         jax.random.key_data(fastrandom.fold_in(rbg, 1)),
         jax.random.key_data(jax.random.fold_in(rbg, 1)),
     )
+
+
+def test_uniform_equals_jax_random_uniform():
+    for key in (jax.random.key(0), jax.random.key(2**31 + 1), jax.random.PRNGKey(12)):
+        np.testing.assert_array_equal(fastrandom.uniform(key), jax.random.uniform(key))
+    keys = jax.random.split(jax.random.key(8), 4096)
+    got = jax.jit(jax.vmap(fastrandom.uniform))(keys)
+    np.testing.assert_array_equal(got, jax.vmap(jax.random.uniform)(keys))
+    assert got.dtype == jnp.float32 and float(got.min()) >= 0.0 and float(got.max()) < 1.0
+    rbg = jax.random.key(1, impl="rbg")
+    np.testing.assert_array_equal(fastrandom.uniform(rbg), jax.random.uniform(rbg))

@@ -72,6 +72,24 @@ def test_re_draws_any_survivor(player):
     assert set(victims.tolist()) == {0, 1, 2}
 
 
+def test_random_draw_is_the_kth_candidate_of_jax_uniform(player):
+    """The RE victim under key k is survivor floor(jax.random.uniform(k) * 3): the step's draw
+    is JAX's own uniform (the unrolled hash computes the same numbers), so a key gives the
+    same episode as it always did."""
+    state = player.start((4, 4, 4), 12, "RE")
+    keys = jax.random.split(jax.random.key(5), 256)
+    _, after, *_ = player.step_keys(keys, state, player.actions(1, 0, 2))
+    victims = np.argmin(np.asarray(after.alive), axis=1)
+    want = np.floor(np.asarray(jax.vmap(jax.random.uniform)(keys)) * 3).astype(int)
+    np.testing.assert_array_equal(victims, want)
+    # Among two tied candidates (PP: seats 1 and 2 hold the most), the k-th of them.
+    state = player.start((2, 5, 5), 12, "PP")
+    _, after, *_ = player.step_keys(keys, state, player.actions(0, 0, 0))
+    victims = np.argmin(np.asarray(after.alive), axis=1)
+    want = 1 + np.floor(np.asarray(jax.vmap(jax.random.uniform)(keys)) * 2).astype(int)
+    np.testing.assert_array_equal(victims, want)
+
+
 def test_dv_vote_phase_tie_and_plurality(player):
     state = player.start((2, 4, 6), 12, "DV")
     _, state, _, dones, infos = player.play(state, (0, 1, 0))
