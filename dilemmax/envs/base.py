@@ -146,11 +146,17 @@ class MultiAgentEnv(abc.ABC):
             ``get_obs`` of the state they return; ``step`` then resets the state alone and
             builds the observation once, after the auto-reset (the same values, less work
             under ``vmap``).
+        gathered_resets: True for games whose episodes are long next to a batch step, so that
+            few envs of a batch end one on the same step: ``jax.vmap(env.step)`` then resets
+            only the envs that ended, gathered into batches of N // 8 (``rare_cond``'s
+            ``gathered``), instead of resetting all N and selecting. False (the default) suits
+            games that end an episode every few steps.
     """
 
     max_steps: int = 1
     render_modes: tuple[str, ...] = ("ansi",)
     obs_from_state: bool = False
+    gathered_resets: bool = False
 
     def __init_subclass__(cls, **kwargs):
         """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
@@ -253,6 +259,7 @@ class MultiAgentEnv(abc.ABC):
                 lambda k, s: s,
                 key,
                 state,
+                gathered=self.gathered_resets,
             )
             obs = self.get_obs(state)
         else:
@@ -264,6 +271,7 @@ class MultiAgentEnv(abc.ABC):
                 key,
                 obs,
                 state,
+                gathered=self.gathered_resets,
             )
         if not full_infos:
             infos = agent_infos(infos, self.num_agents)

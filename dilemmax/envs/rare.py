@@ -6,13 +6,21 @@ for a whole reset (layout, spawn draws, observations) on every step although an 
 once in hundreds of steps.
 
 :func:`rare_cond` has the semantics of ``lax.cond(pred, true_fn, false_fn, *operands)``. Its
-batching rule (``jax.custom_batching.custom_vmap``) runs the rare branch for the whole batch,
-and selects per element, only on calls where some element's predicate holds, behind one
-unbatched ``lax.cond``; on every other call it runs ``false_fn`` alone. Element ``i`` of the
-result is exactly ``true_fn(operands[i])`` or ``false_fn(operands[i])``, so the random streams
-and results are those of the plain per-element ``lax.cond``; only the work skipped differs.
-This is VecEnv's batch-level reset (and Craftax's optimistic reset) moved inside the function a
-user vmaps, so JaxMARL-style code gets it without a wrapper.
+batching rule (``jax.custom_batching.custom_vmap``) runs ``false_fn`` alone on calls where no
+element's predicate holds, behind one unbatched ``lax.cond``. On the other calls it runs
+``true_fn`` either
+
+* for the whole batch and selects per element (the default, for events that hit a large part
+  of the batch at once, such as the end of a 3-step episode), or
+* with ``gathered=True``, for the elements that take it only: their rows are gathered into
+  batches of ``N // 8`` (:func:`gathered_size`), as many batches as needed, and each element
+  reads its result back. A grid game at N = 4,096 where two envs end an episode resets 512
+  envs, not 4,096; a step where all of them end runs eight such batches.
+
+Element ``i`` of the result is exactly ``true_fn(operands[i])`` or ``false_fn(operands[i])``
+either way, so the random streams and results are those of the plain per-element ``lax.cond``;
+only the work skipped differs. This is VecEnv's batch-level reset (and Craftax's optimistic
+reset) moved inside the function a user vmaps, so JaxMARL-style code gets it without a wrapper.
 
 Limits: no reverse-mode autodiff through it (no env step needs it), and ``true_fn`` /
 ``false_fn`` must take everything traced as ``operands`` (they may close over Python values and
@@ -30,6 +38,16 @@ from jax.custom_batching import custom_vmap
 
 PyTree = Any
 
+# With ``gathered=True`` the rare branch runs on batches of N // GATHER_FRACTION elements, for
+# batches of at least MIN_GATHERED_BATCH (below that the whole batch is about as cheap).
+GATHER_FRACTION = 8
+MIN_GATHERED_BATCH = 16
+
+
+def gathered_size(axis_size: int) -> int:
+    """The size of the batches ``gathered=True`` runs ``true_fn`` on (0: not gathered)."""
+    return axis_size // GATHER_FRACTION if axis_size >= MIN_GATHERED_BATCH else 0
+
 
 def _broadcast(tree: PyTree, batched: PyTree, axis_size: int) -> PyTree:
     """Gives every unbatched leaf of ``tree`` a leading batch axis of ``axis_size``."""
@@ -39,7 +57,11 @@ def _broadcast(tree: PyTree, batched: PyTree, axis_size: int) -> PyTree:
 
 
 def rare_cond(
-    pred: jax.Array, true_fn: Callable[..., PyTree], false_fn: Callable[..., PyTree], *operands
+    pred: jax.Array,
+    true_fn: Callable[..., PyTree],
+    false_fn: Callable[..., PyTree],
+    *operands,
+    gathered: bool = False,
 ) -> PyTree:
     """``lax.cond(pred, true_fn, false_fn, *operands)``, with ``true_fn`` skipped under ``vmap``
     on calls where no element's ``pred`` holds.
@@ -49,6 +71,9 @@ def rare_cond(
         true_fn: the rare branch, e.g. a reset.
         false_fn: the common branch, e.g. the identity.
         operands: everything traced the branches read.
+        gathered: under vmap, run ``true_fn`` only on the elements whose ``pred`` holds (in
+            gathered batches of ``N // 8``) instead of on the whole batch. Pays when few
+            elements take the branch on the same call (long episodes); loses when many do.
 
     Returns:
         The branch's result; under vmap every leaf is batched.
@@ -63,19 +88,42 @@ def rare_cond(
         pred_batched, *operands_batched = in_batched
         operands = _broadcast(list(operands), operands_batched, axis_size)
         pred = _broadcast(pred, pred_batched, axis_size)
+        kept = jax.vmap(false_fn)(*operands)
+        size = gathered_size(axis_size) if gathered else 0
+        if size:
+            out = _gathered(pred, true_fn, operands, kept, size)
+        else:
 
-        def common():
-            return jax.vmap(false_fn)(*operands)
+            def mixed():
+                taken = jax.vmap(true_fn)(*operands)
+                return jax.tree.map(lambda t, k: _select(pred, t, k), taken, kept)
 
-        def mixed():
-            taken = jax.vmap(true_fn)(*operands)
-            kept = jax.vmap(false_fn)(*operands)
-            return jax.tree.map(lambda t, k: _select(pred, t, k), taken, kept)
-
-        out = jax.lax.cond(jnp.any(pred), mixed, common)
+            out = jax.lax.cond(jnp.any(pred), mixed, lambda: kept)
         return out, jax.tree.map(lambda _: True, out)
 
     return branch(jnp.asarray(pred, bool), *operands)
+
+
+def _gathered(pred, true_fn, operands, kept, size: int) -> PyTree:
+    """``kept`` with element i replaced by ``true_fn(operands[i])`` wherever ``pred[i]``,
+    computing ``true_fn`` on batches of ``size`` gathered rows (no batch when no pred holds)."""
+    axis_size = pred.shape[0]
+
+    def next_batch(carry):
+        out, pending = carry
+        # The first `size` pending elements go through true_fn as one batch (padded with the
+        # last row, computed and not used); each then reads its result back by its rank, a
+        # gather and a select (XLA's CPU backend turns a scatter into a loop).
+        rank = jnp.cumsum(pending, dtype=jnp.int32) - 1
+        chosen = pending & (rank < size)
+        rows = jnp.nonzero(chosen, size=size, fill_value=axis_size - 1)[0]
+        taken = jax.vmap(true_fn)(*jax.tree.map(lambda x: x[rows], operands))
+        slot = jnp.clip(rank, 0, size - 1)
+        out = jax.tree.map(lambda o, t: _select(chosen, t[slot], o), out, taken)
+        return out, pending & ~chosen
+
+    out, _ = jax.lax.while_loop(lambda carry: jnp.any(carry[1]), next_batch, (kept, pred))
+    return out
 
 
 def _select(pred: jax.Array, on_true: jax.Array, on_false: jax.Array) -> jax.Array:

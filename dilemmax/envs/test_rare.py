@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dilemmax
+from dilemmax.envs import rare
 from dilemmax.envs.rare import rare_cond
 
 
@@ -42,6 +43,54 @@ def test_vmapped_rare_cond_matches_each_element(preds):
     jax.tree.map(np.testing.assert_array_equal, nested, want)
 
 
+def _gathered_double_or_negate(pred, x, y):
+    return rare_cond(pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y, gathered=True)
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 4, 5, 9, 31, 32])
+def test_gathered_rare_cond_matches_each_element(count):
+    """A batch of 32 (gathered 4 at a time): every count of elements taking the rare branch,
+    in scattered positions, gives the per-element lax.cond's values; so does a nested vmap
+    whose rows need different numbers of gathered batches."""
+    num = 32
+    assert rare.gathered_size(num) == 4 and rare.gathered_size(8) == 0
+    order = np.random.default_rng(count).permutation(num)
+    pred = jnp.zeros(num, bool).at[order[:count]].set(True)
+    x = jnp.arange(2.0 * num).reshape(num, 2)
+    y = jnp.arange(num, dtype=jnp.int32)
+    got = jax.jit(jax.vmap(_gathered_double_or_negate))(pred, x, y)
+    want = jax.vmap(_plain)(pred, x, y)
+    jax.tree.map(np.testing.assert_array_equal, got, want)
+    few = jnp.zeros(num, bool).at[order[-2:]].set(True)
+    seeds = (jnp.stack([pred, few, ~few]), jnp.stack([x, -x, x]), jnp.stack([y] * 3))
+    nested = jax.jit(jax.vmap(jax.vmap(_gathered_double_or_negate)))(*seeds)
+    jax.tree.map(np.testing.assert_array_equal, nested, jax.vmap(jax.vmap(_plain))(*seeds))
+
+
+@pytest.mark.parametrize("taken, runs", [(0, 0), (1, 8), (8, 8), (9, 16), (64, 64)])
+def test_gathered_rare_branch_runs_only_for_the_elements_that_take_it(taken, runs):
+    """vmap over 64 elements, gathered 8 at a time: the rare branch runs for as many batches
+    of 8 as the elements taking it need (counted at run time, one callback per element it
+    runs for); without ``gathered`` it runs for all 64 or none."""
+    calls = []
+
+    def true_fn(x):
+        jax.debug.callback(lambda value: calls.append(1), x[0])
+        return x + 1.0
+
+    def count_calls(gathered, pred):
+        calls.clear()
+        fn = lambda p, x: rare_cond(p, true_fn, lambda x: x, x, gathered=gathered)  # noqa: E731
+        out = jax.block_until_ready(jax.jit(jax.vmap(fn))(pred, jnp.zeros((64, 3))))
+        jax.effects_barrier()
+        np.testing.assert_array_equal(out[:, 0], pred.astype(jnp.float32))
+        return len(calls)
+
+    pred = jnp.arange(64) >= 64 - taken
+    assert count_calls(True, pred) == runs
+    assert count_calls(False, pred) == (64 if taken else 0)
+
+
 def test_vmapped_rare_cond_keeps_a_branch_where_lax_cond_becomes_a_select():
     args = (jnp.zeros(4, bool), jnp.zeros((4, 2)), jnp.zeros(4, jnp.int32))
     assert "cond[" in str(jax.make_jaxpr(jax.vmap(_double_or_negate))(*args))
@@ -68,10 +117,12 @@ def test_vmap_step_gives_every_env_the_episodes_of_the_plain_auto_reset(env_id, 
     exactly what the per-env lax.cond auto-reset returned, so every env still gets its own
     independent episodes from the same keys as before."""
     env = dilemmax.make(env_id, **options)
-    num_envs = 4
+    # 16 envs: the grid games reset gathered, 2 at a time (4 end on each step below).
+    num_envs = 16
+    assert env.gathered_resets and rare.gathered_size(num_envs) == 2
     _, state = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), num_envs))
     # Env i starts i steps into its episode: ends and re-lays fall on different steps.
-    offset = jnp.arange(num_envs, dtype=jnp.int32)
+    offset = jnp.arange(num_envs, dtype=jnp.int32) % env.max_steps
     state = state.replace(
         trial=offset // env.trial_steps, trial_step=offset % env.trial_steps, time=offset
     )

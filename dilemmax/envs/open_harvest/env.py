@@ -87,6 +87,11 @@ class OpenHarvestEnv(MultiAgentEnv):
     """
 
     render_modes = ("ansi", "rgb_array")
+    # Episodes of hundreds of steps: a batch step resets the few envs that ended, not all,
+    # and builds every observation once, after the reset (reset_to and step_env return
+    # get_obs of their state).
+    gathered_resets = True
+    obs_from_state = True
 
     def __init__(
         self,
