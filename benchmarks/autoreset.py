@@ -1,8 +1,8 @@
 """What auto-reset costs: three ways to step a batch of envs.
 
 - ``vmap(step)``: JaxMARL's way; the reset sits behind ``dilemmax.envs.rare.rare_cond``, so a
-  batch computes resets only on steps where some env's episode ended (it used to be a select
-  that reset every env on every step);
+  batch computes resets only on steps where some env's episode ended, and the grid games only
+  for the envs that ended (it used to be a select that reset every env on every step);
 - ``VecEnv``: resets from a buffer, refilled only on steps where some episode ended;
 - ``vmap(step_env)``: no reset at all (the ceiling).
 

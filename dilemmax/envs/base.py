@@ -232,7 +232,8 @@ class MultiAgentEnv(abc.ABC):
         The reset sits behind :func:`dilemmax.envs.rare.rare_cond`, so an unbatched step pays for
         it only at the end of an episode, and ``jax.vmap(env.step)`` only on the steps where some
         env of the batch ends one (a plain ``lax.cond`` would become a select there and reset
-        every env on every step). ``reset_state`` (JaxMARL's option) supplies a precomputed
+        every env on every step); with ``gathered_resets``, only for the envs that ended one.
+        ``reset_state`` (JaxMARL's option) supplies a precomputed
         ``(obs, state)`` to restart from instead.
 
         The returned rewards, dones and infos are those of the terminal transition; the returned
