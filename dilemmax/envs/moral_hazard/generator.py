@@ -120,9 +120,20 @@ def with_sampled_cases(key: jax.Array, config: MoralHazardConfig) -> MoralHazard
 
 
 def target_options(utilities: jax.Array, unsafe: jax.Array) -> jax.Array:
-    """int32[...]: a_i*, the highest-utility option that is not unsafe (utilities are distinct)."""
-    is_unsafe = jnp.arange(c.NUM_OPTIONS) == unsafe[..., None]
-    return first_argmax(jnp.where(is_unsafe, -1, utilities))
+    """int32[...]: a_i*, the highest-utility option that is not unsafe (utilities are distinct).
+
+    Option by option, with no [..., NUM_OPTIONS] table in between: under vmap XLA wrote that
+    table out on every step (0.8 of 10.6 ms summed over threads at 65,536 envs).
+    """
+    masked = lambda option: jnp.where(unsafe == option, -1, utilities[..., option])
+    best = masked(0)
+    index = jnp.zeros(best.shape, jnp.int32)
+    for option in range(1, utilities.shape[-1]):  # the first maximum, as first_argmax
+        value = masked(option)
+        better = value > best
+        best = jnp.where(better, value, best)
+        index = jnp.where(better, option, index)
+    return index
 
 
 def local_answers(utilities: jax.Array, question: jax.Array) -> jax.Array:

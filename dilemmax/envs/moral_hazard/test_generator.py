@@ -48,6 +48,17 @@ def test_sampled_cases_follow_their_mapping():
         assert np.all(targets != unsafe)
 
 
+def test_target_options_is_the_best_safe_option():
+    """a_i* equals numpy's argmax over the options that are not unsafe (first one on ties),
+    for any integer utilities, negative ones included."""
+    rng = np.random.default_rng(3)
+    utilities = rng.integers(-4, 6, (4000, 3, 4)).astype(np.int32)
+    unsafe = rng.integers(0, 4, (4000, 3)).astype(np.int32)
+    masked = np.where(np.arange(4) == unsafe[..., None], -1, utilities)
+    got = np.asarray(jax.jit(target_options)(jnp.asarray(utilities), jnp.asarray(unsafe)))
+    np.testing.assert_array_equal(got, masked.argmax(-1))
+
+
 def test_condition_grid_is_the_papers_fifteen():
     grid = condition_grid()
     assert sorted(grid) == [2, 3, 4]
