@@ -116,7 +116,7 @@ def _gathered(pred, true_fn, operands, kept, size: int) -> PyTree:
         # gather and a select (XLA's CPU backend turns a scatter into a loop).
         rank = jnp.cumsum(pending, dtype=jnp.int32) - 1
         chosen = pending & (rank < size)
-        rows = jnp.nonzero(chosen, size=size, fill_value=axis_size - 1)[0]
+        rows = jnp.nonzero(pending, size=size, fill_value=axis_size - 1)[0]  # those of `chosen`
         taken = jax.vmap(true_fn)(*jax.tree.map(lambda x: x[rows], operands))
         slot = jnp.clip(rank, 0, size - 1)
         out = jax.tree.map(lambda o, t: _select(chosen, t[slot], o), out, taken)

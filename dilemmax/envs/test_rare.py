@@ -1,5 +1,7 @@
 """rare_cond: lax.cond's results everywhere, and a real branch under vmap (auto-reset, re-lays)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,8 +12,10 @@ from dilemmax.envs import rare
 from dilemmax.envs.rare import rare_cond
 
 
-def _double_or_negate(pred, x, y):
-    return rare_cond(pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y)
+def _double_or_negate(pred, x, y, gathered=False):
+    return rare_cond(
+        pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y, gathered=gathered
+    )
 
 
 def _plain(pred, x, y):
@@ -43,10 +47,6 @@ def test_vmapped_rare_cond_matches_each_element(preds):
     jax.tree.map(np.testing.assert_array_equal, nested, want)
 
 
-def _gathered_double_or_negate(pred, x, y):
-    return rare_cond(pred, lambda x, y: (2 * x, y + 1), lambda x, y: (-x, y), x, y, gathered=True)
-
-
 @pytest.mark.parametrize("count", [0, 1, 3, 4, 5, 9, 31, 32])
 def test_gathered_rare_cond_matches_each_element(count):
     """A batch of 32 (gathered 4 at a time): every count of elements taking the rare branch,
@@ -58,12 +58,14 @@ def test_gathered_rare_cond_matches_each_element(count):
     pred = jnp.zeros(num, bool).at[order[:count]].set(True)
     x = jnp.arange(2.0 * num).reshape(num, 2)
     y = jnp.arange(num, dtype=jnp.int32)
-    got = jax.jit(jax.vmap(_gathered_double_or_negate))(pred, x, y)
+    got = jax.jit(jax.vmap(functools.partial(_double_or_negate, gathered=True)))(pred, x, y)
     want = jax.vmap(_plain)(pred, x, y)
     jax.tree.map(np.testing.assert_array_equal, got, want)
     few = jnp.zeros(num, bool).at[order[-2:]].set(True)
     seeds = (jnp.stack([pred, few, ~few]), jnp.stack([x, -x, x]), jnp.stack([y] * 3))
-    nested = jax.jit(jax.vmap(jax.vmap(_gathered_double_or_negate)))(*seeds)
+    nested = jax.jit(jax.vmap(jax.vmap(functools.partial(_double_or_negate, gathered=True))))(
+        *seeds
+    )
     jax.tree.map(np.testing.assert_array_equal, nested, jax.vmap(jax.vmap(_plain))(*seeds))
 
 

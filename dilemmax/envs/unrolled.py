@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -64,11 +65,20 @@ def cumsum(x: jax.Array) -> jax.Array:
 
 def first_argmax(x: jax.Array) -> jax.Array:
     """int32: ``jnp.argmax(x, -1)`` (the first maximum on ties)."""
-    best = x[..., 0]
-    index = jnp.zeros(x.shape[:-1], jnp.int32)
-    for j in range(1, x.shape[-1]):
-        better = x[..., j] > best
-        best = jnp.where(better, x[..., j], best)
+    return first_argmax_of([x[..., j] for j in range(x.shape[-1])])
+
+
+def first_argmax_of(values: Sequence[jax.Array]) -> jax.Array:
+    """int32: the index of the largest of ``values`` (same-shaped arrays; the first on ties).
+
+    ``first_argmax`` of their stack, without building the stack: under vmap XLA may write a
+    stacked table out to memory when several fusions read it.
+    """
+    best = values[0]
+    index = jnp.zeros(jnp.shape(best), jnp.int32)
+    for j, value in enumerate(values[1:], start=1):
+        better = value > best
+        best = jnp.where(better, value, best)
         index = jnp.where(better, j, index)
     return index
 

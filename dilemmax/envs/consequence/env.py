@@ -455,7 +455,7 @@ def _pick_uniform(u: jax.Array, candidates: jax.Array) -> jax.Array:
     # elementwise work into every consumer, so the hash behind ``u`` and the tally behind
     # ``count`` were recomputed in each of the dozen state leaves the victim reaches; an integer
     # remainder by a traced divisor is an op it rates expensive and never duplicates, so k is
-    # stored once. (+18% for vmap(env.step) at 65,536 envs; benchmarks/results/fast_envs.md.)
+    # stored once. (+17% for vmap(env.step) at 65,536 envs; benchmarks/results/fast_envs.md.)
     k = jax.lax.rem(k, count + 1)
     k = jnp.minimum(k, count - 1)
     return candidates & (unrolled.cumsum(candidates) - 1 == k)
