@@ -13,6 +13,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import jax
 
+from dilemmax.envs.policies import (
+    GENERIC_POLICIES,
+    first_legal_policy,
+    policies_for,
+    random_policy,
+)
 from dilemmax.envs.rollout import Observation
 
 
@@ -32,15 +38,15 @@ def reset_policy(policy: Policy) -> None:
         reset()
 
 
-def random_policy(key: jax.Array, observation: Observation) -> jax.Array:
-    """Uniform over the legal actions."""
-    return jax.random.categorical(key, jax.numpy.where(observation.mask, 0.0, -jax.numpy.inf))
-
-
-def first_legal_policy(key: jax.Array, observation: Observation) -> jax.Array:
-    """The lowest-numbered legal action (a deterministic reference)."""
-    del key
-    return jax.numpy.argmax(observation.mask).astype(jax.numpy.int32)
-
-
-GENERIC_POLICIES: dict[str, Policy] = {"random": random_policy, "first_legal": first_legal_policy}
+# The generic policies are plain functions beside the env contract; re-exported here because the
+# policy protocol's users look for them next to it.
+__all__ = [
+    "GENERIC_POLICIES",
+    "Observation",
+    "Policy",
+    "first_legal_policy",
+    "is_jittable",
+    "policies_for",
+    "random_policy",
+    "reset_policy",
+]
