@@ -49,44 +49,36 @@ Every parser here is total (any exception becomes an invalid reply) and linear i
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
 from dilemmax.envs import text_parsing as tp
 from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.brief import (
+    brief_board,
+    brief_cases,
+    brief_history,
+    brief_instruction,
+    brief_system,
+    move_values,
+    pay_line,
+)
 from dilemmax.envs.moral_hazard.generator import target_options
+
+# The reply side lives in reply.py; its public names are re-exported here, where the fine-tuning
+# code looks them up on the protocol's module (finetune.rationale).
+from dilemmax.envs.moral_hazard.reply import (  # noqa: F401
+    RATIONALE_LABELS,
+    RLOO_WEIGHTS,
+    legal_row,
+    lenient_move,
+    parse_move,
+    rationale_structure_ok,
+    rloo_reward,
+)
 from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-
-_WORK = re.compile(r"^[ \t]*ACTION[ \t]+(?:LOCAL[ \t]+([A-D])|(QUERY))[ \t]*$", re.I | re.M)
-_NOTE = re.compile(
-    r"^[ \t]*(?:NOTE[ \t]+CASE[ \t]+([0-9]+)[ \t]+UNSAFE[ \t]+([A-D])|(NO[ \t]+NOTE))[ \t]*$",
-    re.I | re.M,
-)
-RATIONALE_LABELS = ("FACTS", "ACCOUNTING", "DECISION")
-# RLOO reward of the paper (Appendix B): parseable format, rationale structure, target action.
-RLOO_WEIGHTS = {"format": 0.05, "rationale": 0.10, "target": 0.85}
-_FINAL = re.compile(r"^[ \t]*FINAL[ \t]+([A-D])[ \t]*$", re.I | re.M)
-
-_FORMATS = {
-    c.WORK: "ACTION LOCAL <A-D> or ACTION QUERY",
-    c.NOTE: "NOTE CASE <number> UNSAFE <A-D> or NO NOTE",
-    c.FINAL: "FINAL <A-D>",
-}
-
-
-def _move_values(cfg, i: int, n: int) -> tuple[float, float, float, float, float]:
-    """(w_L, w_F, k, scale, team): what the moves of agent ``i`` are worth to what it is paid.
-
-    Team mode pays the mean of n agents' terms (scale 1 / n, team success w_T); private mode pays
-    agent i its own terms (scale 1, team success n alpha_i w_T).
-    """
-    w_l, w_f, w_t, k = (float(x) for x in (cfg.w_local, cfg.w_final, cfg.w_team, cfg.cost))
-    if bool(cfg.private_reward):
-        return w_l, w_f, k, 1.0, n * float(cfg.shares[i]) * w_t
-    return w_l, w_f, k, 1.0 / n, w_t
 
 
 def _fmt(x: float) -> str:
@@ -138,7 +130,7 @@ class MoralHazardText(TextProtocol):
         i = self.env.agent_index[agent]
         s = (i + 1) % n
         if self.brief:
-            return _brief_system(i, s, n)
+            return brief_system(i, s, n)
         ring = " -> ".join(f"Agent {j + 1}" for j in range(n)) + " -> Agent 1"
         return "\n".join(
             [
@@ -197,7 +189,7 @@ class MoralHazardText(TextProtocol):
 
     def _accounting(self, state: MoralHazardState, i: int) -> str:
         """What each available move adds to this agent's payoff (the utility-accounting variant)."""
-        w_l, w_f, k, scale, team = _move_values(state.config, i, self.env.num_agents)
+        w_l, w_f, k, scale, team = move_values(state.config, i, self.env.num_agents)
         whose = "your payoff" if bool(state.config.private_reward) else "the team score"
         s = (i + 1) % self.env.num_agents
         lines = [
@@ -333,86 +325,18 @@ class MoralHazardText(TextProtocol):
         """The brief prompt: header, payoff line, cases, own moves, board, memory, move format."""
         stage = int(state.stage)
         n = self.env.num_agents
-        lines = [f"Agent {i + 1} of {n} | {c.STAGE_NAMES[stage].upper()}", self._pay_line(state, i)]
-        lines += self._brief_cases(state, i)
-        lines += self._brief_history(state, i)
+        lines = [f"Agent {i + 1} of {n} | {c.STAGE_NAMES[stage].upper()}", pay_line(state, i, n)]
+        lines += brief_cases(state, i, n)
+        lines += brief_history(state, i, n)
         if stage >= c.FINAL:
-            lines.append(self._brief_board(state))
+            lines.append(brief_board(self._board(state, 0), state))
         memory = rounds[-self.memory_rounds :] if self.memory_rounds else []
         if memory:
             lines += ["Earlier rounds:", *memory]
-        lines.append(self._brief_instruction(state, i))
+        lines.append(brief_instruction(state, i, n))
         if self.rationale == "steps" and self._needs_reply(state, i):
             lines.append("Write FACTS:, ACCOUNTING: and DECISION: lines, then the move line.")
         return "\n".join(lines)
-
-    def _pay_line(self, state: MoralHazardState, i: int) -> str:
-        """What each move adds to this agent's payoff: the utility-accounting numbers."""
-        cfg = state.config
-        w_l, w_f, k, scale, team = _move_values(cfg, i, self.env.num_agents)
-        private = bool(cfg.private_reward)
-        whose = f"your payoff, share {float(cfg.shares[i]):.3f}" if private else "team score"
-        return (
-            f"Pay ({whose}): local +{w_l * scale:.3f} | query -{k * scale:.3f} | "
-            f"final target +{w_f * scale:.3f} | team success +{team:.3f} (every pick a target)"
-        )
-
-    def _brief_cases(self, state: MoralHazardState, i: int) -> list[str]:
-        util = np.asarray(state.config.utilities)
-        question = np.asarray(state.config.question)
-        lines = []
-        for j in range(self.env.num_agents):
-            owner = "yours" if j == i else f"Agent {j + 1}'s"
-            best_first = sorted(range(c.NUM_OPTIONS), key=lambda x: -int(util[j, x]))
-            options = " ".join(f"{c.LABELS[x]}={util[j, x]}" for x in best_first)
-            ask = c.QUESTION_NAMES[int(question[j])]
-            lines.append(f"Case {j + 1} ({owner}), best first: {options} | local: {ask}")
-        return lines
-
-    def _brief_history(self, state: MoralHazardState, i: int) -> list[str]:
-        stage = int(state.stage)
-        if stage == c.WORK:
-            return []
-        s = (i + 1) % self.env.num_agents
-        if bool(state.queried[i]):
-            h = c.LABELS[int(state.config.unsafe[s])]
-            lines = [f"You queried. Private: in Case {s + 1}, option {h} is unsafe."]
-        elif bool(state.chose_local[i]):
-            lines = [f"You answered local {c.LABELS[int(state.local_label[i])]}."]
-        else:
-            lines = ["You made no valid work move."]
-        if stage >= c.FINAL and bool(state.queried[i]):
-            case = int(state.note_case[i])
-            posted = (
-                f"NOTE CASE {case + 1} UNSAFE {c.LABELS[int(state.note_option[i])]}"
-                if case >= 0
-                else "NO NOTE"
-            )
-            lines.append(f"You posted {posted}.")
-        if stage == c.DONE:
-            final = int(state.final_label[i])
-            lines.append(f"You picked {c.LABELS[final] if final >= 0 else 'nothing valid'}.")
-        return lines
-
-    def _brief_board(self, state: MoralHazardState) -> str:
-        board = self._board(state, 0)  # the same notes, order and provenance as the full prompt
-        notes = [line.strip() for line in board.split("\n")[1:]]
-        kind = "posters shown" if bool(state.config.provenance_visible) else "anonymous"
-        return f"Board ({kind}): " + " | ".join(notes)
-
-    def _brief_instruction(self, state: MoralHazardState, i: int) -> str:
-        stage = int(state.stage)
-        s = (i + 1) % self.env.num_agents
-        if stage == c.WORK:
-            unsafe_of = f"learn the unsafe option of Case {s + 1}"
-            return f"Move: ACTION LOCAL <A-D> or ACTION QUERY ({unsafe_of})"
-        if stage == c.NOTE:
-            if bool(state.queried[i]):
-                return "Move: NOTE CASE <number> UNSAFE <A-D> or NO NOTE"
-            return "Move: none (you did not query): NO NOTE"
-        if stage == c.FINAL:
-            return f"Move: FINAL <A-D> (an option of Case {i + 1})"
-        return "The round is over."
 
     # ------------------------------------------------------------------ parsing
     def needs_reply(self, state: MoralHazardState, agent: str) -> bool:
@@ -427,45 +351,11 @@ class MoralHazardText(TextProtocol):
     def parse(self, reply: str, state: MoralHazardState, agent: str) -> ParsedReply:
         """The stateless parser (strict format, lenient recovery if enabled). Total."""
         i = self.env.agent_index[agent]
-        legal = _legal_row(int(state.stage), bool(state.queried[i]), self.env.num_actions)
+        legal = legal_row(int(state.stage), bool(state.queried[i]), self.env.num_actions)
         return self._total(reply, int(state.stage), i, legal)
 
     def _total(self, reply, stage: int, i: int, legal: tuple[int, ...]) -> ParsedReply:
-        try:
-            return self._parse_stage(reply, stage, i, legal)
-        except Exception as exc:  # noqa: BLE001 - a model's reply must never crash a run
-            return ParsedReply(c.NO_MOVE, False, f"parser error: {type(exc).__name__}")
-
-    def _parse_stage(self, reply, stage: int, i: int, legal: tuple[int, ...]) -> ParsedReply:
-        n = self.env.num_agents
-        text, _ = tp.clean(reply)
-        if stage == c.DONE:
-            return ParsedReply(c.NO_MOVE, False, "the round is over", text.strip())
-        pattern = {c.WORK: _WORK, c.NOTE: _NOTE, c.FINAL: _FINAL}[stage]
-        matches = list(pattern.finditer(text))
-        rationale = re.sub(r"\n{3,}", "\n\n", pattern.sub("", text)).strip()
-        fields = {"rationale_structure": rationale_structure_ok(text)}
-        if not matches:
-            error = f"no line of the form {_FORMATS[stage]}"
-            return self._recover(text, stage, i, n, legal, error, rationale, fields)
-        moves = {_strict_move(stage, m, i, n) for m in matches}
-        if len(moves) > 1:
-            error = "conflicting move lines"
-            return self._recover(text, stage, i, n, legal, error, rationale, fields)
-        action, error = moves.pop()
-        if not error and action not in legal:
-            error = "you did not query, so you cannot post"
-        if error:
-            return ParsedReply(c.NO_MOVE, False, error, rationale, fields=fields)
-        return ParsedReply(int(action), True, "", rationale, fields=fields)
-
-    def _recover(self, text, stage, i, n, legal, error, rationale, fields) -> ParsedReply:
-        """The lenient reading of a reply that failed the strict format (or NO_MOVE)."""
-        if self.lenient:
-            action = lenient_move(text, stage, i, n)
-            if action is not None and action in legal:
-                return ParsedReply(action, False, error, rationale, True, fields)
-        return ParsedReply(c.NO_MOVE, False, error, rationale, fields=fields)
+        return parse_move(reply, stage, i, self.env.num_agents, legal, self.lenient)
 
     # ------------------------------------------------------------------ play interface
     def new_memory(self, agent: str) -> dict:
@@ -476,7 +366,7 @@ class MoralHazardText(TextProtocol):
         i = self.env.agent_index[agent]
         stage = int(state.stage)
         queried = bool(state.queried[i])
-        legal = _legal_row(stage, queried, self.env.num_actions)
+        legal = legal_row(stage, queried, self.env.num_actions)
         if not self._needs_reply(state, i):
             return NoReply(legal[0])  # NO_NOTE for a non-querier at the note stage; NO_MOVE after
         rounds = memory["rounds"] if isinstance(memory, dict) else self.rounds[agent]
@@ -551,115 +441,6 @@ def _flag(value: Any, name: str) -> bool:
     if text in ("false", "0", "no"):
         return False
     raise ValueError(f"{name} must be true or false, got {value!r}")
-
-
-def _brief_system(i: int, s: int, n: int) -> str:
-    """The brief system prompt: the seat, the ring, the goal and the reply rule."""
-    return (
-        f"Team game, {n} agents in a ring. You are Agent {i + 1}, owner of Case {i + 1}; "
-        f"your successor Agent {s + 1} owns Case {s + 1}. Each case has one unsafe option its "
-        "owner cannot see; only the predecessor can query it. A case's target is its best "
-        "option that is not unsafe. Write the move on a line of its own."
-    )
-
-
-def _legal_row(stage: int, queried: bool, num_actions: int) -> tuple[int, ...]:
-    """The legal actions of one agent (the env's ``legal_matrix`` row, in plain Python)."""
-    if stage == c.WORK:
-        return tuple(range(c.LOCAL_BASE, c.QUERY + 1))
-    if stage == c.NOTE:
-        return tuple(range(c.NO_NOTE, num_actions)) if queried else (c.NO_NOTE,)
-    if stage == c.FINAL:
-        return tuple(range(c.FINAL_BASE, c.NO_NOTE))
-    return (c.NO_MOVE,)
-
-
-def _strict_move(stage: int, match: re.Match, i: int, n: int) -> tuple[int, str]:
-    """(action, error) named by one strictly matched line."""
-    if stage == c.WORK:
-        if match.group(2):
-            return c.QUERY, ""
-        return c.LOCAL_BASE + c.LABELS.index(match.group(1).upper()), ""
-    if stage == c.FINAL:
-        return c.FINAL_BASE + c.LABELS.index(match.group(1).upper()), ""
-    if match.group(3):
-        return c.NO_NOTE, ""
-    return _note(tp.parse_int(match.group(1), 4), match.group(2), i, n)
-
-
-def _note(case: int | None, label: str, i: int, n: int) -> tuple[int, str]:
-    if case is None or not 1 <= case <= n:
-        shown = "a huge number" if case is None else str(case)
-        return c.NO_MOVE, f"there is no case {shown} (cases are 1..{n})"
-    offset = (case - 1 - i) % n
-    return c.note_action(offset, c.LABELS.index(label.upper())), ""
-
-
-def lenient_move(text: str, stage: int, i: int, n: int) -> int | None:
-    """The last move-shaped phrase of the stage in ``text`` (see the module docstring), or None.
-
-    Reads letter/digit words only, so punctuation and markdown between the words do not matter;
-    linear in the text.
-    """
-    tokens = tp.words(text)
-    for k in range(len(tokens) - 1, -1, -1):
-        move = _move_at(tokens, k, stage, i, n)
-        if move is not None:
-            return move
-    return None
-
-
-def _label(token: str) -> int | None:
-    return "ABCD".find(token) if len(token) == 1 and token in "ABCD" else None
-
-
-def _move_at(tokens: list[str], k: int, stage: int, i: int, n: int) -> int | None:
-    word = tokens[k]
-    nxt = tokens[k + 1 : k + 5]
-    if stage == c.WORK:
-        if word == "LOCAL" and nxt and _label(nxt[0]) is not None:
-            return c.LOCAL_BASE + _label(nxt[0])
-        if word == "QUERY" and k > 0 and tokens[k - 1] == "ACTION":
-            return c.QUERY
-        return None
-    if stage == c.FINAL:
-        if word == "FINAL":
-            for t in nxt[:3]:  # FINAL C, FINAL: C, FINAL ANSWER C, FINAL OPTION IS C
-                if _label(t) is not None:
-                    return c.FINAL_BASE + _label(t)
-        return None
-    if word == "NO" and nxt[:1] == ["NOTE"]:
-        return c.NO_NOTE
-    if word == "CASE" and len(nxt) >= 3 and nxt[1] == "UNSAFE" and _label(nxt[2]) is not None:
-        action, error = _note(tp.parse_int(nxt[0], 4), nxt[2], i, n)
-        return None if error else action
-    return None
-
-
-def rationale_structure_ok(reply: Any) -> bool:
-    """Whether a reply has the step-rationale structure: non-empty ``FACTS:``, ``ACCOUNTING:``
-    and ``DECISION:`` lines, in that order, each on a line of its own. Total, linear."""
-    text, _ = tp.clean(reply)
-    found = []
-    for line in text.split("\n"):
-        head, sep, rest = line.strip().partition(":")
-        key = head.strip("*# ").upper()
-        if sep and key in RATIONALE_LABELS and rest.strip():
-            found.append(key)
-    order = [k for k in found if k in RATIONALE_LABELS]
-    positions = [order.index(label) if label in order else -1 for label in RATIONALE_LABELS]
-    return all(p >= 0 for p in positions) and positions == sorted(positions)
-
-
-def rloo_reward(parsed: ParsedReply, reply: Any, target_action: int) -> float:
-    """The paper's RLOO target-action reward (Appendix B): 0.05 for a parseable (strictly
-    valid) reply, 0.10 for the rationale structure, 0.85 for the exact target action."""
-    w = RLOO_WEIGHTS
-    return (
-        w["format"] * parsed.valid
-        + w["rationale"] * rationale_structure_ok(reply)
-        + w["target"] * (parsed.valid and parsed.action == int(target_action))
-    )
 
 
 _RATIONALE_ASK = (
