@@ -1,10 +1,9 @@
-"""The ``dilemmax`` command: list envs, play rollouts, train and evaluate agents.
+"""The ``dilemmax`` command: ``list`` and ``rollout``; the other commands live with what they run.
 
-Commands share :func:`parse_assignments` (``--set name=value``, typed by the option it sets),
-the argparse types :func:`positive_int` and :func:`seed_int`, and :func:`user_input`, which turns
-setup errors into a :class:`~dilemmax.errors.UsageError`. :func:`main` prints a UsageError as one
-line on stderr and exits with status 2, so a command added by another module only needs to raise
-one (or let an :class:`~dilemmax.envs.options.OptionError` through).
+Training (``train``, ``evaluate``), language-model play (``play``), red-teaming (``redteam``) and
+fine-tuning (``finetune``) are added by the ``add_commands(subparsers)`` of their package's
+``cli`` module. Every command shares the helpers of :mod:`dilemmax.commandline`: a
+:class:`~dilemmax.errors.UsageError` prints as one line on stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -15,109 +14,52 @@ import importlib
 import importlib.util
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
+import jax
 import numpy as np
+from tqdm.auto import tqdm
 
-from dilemmax.envs.options import OptionError, OptionSpec, parse_value
+from dilemmax.agents.arena import Arena, save_gif
+from dilemmax.commandline import (  # noqa: F401 (parse_assignments, user_input: re-exported)
+    build_env,
+    parse_assignments,
+    positive_int,
+    run_parsed,
+    seed_int,
+    user_input,
+)
+from dilemmax.envs.options import OptionSpec
+from dilemmax.envs.policies import policies_for
+from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.errors import UsageError
 
 # Rollouts whose episodes are at least this long play step by step with a progress bar.
 PROGRESS_MIN_STEPS = 200
 
-
-def parse_assignments(
-    pairs: list[str] | None,
-    what: str = "--set",
-    specs: Mapping[str, OptionSpec] | None = None,
-) -> dict:
-    """``["num_agents=5", "rule=RP"]`` -> ``{"num_agents": 5, "rule": "RP"}``.
-
-    The one string-to-value parser of every command. With ``specs`` (name -> spec, e.g.
-    :func:`dilemmax.envs.options.env_option_specs`), each value is parsed as its option's kind
-    (``sorted_agents=false`` is False, ``num_rounds=2.7`` is refused) and an unknown name is an
-    error listing the known ones; without, values are JSON or Python literals where they parse
-    as one, text otherwise.
-
-    Total: raises only :class:`~dilemmax.envs.options.OptionError` (a
-    :class:`~dilemmax.errors.UsageError`), whose message names the pair and what is allowed.
-    """
-    out = {}
-    for pair in pairs or []:
-        name, sep, raw = str(pair).partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise OptionError(f"{what} expects name=value, got {pair!r}")
-        spec = None
-        if specs is not None:
-            if name not in specs:
-                known = ", ".join(sorted(specs))
-                raise OptionError(f"{what}: unknown name {name!r}; choose from {known}")
-            spec = specs[name]
-        out[name] = parse_value(raw, spec, name)
-    return out
-
-
-def positive_int(text: str) -> int:
-    """argparse type of counts that must be >= 1 (``--episodes``)."""
-    value = _int_arg(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def seed_int(text: str) -> int:
-    """argparse type of seeds: 0 .. 2**31 - 1."""
-    value = _int_arg(text)
-    if not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**31 - 1}, got {text!r}")
-    return value
-
-
-def _int_arg(text: str) -> int:
-    try:
-        return parse_value(text, OptionSpec("int"))
-    except OptionError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-
-
-@contextlib.contextmanager
-def user_input(what: str) -> Iterator[None]:
-    """Turns the ValueError / TypeError / KeyError of setting up from user input (building an
-    env, a trainer) into a :class:`UsageError` naming ``what``."""
-    try:
-        yield
-    except UsageError:
-        raise
-    except (ValueError, TypeError, KeyError) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        raise UsageError(f"{what}: {message}") from None
-
-
-def build_env(env_id: str, pairs: list[str] | None):
-    """The env ``env_id`` with ``--set`` options typed by its constructor; UsageError on any
-    unknown env, unknown option or bad value."""
-    import dilemmax
-    from dilemmax.envs.options import env_option_specs
-
-    with user_input(env_id):
-        options = parse_assignments(pairs, "--set", env_option_specs(env_id))
-        return dilemmax.make(env_id, **options)
+# The commands other modules add: name -> (the module whose add_commands adds it, its line in
+# `dilemmax --help`). Dispatch is lazy by design: a command's module is imported only to parse
+# that command, because the training modules pull flax and distrax (about 0.6 s of the 1.3 s of
+# `dilemmax --help`), which listing the commands, `list` and `rollout` do without. Naming a
+# module here is no import cycle: the command modules import dilemmax.commandline, never this
+# module. tests/test_cli.py checks these help lines against the modules' own.
+COMMANDS = {
+    "train": ("dilemmax.train.cli", "train IPPO / MAPPO agents on an env"),
+    "evaluate": ("dilemmax.train.cli", "the env's metrics of a trained policy"),
+    "play": (
+        "dilemmax.llm.cli",
+        "play episodes with language-model, scripted and trained seats (batched)",
+    ),
+    "redteam": ("dilemmax.analysis.cli", "institutional red-teaming of consequence rules"),
+    "finetune": ("dilemmax.finetune.cli", "LoRA SFT / RLOO / GEPA for moral_hazard"),
+}
 
 
 def _cmd_list(args) -> int:
-    from dilemmax.envs.registry import env_spec, registered_envs
-
     for env_id in registered_envs():
         print(f"{env_id:14s} {env_spec(env_id).summary}")
     return 0
-
-
-def available_policies(env) -> dict:
-    from dilemmax.agents.policy import GENERIC_POLICIES
-
-    return {**GENERIC_POLICIES, **env.scripted_policies()}
 
 
 def _format_metric(value) -> str:
@@ -129,16 +71,12 @@ def _format_metric(value) -> str:
 
 
 def _cmd_rollout(args) -> int:
-    import jax
-
-    from dilemmax.agents.arena import Arena, save_gif
-
     env = build_env(args.env, args.set)
     if args.gif and "rgb_array" not in env.render_modes:
         raise UsageError(
             f"--gif: {args.env} has no frames to draw (render modes {env.render_modes})"
         )
-    choices = available_policies(env)
+    choices = policies_for(env)
     seats = {agent: args.policy for agent in env.agents}
     seats.update(
         parse_assignments(args.seat, "--seat", dict.fromkeys(env.agents, OptionSpec("str")))
@@ -179,22 +117,12 @@ def _step_progress(arena, total_steps: int, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from tqdm.auto import tqdm
-
     with tqdm(total=total_steps, unit="step", desc="rollout", dynamic_ncols=True) as bar:
         arena.on_step = lambda: bar.update(1)
         try:
             yield
         finally:
             arena.on_step = None
-
-
-COMMAND_MODULES = (
-    "dilemmax.train.cli",
-    "dilemmax.llm.cli",
-    "dilemmax.analysis.cli",
-    "dilemmax.finetune.cli",
-)
 
 
 def _module_exists(name: str) -> bool:
@@ -204,7 +132,10 @@ def _module_exists(name: str) -> bool:
         return False
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given ``command`` (the first word of a command line), the
+    parser of that one: the modules of the others are not imported and their commands appear
+    only as their help line (a word that names no module's command imports none)."""
     parser = argparse.ArgumentParser(
         prog="dilemmax", description="Multi-agent social dilemmas in JAX."
     )
@@ -235,47 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_rollout)
 
-    # Other commands live with what they run (training, language-model play, red-teaming,
-    # fine-tuning): each module's ``add_commands(subparsers)`` adds its own, when it exists.
-    for module in COMMAND_MODULES:
-        if _module_exists(module):
+    wanted = None if command is None else COMMANDS.get(command, ("",))[0]
+    added = set()
+    for name, (module, help_line) in COMMANDS.items():
+        if module in added or not _module_exists(module):
+            continue
+        if wanted is None or module == wanted:
             importlib.import_module(module).add_commands(sub)
+            added.add(module)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
-
-
-def enable_compilation_cache() -> None:
-    """Keeps compiled programs on disk between runs (env builds and steps compile once)."""
-    import os
-
-    import jax
-
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
-        return
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dilemmax" / "jax"
-    jax.config.update("jax_compilation_cache_dir", str(cache))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command. A user mistake (:class:`UsageError`) prints one line and returns 2."""
-    return run_parsed(build_parser().parse_args(argv))
-
-
-def run_parsed(args: argparse.Namespace) -> int:
-    """Runs a parsed command: a :class:`UsageError` prints one line and returns 2."""
-    enable_compilation_cache()
-    try:
-        return args.func(args)
-    except UsageError as err:
-        print(f"dilemmax {args.command}: error: {_one_line(err)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"dilemmax {args.command}: interrupted", file=sys.stderr)
-        return 130
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return run_parsed(build_parser(argv[0] if argv else "").parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ import errno
 import os
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: run folders go unlocked
+    fcntl = None
+
 from dilemmax.errors import UsageError
 
 LOCK_FILE = ".lock"
@@ -35,9 +40,7 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> RunLock:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
+        if fcntl is None:  # pragma: no cover - not POSIX
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

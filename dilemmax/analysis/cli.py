@@ -18,8 +18,37 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from dilemmax.analysis import ablations as A
+from dilemmax.analysis import reference as ref
+from dilemmax.analysis import safety_case as SC
+from dilemmax.analysis.ablations import ABLATIONS
+from dilemmax.analysis.figures import write_table
+from dilemmax.analysis.gap import write_gap_report
+from dilemmax.analysis.populations import (
+    grid_population,
+    llm_ablation_play,
+    llm_population,
+    resolve_policy,
+    spread_contexts,
+)
+from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON, load_reference
+from dilemmax.analysis.statistics import Population
+from dilemmax.commandline import parse_assignments
+from dilemmax.envs.consequence.constants import RULE_NAMES
+from dilemmax.envs.consequence.generator import context_table
+from dilemmax.envs.registry import make
+from dilemmax.errors import UsageError
+from dilemmax.llm.cli import add_model_arguments, build_seat
+from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.transcript import Transcript, TranscriptMismatch
+from dilemmax.runlock import RunLock
 
 
 def _parse_context(text: str, total: int = 12) -> tuple[tuple[int, ...], int]:
@@ -41,10 +70,6 @@ def _parse_context(text: str, total: int = 12) -> tuple[tuple[int, ...], int]:
 
 def context_index(levels, threshold: int, total: int = 12) -> int:
     """Index of (w, T) in the benchmark grid."""
-    import numpy as np
-
-    from dilemmax.envs.consequence.generator import context_table
-
     resources, thresholds = context_table(total, 3)
     hits = np.flatnonzero(
         np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold)
@@ -60,9 +85,6 @@ def _output_file(path: str) -> Path:
 
 
 def _cmd_reference(args) -> int:
-    from dilemmax.analysis import reference as ref
-    from dilemmax.analysis.figures import write_table
-
     _output_file(args.out)
     start = time.perf_counter()
     table = ref.reference_grid(
@@ -85,9 +107,6 @@ MODEL_KINDS = ("openai:", "hf:")
 def _policy(spec: str, env):
     """The scripted / reference / trained policy ``spec`` names; UsageError (exit 2) naming the
     known ones otherwise."""
-    from dilemmax.analysis.populations import resolve_policy
-    from dilemmax.errors import UsageError
-
     try:
         return resolve_policy(spec, env)
     except (ValueError, OSError) as error:
@@ -97,11 +116,8 @@ def _policy(spec: str, env):
 def _cmd_play(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_play_model(args)
-    import dilemmax
-    from dilemmax.analysis.populations import grid_population
-
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
-    env = dilemmax.make("consequence", **env_kwargs)
+    env = make("consequence", **env_kwargs)
     policy = _policy(args.policy, env)
     _output_file(args.out)
     pop = grid_population(
@@ -116,13 +132,6 @@ def _cmd_play(args) -> int:
 def _model_run(out: Path, what: str, identity: dict, args, total: int):
     """(transcript, progress bar) of a language-model run in the folder ``out``, held locked
     while it runs; ``args.resume`` continues the transcript there."""
-    import sys
-
-    from tqdm import tqdm
-
-    from dilemmax.llm.transcript import Transcript
-    from dilemmax.runlock import RunLock
-
     with contextlib.ExitStack() as stack:
         stack.enter_context(RunLock(out, what))
         transcript = stack.enter_context(
@@ -137,26 +146,15 @@ def _model_run(out: Path, what: str, identity: dict, args, total: int):
 def _cmd_play_model(args) -> int:
     """A language-model population (the model in every seat) through batched play; ``--out`` is
     a run folder holding ``transcript.jsonl`` (``--resume`` continues it) and ``population.npz``."""
-    import sys
-
-    import numpy as np
-
-    import dilemmax
-    from dilemmax.analysis.populations import llm_population, spread_contexts
-    from dilemmax.cli import parse_assignments
-    from dilemmax.llm import cli as llm_cli
-    from dilemmax.llm.client import FatalClientError
-    from dilemmax.llm.transcript import TranscriptMismatch
-
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     try:
         if args.episodes < 1 or args.envs < 1:
-            raise llm_cli.UsageError("--episodes and --envs must be >= 1")
+            raise UsageError("--episodes and --envs must be >= 1")
         contexts = spread_contexts(args.contexts)
         protocol = parse_assignments(args.protocol, "--protocol")
-        dilemmax.make("consequence", **env_kwargs).text_protocol(**protocol)  # checks the flags
-        seat = llm_cli.build_seat(args.policy, None, args, {})
-    except (llm_cli.UsageError, ValueError, TypeError) as error:
+        make("consequence", **env_kwargs).text_protocol(**protocol)  # checks the flags
+        seat = build_seat(args.policy, None, args, {})
+    except (UsageError, ValueError, TypeError) as error:
         print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -178,7 +176,7 @@ def _cmd_play_model(args) -> int:
                 args.name or args.policy, seat, contexts, args.episodes, args.seed,
                 tuple(args.rules), env_kwargs, protocol, args.envs, transcript, bar,
             )  # fmt: skip
-    except (llm_cli.UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
+    except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
         print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
         return 2
     pop.save(out / "population.npz")
@@ -191,10 +189,6 @@ def _cmd_play_model(args) -> int:
 
 
 def _cmd_gap(args) -> int:
-    from dilemmax.analysis.gap import write_gap_report
-    from dilemmax.analysis.reference import load_reference
-    from dilemmax.analysis.statistics import Population
-
     reference = load_reference(args.reference)
     pops = [Population.load(p) for p in args.population]
     report = write_gap_report(
@@ -211,9 +205,6 @@ def _cmd_gap(args) -> int:
 
 
 def _write_ablations(report: dict, out: Path) -> None:
-    from dilemmax.analysis import ablations as A
-    from dilemmax.analysis.figures import write_table
-
     out.mkdir(parents=True, exist_ok=True)
     (out / "ablations.json").write_text(json.dumps(report, indent=1))
     header, rows = A.ablation_table(report)
@@ -224,11 +215,7 @@ def _write_ablations(report: dict, out: Path) -> None:
 def _cmd_ablate(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_ablate_model(args)
-    import dilemmax
-    from dilemmax.analysis import ablations as A
-    from dilemmax.analysis.populations import resolve_policy
-
-    _policy(args.policy, dilemmax.make("consequence"))  # a bad name fails before any play
+    _policy(args.policy, make("consequence"))  # a bad name fails before any play
     play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
     report = A.run_ablations(
         play,
@@ -246,20 +233,12 @@ def _cmd_ablate_model(args) -> int:
     """Prompt ablations of a language model (seated everywhere) through batched play; ``--out``
     holds ``transcript.jsonl`` (every call, one part per arm and rule; ``--resume`` continues
     it), ``ablations.json`` and the table."""
-    import sys
-
-    from dilemmax.analysis import ablations as A
-    from dilemmax.analysis.populations import llm_ablation_play
-    from dilemmax.llm import cli as llm_cli
-    from dilemmax.llm.client import FatalClientError
-    from dilemmax.llm.transcript import TranscriptMismatch
-
     try:
         if args.episodes < 1 or args.envs < 1:
-            raise llm_cli.UsageError("--episodes and --envs must be >= 1")
+            raise UsageError("--episodes and --envs must be >= 1")
         rules = list(args.rules)
-        seat = llm_cli.build_seat(args.policy, None, args, {})
-    except (llm_cli.UsageError, ValueError, TypeError) as error:
+        seat = build_seat(args.policy, None, args, {})
+    except (UsageError, ValueError, TypeError) as error:
         print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -281,7 +260,7 @@ def _cmd_ablate_model(args) -> int:
             report = A.run_ablations(
                 play, args.ablations, rules, contexts, args.episodes, args.seed, args.resamples
             )
-    except (llm_cli.UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
+    except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
         print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
         return 2
     report["policy"] = args.policy
@@ -290,9 +269,6 @@ def _cmd_ablate_model(args) -> int:
 
 
 def _cmd_certify(args) -> int:
-    from dilemmax.analysis import safety_case as SC
-    from dilemmax.analysis.statistics import Population
-
     try:
         contexts = [_parse_context(c) for c in args.context]
     except ValueError as err:
@@ -323,8 +299,6 @@ POLICY_HELP = (
 
 def _add_model_run_arguments(group) -> None:
     """The options of a language-model run folder: batch size, resume, progress, the model's."""
-    from dilemmax.llm.cli import add_model_arguments
-
     group.add_argument("--envs", type=int, default=16, help="environments stepped together")
     group.add_argument("--resume", action="store_true", help="continue the run in --out")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -333,10 +307,6 @@ def _add_model_run_arguments(group) -> None:
 
 def add_commands(subparsers) -> None:
     """Adds ``redteam`` with its subcommands to the main parser."""
-    from dilemmax.analysis.ablations import ABLATIONS
-    from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
-    from dilemmax.envs.consequence.constants import RULE_NAMES
-
     red = subparsers.add_parser("redteam", help="institutional red-teaming of consequence rules")
     sub = red.add_subparsers(dest="redteam_command", required=True)
 

@@ -14,7 +14,29 @@ from pathlib import Path
 
 import numpy as np
 
+from dilemmax.commandline import parse_assignments
+from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.errors import UsageError
+from dilemmax.finetune.common import LoraSettings
+from dilemmax.finetune.datasets import (
+    DatasetSpec,
+    load_spec,
+    load_split,
+    paper_protocol_options,
+    save_dataset,
+    sft_grid,
+)
+from dilemmax.finetune.evaluate import (
+    evaluate_methods,
+    paired_difference,
+    reward_on_records,
+    table3,
+    write_report,
+)
+from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
+from dilemmax.finetune.rloo import RLOOSettings, train_rloo
+from dilemmax.finetune.sft import SFTSettings, train_sft
+from dilemmax.llm.tiny import build_tiny_model
 
 
 def _comma_list(cast, what: str):
@@ -39,25 +61,15 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _assignments(pairs, what):
-    from dilemmax.cli import parse_assignments
-
-    return parse_assignments(pairs, what)
-
-
 def _protocol_options(args, data: str | None = None) -> dict:
     """Text-protocol options: the dataset's (``data``) or else the paper's SFT variant, with each
     ``--protocol key=value`` laid over them (``--protocol brief=true`` keeps the rest)."""
-    from dilemmax.finetune.datasets import load_spec, paper_protocol_options
-
     base = dict(load_spec(data).protocol_options) if data else paper_protocol_options()
-    return {**base, **_assignments(args.protocol, "--protocol")}
+    return {**base, **parse_assignments(args.protocol, "--protocol")}
 
 
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
-    from dilemmax.finetune.datasets import DatasetSpec, save_dataset
-
     spec = DatasetSpec(
         seed=args.seed,
         episodes_per_condition=args.episodes,
@@ -77,9 +89,6 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_tiny(args) -> int:
-    from dilemmax.finetune.datasets import load_split
-    from dilemmax.llm.tiny import build_tiny_model
-
     records = load_split(args.data, "train")[:: max(1, args.text_stride)]
     texts = [m["content"] for r in records for m in r["prompt"] + r["completion"]]
     path = build_tiny_model(
@@ -131,8 +140,6 @@ def _add_run_args(p, defaults) -> None:
 
 
 def _run_settings(args, cls, prefix: str = "", **fields):
-    from dilemmax.finetune.common import LoraSettings
-
     targets = args.lora_targets
     lora = LoraSettings(
         r=args.lora_r,
@@ -162,14 +169,14 @@ def _run_settings(args, cls, prefix: str = "", **fields):
         gradient_checkpointing=checkpointing,
         max_train_records=args.max_records,
         lora=lora,
-        overrides=_assignments(args.set, "--set"),
+        overrides=parse_assignments(args.set, "--set"),
         **fields,
     )
 
 
 def _threads(args) -> None:
     if args.threads:
-        import torch
+        import torch  # of the optional llm extra, which only the training commands need
 
         torch.set_num_threads(args.threads)
 
@@ -193,8 +200,6 @@ def _rloo_fields(args) -> dict:
 
 
 def _cmd_sft(args) -> int:
-    from dilemmax.finetune.sft import SFTSettings, train_sft
-
     _threads(args)
     adapter = train_sft(_run_settings(args, SFTSettings, max_length=args.max_length))
     print(f"SFT adapter: {adapter}")
@@ -202,8 +207,6 @@ def _cmd_sft(args) -> int:
 
 
 def _cmd_rloo(args) -> int:
-    from dilemmax.finetune.rloo import RLOOSettings, train_rloo
-
     _threads(args)
     adapter = train_rloo(_run_settings(args, RLOOSettings, **_rloo_fields(args)))
     print(f"RLOO adapter: {adapter}")
@@ -212,9 +215,6 @@ def _cmd_rloo(args) -> int:
 
 def _cmd_sft_rloo(args) -> int:
     """SFT for --sft-steps, then RLOO for --rloo-steps from that adapter (in <out>/sft, /rloo)."""
-    from dilemmax.finetune.rloo import RLOOSettings, train_rloo
-    from dilemmax.finetune.sft import SFTSettings, train_sft
-
     _threads(args)
     sft = _run_settings(args, SFTSettings, prefix="sft", max_length=args.max_length)
     sft = replace(sft, max_steps=args.sft_steps)
@@ -245,9 +245,6 @@ def _read_json(path: str, what: str) -> dict:
 
 
 def _cmd_reward(args) -> int:
-    from dilemmax.finetune.datasets import load_split
-    from dilemmax.finetune.evaluate import paired_difference, reward_on_records
-
     _threads(args)
     baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
     try:
@@ -301,9 +298,6 @@ def _methods(specs) -> dict[str, str | None]:
 
 
 def _cmd_evaluate(args) -> int:
-    from dilemmax.finetune.datasets import load_spec, sft_grid
-    from dilemmax.finetune.evaluate import evaluate_methods, table3, write_report
-
     _threads(args)
     grid = sft_grid(load_spec(args.conditions)) if args.conditions else None
     results = evaluate_methods(
@@ -326,8 +320,6 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_gepa(args) -> int:
-    from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
-
     settings = GEPASettings(
         model=args.model,
         adapter=args.adapter,
@@ -350,8 +342,6 @@ def _cmd_gepa(args) -> int:
 
 # ------------------------------------------------------------------------------ parser
 def add_commands(subparsers) -> None:
-    from dilemmax.envs.moral_hazard import constants as c
-
     top = subparsers.add_parser("finetune", help="LoRA SFT / RLOO / GEPA for moral_hazard")
     sub = top.add_subparsers(dest="finetune_command", required=True)
 
@@ -387,9 +377,6 @@ def add_commands(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--text-stride", type=int, default=10, help="use every k-th train record")
     p.set_defaults(func=_cmd_tiny)
-
-    from dilemmax.finetune.rloo import RLOOSettings
-    from dilemmax.finetune.sft import SFTSettings
 
     sft_defaults = SFTSettings(model="", data="", out="")
     rloo_defaults = RLOOSettings(model="", data="", out="")

@@ -21,7 +21,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from dilemmax.agents.trained import TrainedPolicy
+from dilemmax.commandline import parse_assignments
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence import generator as consequence_generator
+from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
+from dilemmax.envs.policies import policies_for
+from dilemmax.envs.registry import env_spec, make
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
+from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.hf_client import TransformersClient
+from dilemmax.llm.play import BatchedPlay, PlayResult, Seat, rotate_seats
+from dilemmax.llm.policy import CallStats, LLMPolicy
+from dilemmax.llm.results import format_calls, format_summary, summarize
+from dilemmax.llm.transcript import Transcript, TranscriptMismatch
 from dilemmax.runlock import RunLock
 
 
@@ -46,6 +63,7 @@ def _split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
 
 def _model_client(kind: str, target: str, options: dict, args):
     if kind == "openai":
+        # openai_client needs tenacity, of the optional llm extra: loaded for an openai seat.
         from dilemmax.llm.openai_client import OpenAIClient
 
         unknown = set(options) - {"temperature", "top_p", "max_tokens", "seed"}
@@ -64,8 +82,6 @@ def _model_client(kind: str, target: str, options: dict, args):
             max_attempts=args.max_attempts,
             concurrency=args.concurrency,
         )
-    from dilemmax.llm.hf_client import TransformersClient
-
     unknown = set(options) - {"adapter", "max_new_tokens", "temperature", "batch_size", "device"}
     if unknown:
         raise UsageError(f"hf seat options {sorted(unknown)} are not known")
@@ -83,24 +99,17 @@ def _model_client(kind: str, target: str, options: dict, args):
 
 def build_seat(spec: str, env, args, cache: dict):
     """The :class:`~dilemmax.llm.play.Seat` a spec names (model seats shared per spec)."""
-    from dilemmax.llm.play import Seat
-    from dilemmax.llm.policy import LLMPolicy
-
     if spec in cache:
         return cache[spec]
     kind, target, options = _split_spec(spec)
     if kind in ("openai", "hf"):
         seat = Seat(spec, LLMPolicy(_model_client(kind, target, options, args), spec))
     elif kind == "scripted":
-        from dilemmax.cli import available_policies
-
-        choices = available_policies(env)
+        choices = policies_for(env)
         if target not in choices:
             raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
         seat = Seat(spec, choices[target])
     elif kind == "trained":
-        from dilemmax.agents.trained import TrainedPolicy
-
         try:
             seed = int(options.get("seed", 0))
             policy = TrainedPolicy.load(target, seed=seed, greedy="greedy" in options)
@@ -143,8 +152,6 @@ def _seats_for(env, specs: dict[str, str], default: str | None, args, cache) -> 
 # --------------------------------------------------------------------------- env and grids
 def _env_options(env_id: str, sets: dict) -> dict:
     """``--set`` options, defaulting ``split`` to the held-out part where the env has one."""
-    from dilemmax.envs.registry import env_spec
-
     options = dict(sets)
     try:
         env_class = env_spec(env_id).load()
@@ -157,10 +164,8 @@ def _env_options(env_id: str, sets: dict) -> dict:
 
 
 def _make_env(env_id: str, options: dict):
-    import dilemmax
-
     try:
-        return dilemmax.make(env_id, **options)
+        return make(env_id, **options)
     except (TypeError, ValueError) as error:
         raise UsageError(f"{env_id}: {error}") from error
 
@@ -171,21 +176,16 @@ GRID_ENVS = ("consequence", "moral_hazard")
 def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, list[str]]]:
     """(part name, env, batched configs, config names) per part of the env's sweep."""
     if env_id == "consequence":
-        from dilemmax.envs.consequence import constants as C
-        from dilemmax.envs.consequence import generator
-
-        contexts = generator.context_grid(env.total_resources, env.num_agents)
-        configs = generator.cross_rules(contexts, env.rules)
+        contexts = consequence_generator.context_grid(env.total_resources, env.num_agents)
+        configs = consequence_generator.cross_rules(contexts, env.rules)
         num = int(contexts.threshold.shape[0])
         names = [f"rule={C.RULE_NAMES[r]}" for r in env.rules for _ in range(num)]
         return [("grid", env, configs, names)]
     if env_id == "moral_hazard":
-        from dilemmax.envs.moral_hazard import generator
-
         reward = "private" if bool(env.default_config.private_reward) else "team"
         mapping = options.get("mapping", "highest")
         parts = []
-        for n, conditions in generator.condition_grid(mapping, reward).items():
+        for n, conditions in moral_hazard_generator.condition_grid(mapping, reward).items():
             group_env = (
                 env if n == env.num_agents else _make_env(env_id, {**options, "num_agents": n})
             )
@@ -215,27 +215,12 @@ def _identity(args, options, protocol_options, specs) -> dict:
 def _cmd_play(args) -> int:
     try:
         return _play(args)
-    except UsageError as error:
+    except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
         print(f"dilemmax play: error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:
-        from dilemmax.llm.client import FatalClientError
-        from dilemmax.llm.transcript import TranscriptMismatch
-
-        if isinstance(error, FatalClientError | TranscriptMismatch | FileExistsError):
-            print(f"dilemmax play: error: {error}", file=sys.stderr)
-            return 2
-        raise
 
 
 def _play(args) -> int:
-    import jax
-    from tqdm import tqdm
-
-    from dilemmax.cli import parse_assignments
-    from dilemmax.llm.play import BatchedPlay, PlayResult, rotate_seats
-    from dilemmax.llm.transcript import Transcript
-
     if args.episodes < 1 or args.envs < 1:
         raise UsageError("--episodes and --envs must be >= 1")
     if args.max_steps is not None and args.max_steps < 1:
@@ -303,11 +288,6 @@ def _play(args) -> int:
 
 
 def _report(args, results, out) -> int:
-    import numpy as np
-
-    from dilemmax.llm.policy import CallStats
-    from dilemmax.llm.results import format_calls, format_summary, summarize
-
     stats: dict[str, CallStats] = {}
     for result, _ in results:
         for seat, s in result.stats.items():

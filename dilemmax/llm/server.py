@@ -11,6 +11,7 @@ client's retries and the harness's resume are tested against real HTTP.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import threading
@@ -193,8 +194,6 @@ class LocalChatServer:
 def main(argv: list[str] | None = None) -> None:
     """``python -m dilemmax.llm.server --reply TEXT``: serve one fixed reply until killed (a
     stand-in server for benchmarks and demos); prints the base URL on its first line."""
-    import argparse
-
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("--reply", default="ACTION QUERY", help="the text every call gets")
     args = parser.parse_args(argv)

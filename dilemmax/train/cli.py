@@ -28,14 +28,23 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+
+from dilemmax.commandline import positive_int, run_parsed, seed_int, user_input
+from dilemmax.envs.options import env_option_specs
+from dilemmax.envs.registry import env_spec
 from dilemmax.errors import UsageError
+from dilemmax.train.config import (
+    TrainConfig,
+    _check_env_kwargs,
+    apply_overrides,
+    make_config,
+    parse_sets,
+)
+from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun, load_run
 
 
 def _cmd_train(args) -> int:
-    from dilemmax.cli import user_input
-    from dilemmax.train.config import make_config, parse_sets
-    from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun
-
     out = (
         Path(args.out)
         if args.out
@@ -86,16 +95,11 @@ def _cmd_train(args) -> int:
 
 
 def _known_env(env_id: str) -> None:
-    from dilemmax.envs.registry import env_spec
-
     env_spec(env_id)  # ValueError listing the registered ids
 
 
 def _saved_config(out: Path, args, overrides: dict):
     """The configuration a ``--resume`` continues: the folder's config.json, checked."""
-    from dilemmax.train.config import TrainConfig, _check_env_kwargs
-    from dilemmax.train.run import CONFIG_FILE
-
     path = out / CONFIG_FILE
     if not path.exists():
         raise UsageError(f"cannot --resume {out}: it has no {CONFIG_FILE} (not a run folder)")
@@ -114,19 +118,12 @@ def _saved_config(out: Path, args, overrides: dict):
 
 
 def _cmd_evaluate(args) -> int:
-    import jax
-
-    from dilemmax.cli import user_input
-    from dilemmax.train.run import load_run
-
     with user_input(f"evaluate {args.path}"):
         run, state, ckpt = load_run(args.path)
         split = _held_out(run, args.split)
         if args.episodes is not None:
             run.config.eval_episodes = args.episodes
         if args.set:
-            from dilemmax.train.config import apply_overrides, parse_sets
-
             values = apply_overrides(run.config.to_dict(), parse_sets(args.set, run.config.env))
             run.config.__dict__.update(type(run.config).from_dict(values).__dict__)
             run.config.validate()
@@ -149,8 +146,6 @@ def _cmd_evaluate(args) -> int:
 def _held_out(run, split: str) -> str:
     """Sets the evaluation env's ``split`` (default "held_out") where the env has one; returns
     a description of what the evaluation plays."""
-    from dilemmax.envs.options import env_option_specs
-
     if "split" not in env_option_specs(run.config.env):
         if split != "held_out":
             raise UsageError(f"--split: {run.config.env} has no configuration split")
@@ -161,8 +156,6 @@ def _held_out(run, split: str) -> str:
 
 def add_commands(subparsers) -> None:
     """Adds ``train`` and ``evaluate`` to the main parser's subcommands."""
-    from dilemmax.cli import positive_int, seed_int
-
     p = subparsers.add_parser("train", help="train IPPO / MAPPO agents on an env")
     p.add_argument("env", help="environment id (see `dilemmax list`)")
     p.add_argument("--algo", choices=("ippo", "mappo"), default="ippo")
@@ -191,8 +184,6 @@ def add_commands(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dilemmax.cli import run_parsed
-
     parser = argparse.ArgumentParser(prog="dilemmax-train")
     add_commands(parser.add_subparsers(dest="command", required=True))
     return run_parsed(parser.parse_args(argv))

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector.vector_env import AutoresetMode
 
-from dilemmax.agents.policy import GENERIC_POLICIES
+from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.envs.rollout import act, seat_policies
 from dilemmax.wrappers.legal import (
@@ -44,7 +44,7 @@ _MAX_SEED = 2**31 - 1
 
 def resolve_policies(env, others, agent: str):
     """Policies for every seat: names are looked up among the generic and the game's scripts."""
-    named = {**GENERIC_POLICIES, **env.scripted_policies()}
+    named = policies_for(env)
 
     def lookup(policy):
         if not isinstance(policy, str):

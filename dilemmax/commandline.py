@@ -1,0 +1,127 @@
+"""What every ``dilemmax`` command shares: argument types, ``--set`` parsing, the error contract.
+
+The command modules (:mod:`dilemmax.cli` and the ``cli`` module of train, llm, analysis and
+finetune) import their helpers from here, never from each other's ``cli``: :func:`parse_assignments`
+(``--set name=value``, typed by the option it sets), the argparse types :func:`positive_int` and
+:func:`seed_int`, :func:`user_input`, which turns setup errors into a
+:class:`~dilemmax.errors.UsageError`, and :func:`run_parsed`, which prints a UsageError as one
+line on stderr and exits with status 2, so a command only needs to raise one (or let an
+:class:`~dilemmax.envs.options.OptionError` through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import jax
+
+from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, parse_value
+from dilemmax.envs.registry import make
+from dilemmax.errors import UsageError
+
+
+def parse_assignments(
+    pairs: list[str] | None,
+    what: str = "--set",
+    specs: Mapping[str, OptionSpec] | None = None,
+) -> dict:
+    """``["num_agents=5", "rule=RP"]`` -> ``{"num_agents": 5, "rule": "RP"}``.
+
+    The one string-to-value parser of every command. With ``specs`` (name -> spec, e.g.
+    :func:`dilemmax.envs.options.env_option_specs`), each value is parsed as its option's kind
+    (``sorted_agents=false`` is False, ``num_rounds=2.7`` is refused) and an unknown name is an
+    error listing the known ones; without, values are JSON or Python literals where they parse
+    as one, text otherwise.
+
+    Total: raises only :class:`~dilemmax.envs.options.OptionError` (a
+    :class:`~dilemmax.errors.UsageError`), whose message names the pair and what is allowed.
+    """
+    out = {}
+    for pair in pairs or []:
+        name, sep, raw = str(pair).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise OptionError(f"{what} expects name=value, got {pair!r}")
+        spec = None
+        if specs is not None:
+            if name not in specs:
+                known = ", ".join(sorted(specs))
+                raise OptionError(f"{what}: unknown name {name!r}; choose from {known}")
+            spec = specs[name]
+        out[name] = parse_value(raw, spec, name)
+    return out
+
+
+def positive_int(text: str) -> int:
+    """argparse type of counts that must be >= 1 (``--episodes``)."""
+    value = _int_arg(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """argparse type of seeds: 0 .. 2**31 - 1."""
+    value = _int_arg(text)
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**31 - 1}, got {text!r}")
+    return value
+
+
+def _int_arg(text: str) -> int:
+    try:
+        return parse_value(text, OptionSpec("int"))
+    except OptionError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+@contextlib.contextmanager
+def user_input(what: str) -> Iterator[None]:
+    """Turns the ValueError / TypeError / KeyError of setting up from user input (building an
+    env, a trainer) into a :class:`UsageError` naming ``what``."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        raise UsageError(f"{what}: {message}") from None
+
+
+def build_env(env_id: str, pairs: list[str] | None):
+    """The env ``env_id`` with ``--set`` options typed by its constructor; UsageError on any
+    unknown env, unknown option or bad value."""
+    with user_input(env_id):
+        options = parse_assignments(pairs, "--set", env_option_specs(env_id))
+        return make(env_id, **options)
+
+
+def enable_compilation_cache() -> None:
+    """Keeps compiled programs on disk between runs (env builds and steps compile once)."""
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
+        return
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dilemmax" / "jax"
+    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Runs a parsed command: a :class:`UsageError` prints one line and returns 2."""
+    enable_compilation_cache()
+    try:
+        return args.func(args)
+    except UsageError as err:
+        print(f"dilemmax {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"dilemmax {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
