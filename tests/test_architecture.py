@@ -1,0 +1,193 @@
+"""Which way imports run (DESIGN.md): no cycle between dilemmax's packages, lower layers never
+importing higher ones.
+
+Read from the source with :mod:`ast`, nothing imported (no jax): every import statement of every
+non-test module counts, those inside functions and ``if TYPE_CHECKING`` blocks too, since an
+import that runs late still ties two packages together and hides a cycle from import time. A
+package is the first name under ``dilemmax/``; a top-level module (``cli.py``, ``errors.py``) is
+a package of its own and ``dilemmax/__init__.py`` is the package root (``import dilemmax``).
+Naming a module in a string (``cli.py`` dispatching to a command's module by name) is no import.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
+PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import make` reach
+
+# Lowest first. A package may import only packages of lower layers (and itself): siblings in one
+# layer stay independent of each other. DESIGN.md's chain is
+#   envs <- wrappers <- agents <- train / llm <- analysis / finetune / scenarios <- cli;
+# around it sit the error type every layer raises, the run-folder lock of the writers, the root
+# that re-exports dilemmax.make, and the helpers every command shares.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("envs", "runlock"),
+    (PACKAGE_ROOT,),
+    ("wrappers", "commandline"),
+    ("agents",),
+    ("train", "llm"),
+    ("analysis", "finetune", "scenarios"),
+    ("cli",),
+)
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement that reaches another dilemmax package."""
+
+    source: str  # the importing package
+    target: str  # the imported package
+    path: str  # the importing file, relative to the repository
+    line: int  # its line number
+    statement: str  # the statement as written
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} ({self.source} -> {self.target}): {self.statement}"
+
+
+def _is_test(path: Path) -> bool:
+    return path.name.startswith("test_") or path.name == "conftest.py" or "tests" in path.parts
+
+
+def _module_name(path: Path) -> list[str]:
+    """``dilemmax/envs/base.py`` -> ["dilemmax", "envs", "base"] (a package's ``__init__``
+    is the package itself)."""
+    parts = ["dilemmax", *path.relative_to(ROOT).with_suffix("").parts]
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _package(dotted: list[str]) -> str | None:
+    """The package a module name belongs to (None outside dilemmax)."""
+    if not dotted or dotted[0] != "dilemmax":
+        return None
+    if len(dotted) == 1:
+        return PACKAGE_ROOT
+    return dotted[1]
+
+
+def _is_submodule(dotted: list[str]) -> bool:
+    base = ROOT.joinpath(*dotted[1:])
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: list[str], is_package: bool):
+    """The dotted module names an import statement loads."""
+    if isinstance(node, ast.Import):
+        return [alias.name.split(".") for alias in node.names]
+    if node.level:  # relative: resolved against the importing module's package
+        anchor = module if is_package else module[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = anchor + (node.module.split(".") if node.module else [])
+    else:
+        base = node.module.split(".")
+    # `from dilemmax import cli` loads the module dilemmax.cli; `from dilemmax import make`, a name.
+    named = [base + [alias.name] for alias in node.names]
+    return [name for name in named if _is_submodule(name)] or [base]
+
+
+@functools.cache
+def package_imports() -> tuple[Import, ...]:
+    """Every import in a non-test module of dilemmax that crosses from one package to another
+    (read once: each test below looks at the same scan)."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if _is_test(path.relative_to(ROOT)):
+            continue
+        module = _module_name(path)
+        source = _package(module)
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for dotted in _targets(node, module, path.name == "__init__.py"):
+                target = _package(dotted)
+                if target is not None and target != source:
+                    statement = ast.get_source_segment(text, node) or ast.dump(node)
+                    rel = str(path.relative_to(ROOT.parent))
+                    found.append(
+                        Import(source, target, rel, node.lineno, " ".join(statement.split()))
+                    )
+    return tuple(found)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The components of more than one package that imports reach around (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_the_scan_sees_the_known_edges():
+    """The scan itself works: imports at module top, inside functions and relative ones."""
+    edges = {(i.source, i.target) for i in package_imports()}
+    assert ("cli", "commandline") in edges
+    assert ("wrappers", "envs") in edges
+    assert ("train", "agents") in edges
+
+
+def test_no_package_cycle():
+    imports = package_imports()
+    graph: dict[str, set[str]] = {}
+    for i in imports:
+        graph.setdefault(i.source, set()).add(i.target)
+    cycles = _strongly_connected(graph)
+    lines = []
+    for cycle in cycles:
+        lines.append(f"packages {' <-> '.join(cycle)} import each other:")
+        lines += [f"  {i}" for i in imports if i.source in cycle and i.target in cycle]
+    assert not cycles, "\n".join(lines)
+
+
+def test_every_package_has_a_layer():
+    packages = {
+        _package(_module_name(p)) for p in ROOT.rglob("*.py") if not _is_test(p.relative_to(ROOT))
+    }
+    missing = sorted(packages - set(RANK))
+    assert not missing, (
+        f"dilemmax packages {missing} have no layer: add them to LAYERS in {Path(__file__).name} "
+        "(DESIGN.md, 'Which way imports run')"
+    )
+
+
+def test_imports_run_down_the_layers():
+    upward = [
+        i
+        for i in package_imports()
+        if i.source in RANK and i.target in RANK and RANK[i.target] >= RANK[i.source]
+    ]
+    message = "imports that run up or across the layers (a package imports only lower ones):\n"
+    assert not upward, message + "\n".join(f"  {i}" for i in upward)
