@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs import fastrandom
+from dilemmax.envs.option_spec import OptionSpec
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space, jaxmarl_space
 
@@ -151,12 +152,17 @@ class MultiAgentEnv(abc.ABC):
             only the envs that ended, gathered into batches of N // 8 (``rare_cond``'s
             ``gathered``), instead of resetting all N and selecting. False (the default) suits
             games that end an episode every few steps.
+        option_specs: constructor option -> the values it allows (its range, choices, list
+            length). :func:`dilemmax.envs.options.check_env_options` checks them, and
+            ``check_options_together`` the constraints between options; an option left out is
+            checked against its annotation only.
     """
 
     max_steps: int = 1
     render_modes: tuple[str, ...] = ("ansi",)
     obs_from_state: bool = False
     gathered_resets: bool = False
+    option_specs: ClassVar[Mapping[str, OptionSpec]] = {}
 
     def __init_subclass__(cls, **kwargs):
         """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
@@ -175,6 +181,13 @@ class MultiAgentEnv(abc.ABC):
         if len(self.agents) != self.num_agents:
             raise ValueError(f"got {len(self.agents)} agent names for {self.num_agents} agents")
         self.agent_index = {name: i for i, name in enumerate(self.agents)}
+
+    @classmethod
+    def check_options_together(cls, values: Mapping[str, Any]) -> None:
+        """Raises ValueError when constructor options that each fit their spec do not fit
+        together. ``values`` holds the options given (each already checked alone, as the caller
+        passed it), so a check needs all of its options among them. Default: none."""
+        return None
 
     # ------------------------------------------------------------------ to implement
     @abc.abstractmethod
@@ -308,6 +321,12 @@ class MultiAgentEnv(abc.ABC):
             [jnp.sum(jnp.where(rollout.valid, rollout.rewards[a], 0.0)) for a in self.agents]
         )
         return {"return": returns, "length": jnp.sum(rollout.valid).astype(jnp.int32)}
+
+    def config_grids(self) -> dict[str, Callable[[], PyTree]]:
+        """name -> builder of a batched configuration grid a paper sweeps (every leaf with a
+        leading axis C), for ``reset_to`` under ``jax.vmap`` and the trainer's
+        ``train_grid`` / ``eval_grid``. Default: none."""
+        return {}
 
     def scripted_policies(self) -> dict[str, Any]:
         """name -> jittable scripted policy (see :mod:`dilemmax.agents.policy`) for this env."""

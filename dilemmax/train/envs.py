@@ -126,6 +126,9 @@ class ConfiguredEnv(MultiAgentEnv):
     def scripted_policies(self):
         return self._env.scripted_policies()
 
+    def config_grids(self):
+        return self._env.config_grids()
+
     def render_ansi(self, state):
         return self._env.render_ansi(state)
 
@@ -134,49 +137,18 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> MultiA
     return dilemmax.make(env_id, **dict(env_kwargs or {}))
 
 
-def _consequence_contexts(env) -> PyTree:
-    """Every context of the env's (W, n) grid (228 for the benchmark) under each of its rules."""
-    from dilemmax.envs.consequence import generator
-
-    contexts = generator.context_grid(env.total_resources, env.num_agents)
-    return generator.cross_rules(contexts, env.rules)
-
-
-def _moral_hazard_conditions(env) -> PyTree:
-    """The paper's one-at-a-time conditions that have the env's n, under the env's mapping and
-    reward mode (13 conditions at n = 2)."""
-    from dilemmax.envs.moral_hazard import generator
-
-    sets = generator.condition_grid()
-    if env.num_agents not in sets:
-        raise ValueError(f"the condition grid has no conditions with n = {env.num_agents}")
-    grid = sets[env.num_agents].configs
-    size = grid.cost.shape[0]
-    fixed = env.default_config
-    return grid.replace(
-        mapping=jnp.broadcast_to(fixed.mapping, (size,)),
-        private_reward=jnp.broadcast_to(fixed.private_reward, (size,)),
-    )
-
-
-# Grids the games provide as module functions rather than env methods, by name.
-GRID_BUILDERS = {
-    "context_grid": _consequence_contexts,
-    "condition_grid": _moral_hazard_conditions,
-}
-
-
 def config_grid(env: MultiAgentEnv, name: str | None) -> PyTree | None:
     """The batched configuration grid called ``name`` (leading axis C), or None.
 
-    ``name`` is an env method (or attribute) returning the grid, or one of
-    :data:`GRID_BUILDERS`.
+    ``name`` is one of the grids the env declares (``env.config_grids()``: the consequence
+    ``context_grid``, the moral-hazard ``condition_grid``, ...).
     """
     if not name:
         return None
-    method = getattr(env, name, None)
-    if method is not None:
-        return method() if callable(method) else method
-    if name in GRID_BUILDERS:
-        return GRID_BUILDERS[name](env)
-    raise ValueError(f"{type(env).__name__} has no configuration grid {name!r}")
+    grids = env.config_grids()
+    if name not in grids:
+        declared = ", ".join(sorted(grids)) or "none"
+        raise ValueError(
+            f"{type(env).__name__} has no configuration grid {name!r}; its grids: {declared}"
+        )
+    return grids[name]()

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dilemmax
+from dilemmax.envs.consequence.generator import count_splits
 from dilemmax.envs.options import (
     ENV_OPTIONS,
     OptionError,
     OptionSpec,
-    count_splits,
     parse_env_options,
     parse_value,
 )

@@ -40,7 +40,8 @@ its actions are then ignored) and for everyone at the end; ``dones["__all__"]`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +52,7 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, render, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 from dilemmax.envs.guards import action_indices
-from dilemmax.envs.options import check_env_options
+from dilemmax.envs.options import OptionSpec, check_env_options, positive
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -75,6 +76,28 @@ class ConsequenceEnv(MultiAgentEnv):
 
     render_modes = ("ansi",)
     obs_from_state = True
+    option_specs = {
+        "num_agents": OptionSpec("int", low=2, high=16),
+        "num_rounds": positive(64),
+        "total_resources": OptionSpec("int", low=2, high=1024),
+        "sorted_agents": OptionSpec("bool"),
+        "anonymous_rule": OptionSpec("bool"),
+        "reward": OptionSpec("str", choices=C.REWARD_MODES),
+        "endgame": OptionSpec("str", choices=C.ENDGAME_MODES),
+        "rules": OptionSpec(
+            "list",
+            optional=True,
+            min_len=1,
+            max_len=C.NUM_RULES,
+            item=OptionSpec("choice", choices=(*C.RULE_NAMES, *range(C.NUM_RULES)), casefold=True),
+        ),
+    }
+
+    @classmethod
+    def check_options_together(cls, values: Mapping[str, Any]) -> None:
+        """W >= n and a context table of bounded size (:func:`generator.check_table_size`)."""
+        if {"total_resources", "num_agents"} <= set(values):
+            generator.check_table_size(int(values["total_resources"]), int(values["num_agents"]))
 
     def __init__(
         self,
@@ -89,17 +112,6 @@ class ConsequenceEnv(MultiAgentEnv):
     ):
         check_env_options("consequence", type(self), locals())
         super().__init__(num_agents)
-        if num_agents < 2:
-            raise ValueError(f"num_agents must be >= 2, got {num_agents}")
-        if num_rounds < 1:
-            raise ValueError(f"num_rounds must be >= 1, got {num_rounds}")
-        if total_resources < num_agents:
-            # Votes name agents by action index, so every agent index must be an action.
-            raise ValueError(f"total_resources must be >= num_agents, got {total_resources}")
-        if reward not in C.REWARD_MODES:
-            raise ValueError(f"reward must be one of {C.REWARD_MODES}, got {reward!r}")
-        if endgame not in C.ENDGAME_MODES:
-            raise ValueError(f"endgame must be one of {C.ENDGAME_MODES}, got {endgame!r}")
         self.num_rounds = int(num_rounds)
         self.total_resources = int(total_resources)
         self.num_actions = self.total_resources + 1
@@ -129,6 +141,15 @@ class ConsequenceEnv(MultiAgentEnv):
     def sample_config(self, key: jax.Array) -> ConsequenceConfig:
         """A uniform context of the (W, n) grid under a uniform rule of ``self.rules``."""
         return generator.sample_config(key, self.total_resources, self.num_agents, self.rules)
+
+    def context_grid(self) -> ConsequenceConfig:
+        """Every context of the env's (W, n) grid under each of its rules, rule-major (228 x 5
+        for the benchmark)."""
+        contexts = generator.context_grid(self.total_resources, self.num_agents)
+        return generator.cross_rules(contexts, self.rules)
+
+    def config_grids(self) -> dict[str, Callable[[], ConsequenceConfig]]:
+        return {"context_grid": self.context_grid}
 
     def reset(self, key: jax.Array) -> tuple[dict[str, jax.Array], ConsequenceState]:
         """A new episode: context, rule and seat order from two uint32 of randomness.

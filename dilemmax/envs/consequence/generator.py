@@ -20,6 +20,11 @@ from dilemmax.envs import fastrandom
 from dilemmax.envs.base import typed_key
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.types import ConsequenceConfig
+from dilemmax.envs.option_spec import OptionError
+
+# Largest number of (split, threshold) contexts an env may enumerate (its context table is
+# int32[contexts, n]; 2e6 rows of 3 agents is 24 MB).
+MAX_CONTEXTS = 2_000_000
 
 
 def rule_id(rule: int | str) -> int:
@@ -54,6 +59,34 @@ def resource_splits(total: int, num_agents: int) -> np.ndarray:
 
     rows = list(splits(int(total), int(num_agents), 0))
     return np.asarray(rows, dtype=np.int32).reshape(len(rows), num_agents)
+
+
+def count_splits(total: int, parts: int) -> int:
+    """Ascending splits of ``total`` units over ``parts`` agents (zeros allowed): partitions of
+    ``total`` into at most ``parts`` parts, by the usual O(total * parts) recursion."""
+    # ways[w] = partitions of w into parts of size <= k, for k = 1..parts (conjugate partitions).
+    ways = [1] + [0] * total
+    for size in range(1, parts + 1):
+        for w in range(size, total + 1):
+            ways[w] += ways[w - size]
+    return ways[total]
+
+
+def check_table_size(total: int, agents: int) -> None:
+    """Raises :class:`OptionError` unless ``total`` resources over ``agents`` agents make a
+    context table an env can hold: votes name agents by action index, so W >= n, and at most
+    :data:`MAX_CONTEXTS` (split, threshold) contexts."""
+    if total < agents:
+        raise OptionError(
+            f"consequence: option total_resources={total} is not allowed: expected an integer "
+            f">= num_agents ({agents}), since votes name agents by action index"
+        )
+    contexts = count_splits(total, agents) * total
+    if contexts > MAX_CONTEXTS:
+        raise OptionError(
+            f"consequence: total_resources={total} with num_agents={agents} has {contexts} "
+            f"contexts (at most {MAX_CONTEXTS}); choose fewer resources or agents"
+        )
 
 
 @functools.cache

@@ -47,7 +47,7 @@ private_payoff      float32[n] final: U_i of the episode
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -62,7 +62,7 @@ from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
-from dilemmax.envs.options import check_env_options
+from dilemmax.envs.options import UNIT, OptionSpec, check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -79,6 +79,16 @@ class MoralHazardEnv(MultiAgentEnv):
     max_steps = c.MAX_STEPS
     render_modes = ("ansi",)
     obs_from_state = True
+    option_specs = {
+        "num_agents": OptionSpec("int", low=c.MIN_AGENTS, high=c.MAX_AGENTS),
+        "mapping": OptionSpec("str", choices=c.MAPPING_NAMES),
+        "provenance": OptionSpec("str", choices=c.PROVENANCE_NAMES),
+        "reward": OptionSpec("str", choices=c.REWARD_NAMES),
+        "cost": UNIT,
+        "w_local": UNIT,
+        "w_final": UNIT,
+        "w_team": UNIT,
+    }
 
     def __init__(
         self,
@@ -111,6 +121,23 @@ class MoralHazardEnv(MultiAgentEnv):
         """The env's default condition with cases drawn from ``key`` (fixed for the episode)."""
         drawn = generator.with_sampled_cases(key, self.default_config.replace(sample_cases=True))
         return drawn.replace(sample_cases=jnp.bool_(False))
+
+    def condition_grid(self) -> MoralHazardConfig:
+        """The paper's one-at-a-time conditions that have the env's n, under the env's mapping
+        and reward mode (13 conditions at n = 2)."""
+        sets = generator.condition_grid()
+        if self.num_agents not in sets:
+            raise ValueError(f"the condition grid has no conditions with n = {self.num_agents}")
+        grid = sets[self.num_agents].configs
+        size = grid.cost.shape[0]
+        fixed = self.default_config
+        return grid.replace(
+            mapping=jnp.broadcast_to(fixed.mapping, (size,)),
+            private_reward=jnp.broadcast_to(fixed.private_reward, (size,)),
+        )
+
+    def config_grids(self) -> dict[str, Callable[[], MoralHazardConfig]]:
+        return {"condition_grid": self.condition_grid}
 
     def reset(self, key: jax.Array):
         """A new episode of the default condition (cases drawn once, from ``key``).

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +39,19 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
-from dilemmax.envs.open_cleanup import generator, observation
+from dilemmax.envs.open_cleanup import generator, metrics, observation, policies, rendering, text
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
-from dilemmax.envs.options import check_env_options
+from dilemmax.envs.options import (
+    FRACTION,
+    OBSERVATION,
+    POOL_SEED,
+    SPLIT,
+    TRIAL_STEPS,
+    TRIALS,
+    UNIT,
+    OptionSpec,
+    check_env_options,
+)
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Box, Discrete
 
@@ -89,6 +100,40 @@ class OpenCleanupEnv(MultiAgentEnv):
     # get_obs of their state).
     gathered_resets = True
     obs_from_state = True
+    option_specs = {
+        "num_agents": OptionSpec("int", low=1, high=C.NUM_SPAWNS),
+        "observation": OBSERVATION,
+        "split": SPLIT,
+        "pool_seed": POOL_SEED,
+        "layout_pool_size": OptionSpec("int", low=2, high=4096),
+        "rule_pool_size": OptionSpec("int", low=2, high=1_000_000),
+        "train_fraction": FRACTION,
+        "p_spawn": UNIT,
+        "skew": UNIT,
+        "zap": OptionSpec("bool"),
+        "clean_reward": OptionSpec("float", low=-100.0, high=100.0),
+        "num_trials": TRIALS,
+        "trial_steps": TRIAL_STEPS,
+        # The layout generator's walks need at least the default map; beyond 24 x 32 its
+        # all-pairs distance table grows past a few hundred MB.
+        "height": OptionSpec("int", low=C.GRID_HEIGHT, high=24),
+        "width": OptionSpec("int", low=C.GRID_WIDTH, high=32),
+        # Difficulty (curriculum) options; their combinations: check_options_together.
+        "recipe_length": OptionSpec("choice", choices=C.RECIPE_LENGTHS),
+        "num_tools": OptionSpec("int", low=C.MIN_TOOLS, high=C.NUM_TOOLS),
+        "num_hues": OptionSpec("int", low=1, high=C.NUM_HUES),
+    }
+
+    @classmethod
+    def check_options_together(cls, values: Mapping[str, Any]) -> None:
+        """Difficulty settings that cannot be played (:func:`generator.validate_difficulty`)."""
+        if {"recipe_length", "num_tools", "num_hues", "skew"} <= set(values):
+            generator.validate_difficulty(
+                values["recipe_length"],
+                values["num_tools"],
+                values["num_hues"],
+                float(values["skew"]),
+            )
 
     def __init__(
         self,
@@ -112,11 +157,6 @@ class OpenCleanupEnv(MultiAgentEnv):
         num_hues: int = C.NUM_HUES,
     ):
         check_env_options("open_cleanup", type(self), locals())
-        if not 1 <= num_agents <= C.NUM_SPAWNS:
-            raise ValueError(f"num_agents must be 1..{C.NUM_SPAWNS}, got {num_agents}")
-        if observation not in ("codes", "one_hot"):
-            raise ValueError(f"observation must be 'codes' or 'one_hot', got {observation!r}")
-        generator.validate_difficulty(recipe_length, num_tools, num_hues, float(skew))
         super().__init__(num_agents)
         self.difficulty = {
             "recipe_length": int(recipe_length),
@@ -373,29 +413,19 @@ class OpenCleanupEnv(MultiAgentEnv):
 
     # ------------------------------------------------------------------ metrics, policies, views
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
-        from dilemmax.envs.open_cleanup.metrics import episode_metrics
-
-        return episode_metrics(rollout, self.agents, self.num_trials)
+        return metrics.episode_metrics(rollout, self.agents, self.num_trials)
 
     def scripted_policies(self) -> dict:
-        from dilemmax.envs.open_cleanup.policies import scripted_policies
-
-        return scripted_policies(self)
+        return policies.scripted_policies(self)
 
     def text_protocol(self, **options):
-        from dilemmax.envs.open_cleanup.text import OpenCleanupText
-
-        return OpenCleanupText(self, **options)
+        return text.OpenCleanupText(self, **options)
 
     def render_ansi(self, state: OpenCleanupState) -> str:
-        from dilemmax.envs.open_cleanup.rendering import render_ansi
-
-        return render_ansi(state)
+        return rendering.render_ansi(state)
 
     def render_rgb(self, state: OpenCleanupState) -> np.ndarray:
-        from dilemmax.envs.open_cleanup.rendering import render_rgb
-
-        return render_rgb(state)
+        return rendering.render_rgb(state)
 
 
 def observation_shape(kind: str) -> tuple[int, int, int]:

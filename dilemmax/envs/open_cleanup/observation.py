@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dilemmax.envs import grid as G
+from dilemmax.envs import packed_view
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.types import OpenCleanupState
 
@@ -43,46 +43,19 @@ def window_codes(window: jax.Array) -> jax.Array:
     return ((window[:, 0] + 1) * (C.NUM_TOOLS + 1) + (window[:, 1] + 1)).astype(jnp.uint8)
 
 
-# One uint16 code per map cell: the cell code in the low bits, the channel-2 code of the agent
-# standing there (0 = nobody) above them, so channels 0-2 come from one view of one layer.
-_CELL_BITS = 5  # cell codes are 0..23
-
-
-def packed_layer(state: OpenCleanupState) -> jax.Array:
-    """uint16[H, W]: ``cell | agent_info << 5`` (agent info as in channel 2, 0 = nobody)."""
-    info = (1 + state.orientations + 4 * (state.frozen > 0)).astype(jnp.uint16)
-    agents = G.paint_agents(jnp.zeros(state.grid.shape, jnp.uint16), state.positions, info)
-    return state.grid.astype(jnp.uint16) | (agents << _CELL_BITS)
-
-
 def observe(state: OpenCleanupState) -> jax.Array:
     """uint8[A, 11, 11, 4]: every agent's observation (see the module docstring).
 
-    One view of the packed layer per agent; the channels are decoded from it. Another agent's
-    facing relative to the observer follows from its absolute facing (in its info code) and the
-    observer's; the observer is the only agent on its own view cell ``[9, 5]``.
+    Channels 0-2 come from one view per agent of the packed map layer
+    (:mod:`dilemmax.envs.packed_view`); channel 3 is the observer's window code.
     """
-    views = G.egocentric_views(
-        packed_layer(state),
-        state.positions,
-        state.orientations,
-        VIEW_AHEAD,
-        VIEW_BEHIND,
-        VIEW_SIDE,
-        C.WALL,
+    info = packed_view.agent_info(state.orientations, state.frozen)
+    layer = packed_view.packed_layer(state.grid, state.positions, info)
+    cells, who, info = packed_view.observe_channels(
+        layer, state.positions, state.orientations, VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE, C.WALL
     )
-    cells = (views & ((1 << _CELL_BITS) - 1)).astype(jnp.uint8)
-    info = (views >> _CELL_BITS).astype(jnp.uint8)
-    their_facing = (info - 1) & 3
-    facing = (their_facing - state.orientations.astype(jnp.uint8)[:, None, None]) % 4
-    who = jnp.where(info > 0, C.AGENT_OTHER_BASE + facing, C.AGENT_NONE).astype(jnp.uint8)
-    who = jnp.where(_SELF_CELL, jnp.uint8(C.AGENT_SELF), who)
     window = jnp.broadcast_to(window_codes(state.window)[:, None, None], cells.shape)
     return jnp.stack([cells, who, info, window], axis=-1)
-
-
-_SELF_CELL = np.zeros(VIEW_SIZE, bool)
-_SELF_CELL[SELF_ROW, SELF_COL] = True
 
 
 def one_hot(obs: jax.Array) -> jax.Array:

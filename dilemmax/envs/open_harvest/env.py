@@ -41,6 +41,7 @@ not act), ``invalid_action`` bool[A], ``action`` int32[A] (what was actually don
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,9 +50,19 @@ from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest import dynamics, generator, observation
+from dilemmax.envs.open_harvest import dynamics, generator, metrics, observation, rendering, text
+from dilemmax.envs.open_harvest.policies import POLICIES
 from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
-from dilemmax.envs.options import check_env_options
+from dilemmax.envs.options import (
+    FRACTION,
+    OBSERVATION,
+    POOL_SEED,
+    SPLIT,
+    TRIAL_STEPS,
+    TRIALS,
+    OptionSpec,
+    check_env_options,
+)
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -92,6 +103,32 @@ class OpenHarvestEnv(MultiAgentEnv):
     # get_obs of their state).
     gathered_resets = True
     obs_from_state = True
+    option_specs = {
+        "num_agents": OptionSpec("int", low=1, high=c.NUM_SPAWNS),
+        "observation": OBSERVATION,
+        "split": SPLIT,
+        "pool_seed": POOL_SEED,
+        "num_layouts": OptionSpec("int", low=2, high=4096),
+        "num_rules": OptionSpec("int", low=2, high=1_000_000),
+        "train_fraction": FRACTION,
+        "num_trials": TRIALS,
+        "trial_steps": TRIAL_STEPS,
+        # Difficulty (curriculum) options; the order of the pays: check_options_together.
+        "stage_orders": OptionSpec("int", low=1, high=c.DEFAULT_STAGE_ORDERS),
+        "pay_levels": OptionSpec(
+            "list",
+            item=OptionSpec("float", low=-100.0, high=100.0),
+            min_len=c.NUM_STAGES,
+            max_len=c.NUM_STAGES,
+        ),
+        "shared_pay_order": OptionSpec("bool"),
+    }
+
+    @classmethod
+    def check_options_together(cls, values: Mapping[str, Any]) -> None:
+        """The three pays best first (:func:`generator.validate_pay_levels`)."""
+        if "pay_levels" in values:
+            generator.validate_pay_levels(values["pay_levels"])
 
     def __init__(
         self,
@@ -108,18 +145,9 @@ class OpenHarvestEnv(MultiAgentEnv):
         pay_levels: tuple[float, float, float] = c.PAY_LEVELS,
         shared_pay_order: bool = False,
     ):
-        check_env_options("open_harvest", type(self), locals())
-        if not 1 <= num_agents <= c.NUM_SPAWNS:
-            raise ValueError(f"num_agents must be in 1..{c.NUM_SPAWNS}, got {num_agents}")
-        if observation not in ("codes", "one_hot"):
-            raise ValueError(f"observation must be 'codes' or 'one_hot', got {observation!r}")
-        if split not in generator.SPLITS:
-            raise ValueError(f"split must be one of {generator.SPLITS}, got {split!r}")
-        if num_trials < 1 or trial_steps < 1:
-            raise ValueError("num_trials and trial_steps must be positive")
-        generator.validate_stage_orders(stage_orders)
+        checked = check_env_options("open_harvest", type(self), locals())
         self.stage_orders = int(stage_orders)
-        self.pay_levels = generator.validate_pay_levels(pay_levels)
+        self.pay_levels = tuple(checked["pay_levels"])  # floats, best first
         self.shared_pay_order = bool(shared_pay_order)
         super().__init__(num_agents)
         self.observation_mode = observation
@@ -347,29 +375,19 @@ class OpenHarvestEnv(MultiAgentEnv):
 
     # ------------------------------------------------------------------ extras
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
-        from dilemmax.envs.open_harvest.metrics import episode_metrics
-
-        return episode_metrics(rollout, self.agents, self.num_trials)
+        return metrics.episode_metrics(rollout, self.agents, self.num_trials)
 
     def scripted_policies(self) -> dict:
-        from dilemmax.envs.open_harvest.policies import POLICIES
-
         return dict(POLICIES)
 
     def text_protocol(self, **options):
-        from dilemmax.envs.open_harvest.text import HarvestTextProtocol
-
-        return HarvestTextProtocol(self, **options)
+        return text.HarvestTextProtocol(self, **options)
 
     def render_ansi(self, state: HarvestState) -> str:
-        from dilemmax.envs.open_harvest.rendering import render_ansi
-
-        return render_ansi(state)
+        return rendering.render_ansi(state)
 
     def render_rgb(self, state: HarvestState):
-        from dilemmax.envs.open_harvest.rendering import render_rgb
-
-        return render_rgb(state)
+        return rendering.render_rgb(state)
 
     def __repr__(self) -> str:
         return (

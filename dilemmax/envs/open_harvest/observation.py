@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from dilemmax.envs import grid
+from dilemmax.envs import grid, packed_view
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.types import HarvestState
 
@@ -44,7 +43,7 @@ def terrain_codes(state: HarvestState) -> jax.Array:
 
 def agent_info_codes(state: HarvestState) -> jax.Array:
     """uint8[A]: channel-2 code of each agent: 1 + orientation + 4 * frozen."""
-    return (1 + state.agent_dir + 4 * (state.frozen > 0)).astype(jnp.uint8)
+    return packed_view.agent_info(state.agent_dir, state.frozen)
 
 
 def map_layers(state: HarvestState) -> jax.Array:
@@ -62,50 +61,20 @@ def map_layers(state: HarvestState) -> jax.Array:
     return jnp.stack([terrain, who, info], axis=-1)
 
 
-# One uint16 code per map cell: the terrain code in the low bits, the channel-2 code of the agent
-# standing there (0 = nobody) above them, so all three channels come from one view of one layer.
-_TERRAIN_BITS = 5  # terrain codes are 0..21
-
-
-def packed_layer(state: HarvestState) -> jax.Array:
-    """uint16[H, W]: ``terrain | agent_info << 5`` (agent info as in channel 2, 0 = nobody)."""
-    terrain = terrain_codes(state).astype(jnp.uint16)
-    agents = grid.paint_agents(
-        jnp.zeros(terrain.shape, jnp.uint16),
-        state.agent_pos,
-        agent_info_codes(state).astype(jnp.uint16),
-    )
-    return terrain | (agents << _TERRAIN_BITS)
-
-
 def observe(state: HarvestState) -> jax.Array:
-    """uint8[A, 11, 11, 3]: every agent's observation (see the module docstring).
-
-    One view of the packed layer per agent; the channels are decoded from it. Another agent's
-    facing relative to the observer follows from its absolute facing (in its info code) and the
-    observer's; the observer is the only agent on its own view cell ``[9, 5]``.
-    """
-    views = grid.egocentric_views(
-        packed_layer(state),
+    """uint8[A, 11, 11, 3]: every agent's observation (see the module docstring), from one view
+    per agent of the packed map layer (:mod:`dilemmax.envs.packed_view`)."""
+    layer = packed_view.packed_layer(terrain_codes(state), state.agent_pos, agent_info_codes(state))
+    channels = packed_view.observe_channels(
+        layer,
         state.agent_pos,
         state.agent_dir,
-        ahead=c.VIEW_AHEAD,
-        behind=c.VIEW_BEHIND,
-        side=c.VIEW_SIDE,
-        pad_value=c.CODE_WALL,
+        c.VIEW_AHEAD,
+        c.VIEW_BEHIND,
+        c.VIEW_SIDE,
+        c.CODE_WALL,
     )
-    cell = (views & ((1 << _TERRAIN_BITS) - 1)).astype(jnp.uint8)
-    info = (views >> _TERRAIN_BITS).astype(jnp.uint8)
-    their_dir = (info - 1) & 3
-    observer_dir = state.agent_dir.astype(jnp.uint8)[:, None, None]
-    relative = c.WHO_OTHER + (their_dir - observer_dir) % 4
-    who = jnp.where(info > 0, relative, c.WHO_NOBODY).astype(jnp.uint8)
-    who = jnp.where(_SELF_CELL, jnp.uint8(c.WHO_SELF), who)
-    return jnp.stack([cell, who, info], axis=-1)
-
-
-_SELF_CELL = np.zeros((c.VIEW_HEIGHT, c.VIEW_WIDTH), bool)
-_SELF_CELL[c.SELF_ROW, c.SELF_COL] = True
+    return jnp.stack(channels, axis=-1)
 
 
 def one_hot(obs: jax.Array) -> jax.Array:

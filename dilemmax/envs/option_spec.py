@@ -1,0 +1,291 @@
+"""What an option may be: :class:`OptionSpec`, its check, and specs read from type annotations.
+
+An :class:`OptionSpec` says what a value may be: its kind (``"int"``, ``"float"``, ``"bool"``,
+``"str"``, ``"list"``, ``"dict"``, ``"choice"`` or ``"any"``), an inclusive range, the allowed
+choices, whether None is allowed, and for lists the spec of each item and the allowed lengths.
+``spec.check(name, value)`` returns the value (ints as int, floats as float, choices in their
+canonical spelling) or raises :class:`OptionError` naming the option, the value and what is
+allowed. Text from a command line is parsed into a value by :mod:`dilemmax.envs.options`, and
+environments declare their ranges on their class (``MultiAgentEnv.option_specs``).
+
+This module imports nothing else of dilemmax but the error base, so the env base class can name
+these specs without importing the registry.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from dilemmax.errors import UsageError
+
+# Largest int an int option may take unless its spec says less (int32, what JAX stores).
+INT32_MAX = 2**31 - 1
+
+
+class OptionError(UsageError, ValueError):
+    """A value that an option does not allow; the message names the option and the range."""
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """What one option accepts.
+
+    Attributes:
+        kind: "int", "float", "bool", "str", "choice", "list", "dict" or "any".
+        low, high: inclusive bounds of an int or float (None: unbounded; floats must be finite
+            unless ``finite`` is False).
+        choices: the allowed values of a "str" or "choice" option (strings compare
+            case-insensitively when ``casefold``).
+        optional: None is allowed.
+        item: the spec of each item of a "list".
+        min_len, max_len: allowed lengths of a "list".
+        finite: a "float" must be finite (NaN and infinities refused).
+        casefold: string choices compare case-insensitively.
+        exclusive_low: ``low`` itself is not allowed (a learning rate in (0, 1]).
+    """
+
+    kind: str = "any"
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None
+    optional: bool = False
+    item: OptionSpec | None = None
+    min_len: int = 0
+    max_len: int | None = None
+    finite: bool = True
+    casefold: bool = False
+    exclusive_low: bool = False
+
+    # ------------------------------------------------------------------ description
+    def describe(self) -> str:
+        """The allowed values in words, e.g. "an integer in 1..64" or "one of 'a', 'b'"."""
+        text = self._describe_kind()
+        return f"{text}, or None" if self.optional else text
+
+    def _range_text(self, lo_default: str = "", hi_default: str = "") -> str:
+        if self.low is None and self.high is None:
+            return ""
+        lo = lo_default if self.low is None else _number(self.low)
+        hi = hi_default if self.high is None else _number(self.high)
+        if self.kind == "int":
+            if self.high is None:
+                return f" >= {lo}"
+            if self.low is None:
+                return f" <= {hi}"
+            return f" in {lo}..{hi}"
+        if self.high is None:
+            return f" > {lo}" if self.exclusive_low else f" >= {lo}"
+        if self.low is None:
+            return f" <= {hi}"
+        return f" in {'(' if self.exclusive_low else '['}{lo}, {hi}]"
+
+    def _describe_kind(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "int":
+            return "an integer" + self._range_text()
+        if self.kind == "float":
+            finite = "a finite number" if self.finite else "a number"
+            return finite + self._range_text()
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "str":
+            return "a string"
+        if self.kind == "list":
+            size = _length_text(self.min_len, self.max_len)
+            items = f" of {self.item.describe()}" if self.item is not None else ""
+            return f"a list{size}{items}"
+        if self.kind == "dict":
+            return "a mapping of names to values"
+        return "any value"
+
+    # ------------------------------------------------------------------ checking
+    def check(self, name: str, value: Any, owner: str = "") -> Any:
+        """``value`` if allowed (ints as int, floats as float); else :class:`OptionError`."""
+        if value is None:
+            if self.optional or self.kind == "any":
+                return None
+            raise self._error(name, value, owner)
+        checked = self._check_kind(value)
+        if checked is _BAD:
+            raise self._error(name, value, owner)
+        return checked
+
+    def _error(self, name: str, value: Any, owner: str) -> OptionError:
+        where = f"{owner}: " if owner else ""
+        return OptionError(
+            f"{where}option {name}={_show(value)} is not allowed: expected {self.describe()}"
+        )
+
+    def _check_kind(self, value: Any) -> Any:
+        if self.kind == "int":
+            return self._in_range(_as_int(value))
+        if self.kind == "float":
+            return self._in_range(_as_float(value, self.finite))
+        if self.kind == "bool":
+            return bool(value) if isinstance(value, bool | np.bool_) else _BAD
+        if self.kind in ("str", "choice"):
+            return self._choice(value)
+        if self.kind == "list":
+            return self._list(value)
+        if self.kind == "dict":
+            return dict(value) if isinstance(value, Mapping) else _BAD
+        return value
+
+    def _in_range(self, number: Any) -> Any:
+        if number is _BAD:
+            return _BAD
+        if self.low is not None and not number >= self.low:
+            return _BAD
+        if self.exclusive_low and not number > self.low:
+            return _BAD
+        if self.high is not None and not number <= self.high:
+            return _BAD
+        return number
+
+    def _choice(self, value: Any) -> Any:
+        if self.kind == "str" and not isinstance(value, str):
+            return _BAD
+        if self.choices is None:
+            return value
+        for choice in self.choices:
+            if _same_choice(choice, value, self.casefold):
+                return choice if isinstance(choice, str) else value
+        return _BAD
+
+    def _list(self, value: Any) -> Any:
+        if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence | np.ndarray):
+            return _BAD
+        items = list(value)
+        if len(items) < self.min_len or (self.max_len is not None and len(items) > self.max_len):
+            return _BAD
+        if self.item is None:
+            return items
+        out = []
+        for item in items:
+            checked = self.item._check_kind(item) if item is not None else _BAD
+            if checked is _BAD:
+                return _BAD
+            out.append(checked)
+        return out
+
+
+_BAD = object()
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _length_text(low: int, high: int | None) -> str:
+    if high is None:
+        return f" of at least {low} item(s)" if low > 0 else ""
+    if low == high:
+        return f" of {low} item(s)"
+    return f" of {low}..{high} items"
+
+
+def _same_choice(choice: Any, value: Any, casefold: bool) -> bool:
+    if isinstance(choice, str):
+        if not isinstance(value, str):
+            return False
+        return choice.lower() == value.lower() if casefold else choice == value
+    if isinstance(value, bool | np.bool_ | str):
+        return False
+    integer = _as_int(value)
+    return integer is not _BAD and integer == choice
+
+
+def _as_int(value: Any) -> Any:
+    """An int from a Python or numpy integer (not bool, not float: 2.7 and 3.0 are refused)."""
+    if isinstance(value, bool | np.bool_):
+        return _BAD
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
+        return int(value)
+    return _BAD
+
+
+def _as_float(value: Any, finite: bool) -> Any:
+    """A float from a real number (ints included, bools not)."""
+    if isinstance(value, bool | np.bool_):
+        return _BAD
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        value = value.item()
+    if not isinstance(value, numbers.Real):
+        return _BAD
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return _BAD
+    if finite and not math.isfinite(number):
+        return _BAD
+    return number
+
+
+# ----------------------------------------------------------------------------- specs from types
+_SIMPLE_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "Any": "any"}
+
+
+def spec_from_annotation(annotation: Any) -> OptionSpec:
+    """A spec from a type annotation (a type or its string form, as ``from __future__ import
+    annotations`` leaves it): ``int``, ``float | None``, ``list[int]``, ``dict[str, Any]``...
+
+    Anything it does not understand becomes ``OptionSpec("any")`` (accepted as given)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if not isinstance(annotation, str) and hasattr(annotation, "__args__"):
+        text = str(annotation).replace("typing.", "")
+    text = text.replace(" ", "")
+    parts = _split_union(text)
+    optional = "None" in parts
+    parts = [p for p in parts if p != "None"]
+    if len(parts) != 1:
+        return OptionSpec("any", optional=optional)
+    (part,) = parts
+    if part in _SIMPLE_KINDS:
+        return OptionSpec(_SIMPLE_KINDS[part], optional=optional)
+    for prefix in ("list[", "Sequence[", "tuple["):
+        if part.startswith(prefix) and part.endswith("]"):
+            inner = part[len(prefix) : -1].removesuffix(",...")
+            return OptionSpec("list", optional=optional, item=spec_from_annotation(inner))
+    if part in ("list", "Sequence", "tuple"):
+        return OptionSpec("list", optional=optional)
+    if part.startswith(("dict", "Mapping")):
+        return OptionSpec("dict", optional=optional)
+    return OptionSpec("any", optional=optional)
+
+
+def _split_union(text: str) -> list[str]:
+    """Splits ``"a|list[b|c]|None"`` at the top-level bars; ``Optional[x]`` counts as ``x|None``."""
+    if text.startswith("Optional[") and text.endswith("]"):
+        return [text[len("Optional[") : -1], "None"]
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "|" and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def merge(declared: OptionSpec | None, typed: OptionSpec) -> OptionSpec:
+    """The declared spec where there is one (its kind defaulting to the annotation's)."""
+    if declared is None:
+        return typed
+    if declared.kind == "any" and typed.kind != "any":
+        return replace(declared, kind=typed.kind, optional=declared.optional or typed.optional)
+    return declared
