@@ -1,10 +1,12 @@
 """The dilemmax command: listing, rollouts, and one-line errors (status 2) for user mistakes."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from dilemmax.cli import main, parse_assignments
+from dilemmax.cli import COMMANDS, build_parser, main, parse_assignments
 from dilemmax.envs.options import OptionError, OptionSpec
 
 
@@ -92,3 +94,20 @@ def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
     assert TrainedPolicy.load(out).env_id == "toy"  # reads the checksummed checkpoint
     capsys.readouterr()
     assert "--resume" in _error(capsys, argv)  # the folder holds a run: not overwritten
+
+
+def test_the_command_list_reads_the_same_without_the_command_modules():
+    """cli.py shows the other modules' commands from its COMMANDS table: the same lines, in the
+    same order, as the parser that imports every module."""
+    assert build_parser("list").format_help() == build_parser().format_help()
+    assert build_parser("train").format_help() == build_parser().format_help()
+    assert [*COMMANDS] == ["train", "evaluate", "play", "redteam", "finetune"]
+
+
+def test_listing_the_commands_imports_no_command_module():
+    code = (
+        "import sys; from dilemmax.cli import COMMANDS, build_parser; build_parser('list'); "
+        "print(sorted({m for m, _ in COMMANDS.values()} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
