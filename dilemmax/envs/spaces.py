@@ -63,6 +63,8 @@ class Discrete(Space):
         return gymnasium.spaces.Discrete(self.n)
 
     def to_jaxmarl(self):
+        # JaxMARL is an optional extra (installed without its dependencies), and only code that
+        # has imported it calls this (see jaxmarl_space): imported here, not at module top.
         from jaxmarl.environments import spaces
 
         return spaces.Discrete(self.n, dtype=self.dtype)
@@ -98,6 +100,7 @@ class Box(Space):
         )
 
     def to_jaxmarl(self):
+        # Optional extra, imported only by code that uses JaxMARL (see Discrete.to_jaxmarl).
         from jaxmarl.environments import spaces
 
         return spaces.Box(self.low, self.high, tuple(self.shape), dtype=self.dtype)
