@@ -39,6 +39,15 @@ def test_grid_has_228_contexts():
     assert resource_splits(7, 4).shape == (11, 4)
 
 
+def test_env_declares_its_contexts_under_its_rules_as_a_grid():
+    env = ConsequenceEnv(num_agents=3, total_resources=12, rules=["RP", "AON"])
+    assert sorted(env.config_grids()) == ["context_grid"]
+    grid = env.config_grids()["context_grid"]()
+    expected = cross_rules(context_grid(12, 3), ["RP", "AON"])
+    jax.tree.map(np.testing.assert_array_equal, grid, expected)
+    assert grid.rule.shape == (2 * 228,)
+
+
 def test_whole_grid_all_rules_in_one_call():
     """228 contexts x 5 rules x 2 replications of all-zero play, one jitted vmapped program."""
     env = ConsequenceEnv()

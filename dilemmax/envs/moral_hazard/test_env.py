@@ -8,6 +8,7 @@ import pytest
 import dilemmax
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard import make_config
 from dilemmax.envs.moral_hazard.conftest import (
     NO_MOVE,
     NO_NOTE,
@@ -267,8 +268,6 @@ def test_jit_equals_no_jit(game2):
 
 
 def test_make_config_validation():
-    from dilemmax.envs.moral_hazard import make_config
-
     with pytest.raises(ValueError, match="num_agents"):
         make_config(10)
     with pytest.raises(ValueError, match="sum to 1"):

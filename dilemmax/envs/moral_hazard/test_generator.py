@@ -1,5 +1,7 @@
 """Case sampling, condition grids, vmapped grids against per-config runs, and evaluate()."""
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +18,15 @@ from dilemmax.envs.moral_hazard import (
 )
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-from dilemmax.envs.moral_hazard.generator import index_config, sample_cases, target_options
+from dilemmax.envs.moral_hazard.generator import (
+    NUM_TUPLES,
+    TUPLE_BITS,
+    cases_from_bits,
+    index_config,
+    sample_cases,
+    target_options,
+    utility_tuple,
+)
 from dilemmax.envs.moral_hazard.observation import utility_ranks
 
 
@@ -72,6 +82,18 @@ def test_condition_grid_is_the_papers_fifteen():
     assert np.asarray(two.provenance_visible).sum() == 1
     assert np.all(np.asarray(two.sample_cases)) and not np.any(np.asarray(two.private_reward))
     assert grid[4].configs.utilities.shape == (1, 4, 4)
+
+
+def test_env_declares_its_n_of_the_condition_grid_under_its_mapping_and_reward():
+    env = MoralHazardEnv(num_agents=2, mapping="lowest", reward="private")
+    assert sorted(env.config_grids()) == ["condition_grid"]
+    grid = env.config_grids()["condition_grid"]()
+    paper = condition_grid()[2].configs
+    np.testing.assert_array_equal(np.asarray(grid.cost), np.asarray(paper.cost))
+    assert np.all(np.asarray(grid.mapping) == int(env.default_config.mapping))
+    assert np.all(np.asarray(grid.private_reward))
+    with pytest.raises(ValueError, match="n = 5"):
+        MoralHazardEnv(num_agents=5).condition_grid()
 
 
 def test_incentive_grid():
@@ -146,18 +168,12 @@ def _chi_square(counts, expected):
 
 
 def test_utility_tuple_codes_every_ordered_tuple_once_in_lexicographic_order():
-    import itertools
-
-    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES, utility_tuple
-
     tuples = np.asarray(utility_tuple(jnp.arange(NUM_TUPLES)))
     expected = np.asarray(list(itertools.permutations(range(2, 14), 4)))
     np.testing.assert_array_equal(tuples, expected)
 
 
 def test_cases_from_bits_use_separate_fields():
-    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES, TUPLE_BITS, cases_from_bits
-
     # Every low-3-bit pattern with a few tuple indices: bit 0 is the question, bits 1-2 the
     # uninformative unsafe label, the rest the tuple (the same tuple for every pattern).
     index = np.asarray([0, 1, 1831, 1832, NUM_TUPLES - 1])
@@ -178,8 +194,6 @@ def test_sampled_cases_are_uniform_and_independent():
     """200,000 cases (n = 2 x 100,000 keys): every ordered tuple drawn and uniform (chi-square),
     the question independent of the tuple, the uninformative unsafe label uniform and
     independent of the question and of the utility rank."""
-    from dilemmax.envs.moral_hazard.generator import NUM_TUPLES
-
     keys = jax.random.split(jax.random.key(42), 100_000)
     sample = jax.jit(jax.vmap(lambda k: sample_cases(k, 2, jnp.int32(c.MAP_UNINFORMATIVE))))
     utilities, question, unsafe = (np.asarray(x).reshape((-1,) + x.shape[2:]) for x in sample(keys))

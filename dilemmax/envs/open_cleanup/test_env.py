@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from pettingzoo.test import parallel_api_test
 
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.open_cleanup import constants as C
@@ -17,6 +18,7 @@ from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
 from dilemmax.envs.open_cleanup.metrics import episode_metrics
 from dilemmax.envs.open_cleanup.policies import greedy_policy, informed_cleaner_policy
 from dilemmax.envs.rollout import Observation, observations_for, run_episodes
+from dilemmax.wrappers.pettingzoo import parallel_env
 
 H, W = C.GRID_HEIGHT, C.GRID_WIDTH
 
@@ -278,8 +280,4 @@ def test_zap_option(env):
 
 
 def test_pettingzoo_parallel_api():
-    from pettingzoo.test import parallel_api_test
-
-    from dilemmax.wrappers.pettingzoo import parallel_env
-
     parallel_api_test(parallel_env("open_cleanup", **SMALL), num_cycles=30)

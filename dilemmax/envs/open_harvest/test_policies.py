@@ -7,7 +7,7 @@ import pytest
 
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import observation, policies
-from dilemmax.envs.open_harvest.conftest import place
+from dilemmax.envs.open_harvest.conftest import act, hand_config, place, tree_at
 from dilemmax.envs.open_harvest.env import OpenHarvestEnv
 from dilemmax.envs.open_harvest.rendering import code_palette, render_ansi, render_rgb
 from dilemmax.envs.rollout import Observation, run_episodes
@@ -67,8 +67,6 @@ def test_policies_respect_the_mask():
 
 
 def _oracle_state():
-    from dilemmax.envs.open_harvest.conftest import hand_config
-
     class _State:  # only .config is read
         config = hand_config()  # red pays most when unripe: (1, .5, .25)
 
@@ -150,8 +148,6 @@ def test_prompt_shows_view_status_and_action_effects(env, protocol, hand_state):
 
 
 def test_prompt_reports_what_was_eaten_and_a_zap(env, step, protocol, hand_state):
-    from dilemmax.envs.open_harvest.conftest import act, tree_at
-
     tree = tree_at(hand_state.config, 4, 3)
     state = place(place(hand_state, 0, 5, 3), 1, 5, 2, facing=1)
     _, state, *_ = step(jax.random.key(0), state, act(env, agent_0=c.NORTH_ACTION))
