@@ -41,8 +41,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+import dilemmax
+from dilemmax.agents.arena import Arena
 from dilemmax.analysis import statistics as S
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
@@ -96,8 +99,6 @@ def ablation_contexts(
 
 def configs_for(contexts: np.ndarray, rule: str, total: int = 12, num_agents: int = 3):
     resources, thresholds = context_table(total, num_agents)
-    import jax.numpy as jnp
-
     return ConsequenceConfig(
         resources=jnp.asarray(resources[contexts]),
         threshold=jnp.asarray(thresholds[contexts]),
@@ -107,8 +108,6 @@ def configs_for(contexts: np.ndarray, rule: str, total: int = 12, num_agents: in
 
 def arena_population(policies_for: Callable) -> PlayFn:
     """A population from ``policies_for(env, arm, rule) -> policies`` seated in an Arena."""
-    import dilemmax
-    from dilemmax.agents.arena import Arena
 
     def play(arm: Arm, rule: str, configs, episodes: int, key) -> dict:
         env = dilemmax.make("consequence", **arm.env_kwargs())

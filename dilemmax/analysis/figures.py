@@ -21,6 +21,7 @@ from dilemmax.envs.consequence import constants as C
 
 
 def _pyplot():
+    # Loaded only to draw: pyplot's import is slow, and the backend must be chosen before it.
     import matplotlib
 
     matplotlib.use("Agg")

@@ -9,6 +9,7 @@ population x rule permutation test. :func:`write_gap_report` also writes the fig
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from collections.abc import Sequence
@@ -185,8 +186,6 @@ def _jsonable(value):
 
 def _write_context_table(pop: S.Population, ur_ref: np.ndarray, reference, path: Path) -> Path:
     """CSV, one row per (rule, context): every core metric, UR_ref, IAG, decisive rules."""
-    import csv
-
     names = [m for m in S.CORE_METRICS if m in pop.metrics]
     cells = {m: pop.cell_means(m) for m in names}
     safest, worst = S.decisive_rules(cells["fatality"])

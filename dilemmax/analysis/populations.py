@@ -23,11 +23,14 @@ import jax
 import numpy as np
 
 import dilemmax
+from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.analysis import reference as ref
+from dilemmax.analysis.ablations import configs_for
 from dilemmax.analysis.statistics import Population
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence.generator import context_grid, cross_rules
+from dilemmax.envs.consequence.generator import context_grid, context_table, cross_rules
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.llm.play import BatchedPlay
 
 # Metrics kept per episode (the env's; per-agent ``return`` is dropped).
 KEEP = (
@@ -59,8 +62,6 @@ def reference_policy_for(
 ):
     """The seatable reference, solved on the whole grid for ``rules`` (numpy; ~50 s for all five
     rules at R = 3 on the loaded 2-core machine). Cached: ablation arms share one solve."""
-    from dilemmax.envs.consequence.generator import context_table
-
     resources, thresholds = context_table(total, C.DEFAULT_NUM_AGENTS)
     solvers = {}
     for rule in rules:
@@ -84,8 +85,6 @@ def resolve_policy(spec: str, env=None):
     if spec in scripted:
         return scripted[spec]
     if Path(spec).exists():
-        from dilemmax.agents.trained import TrainedPolicy
-
         return TrainedPolicy.load(spec)
     raise ValueError(
         f"unknown policy {spec!r}: give one of {sorted(scripted)}, reference[@EPS], "
@@ -170,9 +169,6 @@ def play_model_cells(
 ) -> dict[str, np.ndarray]:
     """One rule on ``contexts`` through batched play: metric -> array [len(contexts) *
     episodes, ...], context-major (the order of :func:`dilemmax.envs.rollout.run_episodes`)."""
-    from dilemmax.analysis.ablations import configs_for
-    from dilemmax.llm.play import BatchedPlay
-
     configs = configs_for(np.asarray(contexts), rule, env.total_resources, env.num_agents)
     runner = BatchedPlay(env, seats, protocol, num_envs, transcript=transcript, progress=progress)
     metrics = runner.run(key, episodes, configs, part=part).metrics
@@ -279,8 +275,6 @@ def llm_ablation_play(seats_for, num_envs: int = 16, transcript=None, progress=N
             envs[arm] = (env, env.text_protocol(**arm_protocol_flags(arm)))
         env, protocol = envs[arm]
         seats = self_play_seats(seats_for(env, arm, rule), env.num_agents)
-        from dilemmax.llm.play import BatchedPlay
-
         runner = BatchedPlay(env, seats, protocol, num_envs, transcript=transcript,
                              progress=progress)  # fmt: skip
         part = f"R={arm.num_rounds},{arm.clause},{arm.goal},{arm.endgame}/rule={rule}"

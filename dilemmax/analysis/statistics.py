@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence.generator import context_table
 
 NUM_RESAMPLES = 10_000
 # The per-episode metrics the gap analysis reads (the env's ``episode_metrics`` names).
@@ -189,8 +190,6 @@ def from_records(
         ValueError naming the record and the field that is wrong (unknown rule, a context not in
         the grid, a missing metric).
     """
-    from dilemmax.envs.consequence.generator import context_table
-
     resources, thresholds = context_table(total, num_agents)
     index = {
         (tuple(int(v) for v in w), int(t)): c

@@ -9,14 +9,19 @@ A run writes into one output folder::
 
 Starting the same command again on the same folder resumes from the newest checkpoint (the
 Trainer restores optimizer, scheduler, RNG and the data position), unless ``resume=False``.
+torch, transformers and peft (the optional ``llm`` extra) are imported inside the functions that
+load or train a model, so the settings import without them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from dilemmax.finetune.datasets import load_split
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class LoraSettings:
     modules_to_save: tuple[str, ...] = ()
 
     def peft_config(self):
-        from peft import LoraConfig
+        from peft import LoraConfig  # optional llm extra
 
         targets = self.target_modules
         return LoraConfig(
@@ -98,14 +103,14 @@ class RunSettings:
 
 
 def has_accelerator() -> bool:
-    import torch
+    import torch  # optional llm extra
 
     return torch.cuda.is_available()
 
 
 def use_bf16(precision: str) -> bool:
     """Whether to train in bf16: asked for, or "auto" on a device that supports it."""
-    import torch
+    import torch  # optional llm extra
 
     if precision not in ("auto", "bf16", "fp32"):
         raise ValueError(f"precision must be auto, bf16 or fp32, got {precision!r}")
@@ -144,15 +149,13 @@ def trainer_arguments(settings: RunSettings) -> dict[str, Any]:
 
 
 def configure_wandb(settings: RunSettings) -> None:
-    import os
-
     if settings.wandb:
         os.environ.setdefault("WANDB_PROJECT", settings.wandb_project)
 
 
 def load_model(name: str, adapter: str | None = None, trainable: bool = True, precision="auto"):
     """(model, tokenizer): the causal LM at ``name``, with the LoRA ``adapter`` on top if given."""
-    import torch
+    import torch  # optional llm extra
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = torch.bfloat16 if use_bf16(precision) else torch.float32
@@ -163,7 +166,7 @@ def load_model(name: str, adapter: str | None = None, trainable: bool = True, pr
     if has_accelerator():
         model = model.to("cuda")
     if adapter:
-        from peft import PeftModel
+        from peft import PeftModel  # optional llm extra
 
         model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
     return model, tokenizer
@@ -171,7 +174,7 @@ def load_model(name: str, adapter: str | None = None, trainable: bool = True, pr
 
 def last_checkpoint(out: str | Path) -> str | None:
     """The newest ``checkpoint-<step>`` folder in ``out``, or None."""
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import get_last_checkpoint  # optional llm extra
 
     out = Path(out)
     return get_last_checkpoint(str(out)) if out.is_dir() else None
@@ -191,8 +194,6 @@ def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
 
 
 def training_records(settings: RunSettings, split: str = "train") -> list[dict[str, Any]]:
-    from dilemmax.finetune.datasets import load_split
-
     records = load_split(settings.data, split)
     if settings.max_train_records:
         records = records[: settings.max_train_records]

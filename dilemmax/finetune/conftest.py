@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dilemmax.finetune.datasets import DatasetSpec, build_records, write_jsonl
+from dilemmax.llm.tiny import build_tiny_model
 
 # Two costs x one team weight x two provenances x n in {2, 3}, three episodes each, one episode
 # per split: 4 conditions x 3 episodes x (6 + 9) decisions = 180 records.
@@ -36,8 +37,6 @@ def small_data_dir(small_records, tmp_path_factory):
 def tiny_model_dir(small_records, tmp_path_factory):
     """A tiny Llama-style LM (hidden 32) whose tokenizer was trained on the dataset's texts."""
     pytest.importorskip("trl")
-    from dilemmax.llm.tiny import build_tiny_model
-
     texts = [m["content"] for r in small_records[::6] for m in r["prompt"] + r["completion"]]
     out = tmp_path_factory.mktemp("tiny_model")
     return build_tiny_model(out, texts=texts, vocab_size=768, hidden_size=32, num_layers=1)

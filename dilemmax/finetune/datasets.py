@@ -27,6 +27,7 @@ A record is a plain dict (JSON-able)::
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -38,11 +39,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import serialization
+from tqdm.auto import tqdm
 
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import policies
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import ConditionSet, _condition_set, make_config
+from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.envs.rollout import act
 from dilemmax.envs.text import NoReply, Prompt
@@ -54,10 +57,6 @@ SPLITS = ("train", "validation", "heldout")
 def paper_protocol_options() -> dict[str, Any]:
     """The prompt variant of the paper's SFT data: the utility-accounting prompt asking for the
     step-rationale format, where the game's protocol offers them (empty otherwise)."""
-    import inspect
-
-    from dilemmax.envs.moral_hazard.text import MoralHazardText
-
     params = inspect.signature(MoralHazardText.__init__).parameters
     wanted = {"utility_accounting": True, "rationale": "steps"}
     return {k: v for k, v in wanted.items() if k in params}
@@ -392,8 +391,6 @@ def split_of_episodes(num_episodes: int, fractions, rng: np.random.Generator) ->
 
 def build_records(spec: DatasetSpec, progress: bool = False) -> list[dict[str, Any]]:
     """All records of ``spec`` (see the module docstring), in (n, condition, episode) order."""
-    from tqdm.auto import tqdm
-
     options_json = json.dumps(dict(spec.protocol_options), sort_keys=True)
     records = []
     key = jax.random.key(spec.seed)
@@ -481,7 +478,7 @@ def load_split(source: str | Path | Sequence[Mapping[str, Any]], split: str | No
 
 def to_hf_dataset(records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None):
     """A ``datasets.Dataset`` of ``records`` (TRL's conversational prompt/completion form)."""
-    from datasets import Dataset
+    from datasets import Dataset  # Hugging Face datasets, which comes with the llm extra's TRL
 
     columns = columns or (
         "prompt",

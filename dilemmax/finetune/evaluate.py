@@ -21,6 +21,16 @@ from typing import Any
 
 import jax
 import numpy as np
+from tqdm.auto import tqdm
+
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.generator import condition_grid
+from dilemmax.finetune.common import load_model
+from dilemmax.finetune.rewards import reply_rewards
+from dilemmax.llm.hf_client import TransformersClient
+from dilemmax.llm.play import BatchedPlay, Seat
+from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.results import summarize
 
 # The six outcomes the paper reports (never team success alone), then two more.
 OUTCOMES = (
@@ -56,15 +66,7 @@ def play_method(
     ``{n: ConditionSet}`` such as a dataset's :func:`~dilemmax.finetune.datasets.sft_grid`) with
     the model (and adapter) in every seat. Returns {"all" | condition name -> outcome -> (mean,
     low, high)}."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-    from dilemmax.envs.moral_hazard.generator import condition_grid
-    from dilemmax.llm.hf_client import TransformersClient
-    from dilemmax.llm.play import BatchedPlay, Seat
-    from dilemmax.llm.policy import LLMPolicy
-    from dilemmax.llm.results import summarize
+    import torch  # optional llm extra
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     client = TransformersClient(
@@ -142,6 +144,7 @@ def condition_table(summary: Summary) -> str:
 
 def plot_methods(results: Mapping[str, Summary], path: str | Path) -> Path:
     """Bar chart: each outcome (percent, with its CI) per method."""
+    # Loaded only to draw: pyplot's import is slow, and the backend must be chosen before it.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -197,7 +200,7 @@ def generate_replies(
     seed: int = 0,
 ) -> list[str]:
     """One sampled reply per record's prompt (greedy when ``temperature`` is 0)."""
-    import torch
+    import torch  # optional llm extra
 
     tokenizer.padding_side = "left"
     device = next(model.parameters()).device
@@ -232,8 +235,6 @@ def reward_on_records(
 ) -> dict[str, Any]:
     """Mean RLOO reward (and each part) of ``samples`` sampled replies per record, with the
     standard error of the mean reward and the mean per stage (see :func:`reward_summary`)."""
-    from dilemmax.finetune.common import load_model
-
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     model, tokenizer = load_model(model_path, adapter, trainable=False)
@@ -250,8 +251,6 @@ def reward_summary(
     so the samples of one prompt are not counted as independent), ``prompts``, ``samples`` and
     ``per_stage`` (mean reward per decision stage) and ``per_prompt`` (each prompt's mean, for
     :func:`paired_difference`)."""
-    from dilemmax.finetune.rewards import reply_rewards
-
     parts = reply_rewards(records, replies)
     means = {name: float(np.mean(values)) for name, values in parts.items()}
     per_prompt = np.asarray(parts["reward"], dtype=float).reshape(-1, samples).mean(axis=1)

@@ -23,7 +23,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.text import NoReply, TextProtocol
+from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.hf_client import TransformersClient
+from dilemmax.llm.play import BatchedPlay, Seat
+from dilemmax.llm.policy import LLMPolicy
 
 STAGES = ("work", "note", "final")
 SEED_INSTRUCTIONS = {
@@ -108,10 +114,6 @@ class MoralHazardGEPAAdapter:
     """GEPA adapter: a data instance is an episode seed; its score is the episode's R_game."""
 
     def __init__(self, settings: GEPASettings, client):
-        from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-        from dilemmax.envs.moral_hazard.generator import make_config
-        from dilemmax.llm.policy import LLMPolicy
-
         self.settings = settings
         self.env = MoralHazardEnv(settings.num_agents)
         self.config = jax.tree.map(lambda x: x[None], make_config(settings.num_agents))
@@ -119,8 +121,6 @@ class MoralHazardGEPAAdapter:
 
     def play(self, seeds: Sequence[int], candidate: Mapping[str, str]):
         """(metrics per episode, traces per episode) of ``seeds`` under ``candidate``."""
-        from dilemmax.llm.play import BatchedPlay, Seat
-
         protocol = InstructedProtocol(self.env.text_protocol(), candidate)
         seats = [Seat("gepa", self.policy)] * self.env.num_agents
         play = BatchedPlay(self.env, seats, protocol, num_envs=self.settings.num_envs)
@@ -133,7 +133,7 @@ class MoralHazardGEPAAdapter:
         return metrics_per_seed, traces
 
     def evaluate(self, batch, candidate, capture_traces=False):
-        from gepa.core.adapter import EvaluationBatch
+        from gepa.core.adapter import EvaluationBatch  # the optional gepa extra
 
         metrics, traces = self.play(batch, candidate)
         scores = [float(m["score"]) for m in metrics]
@@ -189,7 +189,6 @@ def episode_splits(settings: GEPASettings) -> dict[str, list[int]]:
 
 def reflection_lm(client):
     """A ``str | messages -> str`` callable over a chat client (what GEPA's proposer calls)."""
-    from dilemmax.llm.client import ChatRequest
 
     def call(prompt) -> str:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
@@ -202,10 +201,9 @@ def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) 
     """Runs GEPA; writes ``result.json`` (best instructions, validation and held-out scores of the
     seed and the best candidate) under ``settings.out`` and returns it."""
     try:
-        import gepa
+        import gepa  # the optional gepa extra: without it, a one-line way to install it
     except ImportError as err:
         raise SystemExit("GEPA needs the gepa package: pip install 'dilemmax[gepa]'") from err
-    from dilemmax.llm.hf_client import TransformersClient
 
     if task_client is None:
         task_client = TransformersClient(

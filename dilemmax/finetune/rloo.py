@@ -22,6 +22,8 @@ from dilemmax.finetune.common import (
     trainer_arguments,
     training_records,
 )
+from dilemmax.finetune.datasets import to_hf_dataset
+from dilemmax.finetune.rewards import check_records, trl_reward_functions
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,7 @@ class RLOOSettings(RunSettings):
 
 def build_trainer(settings: RLOOSettings):
     """(trainer, tokenizer) ready to ``train()``; nothing is trained yet."""
-    from trl import RLOOConfig, RLOOTrainer
-
-    from dilemmax.finetune.datasets import to_hf_dataset
-    from dilemmax.finetune.rewards import check_records, trl_reward_functions
+    from trl import RLOOConfig, RLOOTrainer  # of the optional llm extra: loaded to train
 
     configure_wandb(settings)
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)

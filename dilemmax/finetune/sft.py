@@ -19,6 +19,7 @@ from dilemmax.finetune.common import (
     trainer_arguments,
     training_records,
 )
+from dilemmax.finetune.datasets import to_hf_dataset
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,7 @@ class SFTSettings(RunSettings):
 
 def build_trainer(settings: SFTSettings):
     """(trainer, tokenizer) ready to ``train()``; nothing is trained yet."""
-    from trl import SFTConfig, SFTTrainer
-
-    from dilemmax.finetune.datasets import to_hf_dataset
+    from trl import SFTConfig, SFTTrainer  # of the optional llm extra: loaded to train
 
     configure_wandb(settings)
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)

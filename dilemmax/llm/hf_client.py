@@ -45,7 +45,7 @@ class TransformersClient:
         batch_size: int = 32,
         device: str = "cpu",
     ):
-        import torch
+        import torch  # optional llm extra: loaded with the model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = Path(model_path)
@@ -57,7 +57,7 @@ class TransformersClient:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         model = AutoModelForCausalLM.from_pretrained(path)
         if adapter is not None:
-            from peft import PeftModel
+            from peft import PeftModel  # optional llm extra
 
             if not Path(adapter).is_dir():
                 raise FatalClientError(f"no PEFT adapter at {adapter}")

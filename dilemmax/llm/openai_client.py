@@ -22,7 +22,7 @@ from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnRes
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
-    import openai
+    import openai  # optional llm extra, slow to import: loaded when a client needs it
 
     return (
         openai.RateLimitError,
@@ -35,7 +35,7 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 
 
 def _fatal_errors() -> tuple[type[BaseException], ...]:
-    import openai
+    import openai  # optional llm extra, slow to import: loaded when a client needs it
 
     return (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
 
@@ -82,7 +82,7 @@ class OpenAIClient:
         max_backoff: float = 30.0,
         concurrency: int = 16,
     ):
-        import openai
+        import openai  # optional llm extra, slow to import: loaded when a client needs it
 
         api_key = os.environ.get(api_key_env)
         if not api_key:

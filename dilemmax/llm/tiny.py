@@ -62,6 +62,7 @@ _BASE_CORPUS = (
 
 def train_tokenizer(texts: Iterable[str] = (), vocab_size: int = 1024):
     """A byte-level BPE ``PreTrainedTokenizerFast`` trained on the base corpus plus ``texts``."""
+    # tokenizers, transformers and torch: the optional llm extra, loaded to build the model.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -106,7 +107,7 @@ def build_tiny_model(
         max_positions: longest sequence the rotary embedding is configured for.
         seed: torch seed of the random weights (the same seed gives the same model).
     """
-    import torch
+    import torch  # optional llm extra
     from transformers import LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
