@@ -14,8 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-import dilemmax
 from dilemmax.envs.base import MultiAgentEnv, PyTree
+from dilemmax.envs.registry import make
 
 
 def _replace_field(config: PyTree, path: list[str], value) -> PyTree:
@@ -134,7 +134,7 @@ class ConfiguredEnv(MultiAgentEnv):
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> MultiAgentEnv:
-    return dilemmax.make(env_id, **dict(env_kwargs or {}))
+    return make(env_id, **dict(env_kwargs or {}))
 
 
 def config_grid(env: MultiAgentEnv, name: str | None) -> PyTree | None:
