@@ -22,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dilemmax.agents.arena import Arena, save_gif
-from dilemmax.commandline import (  # noqa: F401 (parse_assignments, user_input: re-exported)
+from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
     build_env,
     parse_assignments,
     positive_int,
@@ -40,10 +40,11 @@ PROGRESS_MIN_STEPS = 200
 
 # The commands other modules add: name -> (the module whose add_commands adds it, its line in
 # `dilemmax --help`). Dispatch is lazy by design: a command's module is imported only to parse
-# that command, because the training modules pull flax and distrax (about 0.6 s of the 1.3 s of
-# `dilemmax --help`), which listing the commands, `list` and `rollout` do without. Naming a
-# module here is no import cycle: the command modules import dilemmax.commandline, never this
-# module. tests/test_cli.py checks these help lines against the modules' own.
+# that command, since the command modules pull flax, distrax and the model stack (importing all
+# of them takes `dilemmax --help` from 1.3 s to 2.2 s of CPU), which listing the commands, `list`
+# and `rollout` do without. Naming a module here is no import cycle: the command modules import
+# dilemmax.commandline, never this module. tests/test_cli.py checks these help lines against
+# the modules' own.
 COMMANDS = {
     "train": ("dilemmax.train.cli", "train IPPO / MAPPO agents on an env"),
     "evaluate": ("dilemmax.train.cli", "the env's metrics of a trained policy"),

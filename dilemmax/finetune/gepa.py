@@ -201,7 +201,7 @@ def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) 
     """Runs GEPA; writes ``result.json`` (best instructions, validation and held-out scores of the
     seed and the best candidate) under ``settings.out`` and returns it."""
     try:
-        import gepa  # the optional gepa extra: without it, a one-line way to install it
+        import gepa  # optional gepa extra: without it, a one-line message says how to add it
     except ImportError as err:
         raise SystemExit("GEPA needs the gepa package: pip install 'dilemmax[gepa]'") from err
 
