@@ -88,7 +88,26 @@ def _targets(node: ast.Import | ast.ImportFrom, module: list[str], is_package: b
         base = node.module.split(".")
     # `from dilemmax import cli` loads the module dilemmax.cli; `from dilemmax import make`, a name.
     named = [base + [alias.name] for alias in node.names]
-    return [name for name in named if _is_submodule(name)] or [base]
+    modules = [name for name in named if _is_submodule(name)]
+    return modules + ([base] if len(modules) < len(named) else [])
+
+
+def imports_in(path: Path, text: str) -> list[Import]:
+    """The imports of one module (``path`` under dilemmax/, ``text`` its source) that reach
+    another dilemmax package."""
+    module = _module_name(path)
+    source = _package(module)
+    rel = str(path.relative_to(ROOT.parent))
+    found = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for dotted in _targets(node, module, path.name == "__init__.py"):
+            target = _package(dotted)
+            if target is not None and target != source:
+                statement = " ".join((ast.get_source_segment(text, node) or "").split())
+                found.append(Import(source, target, rel, node.lineno, statement))
+    return found
 
 
 @functools.cache
@@ -97,22 +116,8 @@ def package_imports() -> tuple[Import, ...]:
     (read once: each test below looks at the same scan)."""
     found = []
     for path in sorted(ROOT.rglob("*.py")):
-        if _is_test(path.relative_to(ROOT)):
-            continue
-        module = _module_name(path)
-        source = _package(module)
-        text = path.read_text()
-        for node in ast.walk(ast.parse(text, str(path))):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            for dotted in _targets(node, module, path.name == "__init__.py"):
-                target = _package(dotted)
-                if target is not None and target != source:
-                    statement = ast.get_source_segment(text, node) or ast.dump(node)
-                    rel = str(path.relative_to(ROOT.parent))
-                    found.append(
-                        Import(source, target, rel, node.lineno, " ".join(statement.split()))
-                    )
+        if not _is_test(path.relative_to(ROOT)):
+            found += imports_in(path, path.read_text())
     return tuple(found)
 
 
@@ -151,12 +156,34 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return components
 
 
-def test_the_scan_sees_the_known_edges():
-    """The scan itself works: imports at module top, inside functions and relative ones."""
-    edges = {(i.source, i.target) for i in package_imports()}
-    assert ("cli", "commandline") in edges
-    assert ("wrappers", "envs") in edges
-    assert ("train", "agents") in edges
+def test_the_scan_sees_late_relative_and_root_imports():
+    """Imports inside functions and under TYPE_CHECKING count, relative ones are resolved, and
+    `from dilemmax import <module>` reaches that module's package, `from dilemmax import make`
+    the root."""
+    text = (
+        "from typing import TYPE_CHECKING\n"
+        "import numpy as np\n"
+        "from . import spaces\n"
+        "if TYPE_CHECKING:\n"
+        "    from dilemmax.agents.policy import Policy\n"
+        "def late():\n"
+        "    from ..train import config\n"
+        "    import dilemmax.llm.play\n"
+        "    from dilemmax import cli, make\n"
+    )
+    found = imports_in(ROOT / "envs" / "example.py", text)
+    assert [(i.target, i.line) for i in found] == [
+        ("agents", 5),
+        ("train", 7),
+        ("llm", 8),
+        ("cli", 9),
+        (PACKAGE_ROOT, 9),
+    ]
+    assert str(found[1]) == (
+        "dilemmax/envs/example.py:7 (envs -> train): from ..train import config"
+    )
+    (root,) = imports_in(ROOT / "wrappers" / "example.py", "from dilemmax import make\n")
+    assert root.target == PACKAGE_ROOT
 
 
 def test_no_package_cycle():
