@@ -19,16 +19,12 @@ from dilemmax.envs.policies import (
     policies_for,
     random_policy,
 )
-from dilemmax.envs.rollout import Observation
+from dilemmax.envs.rollout import Observation, is_jittable
 
 
 @runtime_checkable
 class Policy(Protocol):
     def __call__(self, key: jax.Array, observation: Observation) -> Any: ...
-
-
-def is_jittable(policy: Policy) -> bool:
-    return bool(getattr(policy, "jittable", True))
 
 
 def reset_policy(policy: Policy) -> None:
@@ -38,8 +34,8 @@ def reset_policy(policy: Policy) -> None:
         reset()
 
 
-# The generic policies are plain functions beside the env contract; re-exported here because the
-# policy protocol's users look for them next to it.
+# The generic policies and is_jittable live beside the env contract (the episode driver reads
+# them); re-exported here because the policy protocol's users look for them next to it.
 __all__ = [
     "GENERIC_POLICIES",
     "Observation",
