@@ -49,8 +49,8 @@ def observe(state: OpenCleanupState) -> jax.Array:
     Channels 0-2 come from one view per agent of the packed map layer
     (:mod:`dilemmax.envs.packed_view`); channel 3 is the observer's window code.
     """
-    info = packed_view.agent_info(state.orientations, state.frozen)
-    layer = packed_view.packed_layer(state.grid, state.positions, info)
+    agent_info = packed_view.agent_info(state.orientations, state.frozen)
+    layer = packed_view.packed_layer(state.grid, state.positions, agent_info)
     cells, who, info = packed_view.observe_channels(
         layer, state.positions, state.orientations, VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE, C.WALL
     )
