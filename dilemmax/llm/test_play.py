@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import dilemmax
 from dilemmax.agents.arena import Arena
+from dilemmax.agents.policy import random_policy
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.text import MoralHazardText
-from dilemmax.envs.rollout import run_episodes
-from dilemmax.envs.text import NoReply, ParsedReply, Prompt
+from dilemmax.envs.rollout import Observation, run_episodes
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import Completion, ScriptedClient, last_user_message
 from dilemmax.llm.play import BatchedPlay, CallsFailed, Seat, episode_jobs, rotate_seats
 from dilemmax.llm.policy import LLMPolicy
@@ -278,3 +280,64 @@ def test_a_call_failing_after_its_retries_stops_the_run_and_resume_finishes_it(
     assert runner.stats["model"].errors == 1
     with pytest.raises(ValueError, match="on_call_error"):
         _model_run(env, teacher, on_call_error="ignore")
+
+
+class PlantedMove(TextProtocol):
+    """A model seat planted with a script: its turn's text is the move ``script`` makes on that
+    state, the client echoes it, and the parser reads it back; so the model seat plays the
+    script's moves through the whole model path (turns, a batch of calls, parsing)."""
+
+    def __init__(self, env, script):
+        self.env, self.script = env, script
+
+    def render(self, state, agent):
+        i = self.env.agent_index[agent]
+        mask = self.env.action_mask(state)[agent]
+        view = Observation(self.env.get_obs(state)[agent], mask, jnp.int32(i), state)
+        return str(int(self.script(jax.random.key(0), view)))  # the script ignores its key
+
+    def parse(self, reply, state, agent):
+        return ParsedReply(int(reply), True)
+
+
+class StepsAsMetrics(type(dilemmax.make("consequence"))):
+    """The consequence game, reporting each played step's actions and rewards as metrics, so
+    every driver's episodes can be compared step by step."""
+
+    def episode_metrics(self, rollout):
+        valid = rollout.valid[:, None]
+        stack = lambda tree: jnp.stack([tree[a] for a in self.agents], axis=-1)
+        return {
+            **super().episode_metrics(rollout),
+            "step_actions": jnp.where(valid, stack(rollout.actions), -2),
+            "step_rewards": jnp.where(valid, stack(rollout.rewards), 0.0),
+        }
+
+
+@pytest.mark.parametrize("with_configs", [False, True])
+def test_one_key_schedule_for_the_scan_the_arena_and_batched_play(with_configs):
+    """The JAX scan, the arena's Python loop and batched play (a planted model seat between
+    two random seats) play the same steps from the same key: same seat keys, step keys, env
+    keys, configurations and episode split."""
+    from dilemmax.envs.consequence import generator
+
+    env = StepsAsMetrics()
+    script = env.scripted_policies()["fair_share"]
+    model = LLMPolicy(ScriptedClient(last_user_message), "planted")
+    protocol = PlantedMove(env, script)
+    configs, episodes = None, 5
+    if with_configs:  # two configurations x two episodes: the configuration-major split
+        grid = jax.tree.map(lambda x: x[:1], generator.context_grid())
+        configs, episodes = generator.cross_rules(grid, ["RP", "AON"]), 2
+    key = jax.random.key(4)
+    _, scanned = run_episodes(env, [random_policy, script, random_policy], key, episodes, configs)
+    scanned = {k: np.asarray(v).reshape((-1,) + v.shape[2 if with_configs else 1 :])
+               for k, v in scanned.items()}  # fmt: skip
+    arena = Arena(env, [random_policy, model, random_policy], text_protocol=protocol)
+    looped = arena.run(key, episodes, configs).metrics
+    seats = [Seat("random", random_policy), Seat("planted", model), Seat("random", random_policy)]
+    batched = BatchedPlay(env, seats, protocol, num_envs=3).run(key, episodes, configs).metrics
+    assert model.stats.act_calls > 0 and np.any(scanned["step_rewards"] != 0)
+    for name in ("step_actions", "step_rewards", "return", "length"):
+        np.testing.assert_array_equal(looped[name], scanned[name], err_msg=f"arena {name}")
+        np.testing.assert_array_equal(batched[name], scanned[name], err_msg=f"batched {name}")
