@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from dilemmax.envs import grid_render
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.types import OpenCleanupState
+from dilemmax.envs.osj.view import agent_letter
 
 # Base colour of each hue; shades are mixed toward white (light) or black (dark).
 _HUE_RGB = np.array(
@@ -53,9 +55,13 @@ _HUE_LETTERS = C.HUE_LETTERS
 _FACING = "^>v<"
 
 
+def is_waste(code: int) -> bool:
+    return C.WASTE_BASE <= code < C.WASTE_BASE + C.NUM_WASTE_TYPES
+
+
 def cell_token(code: int) -> str:
     """The 2-character text of a cell code (the paper's map legend)."""
-    if C.WASTE_BASE <= code < C.WASTE_BASE + C.NUM_WASTE_TYPES:
+    if is_waste(code):
         hue, shade = divmod(code - C.WASTE_BASE, C.NUM_SHADES)
         return f"{_HUE_LETTERS[hue]}{shade}"
     if code >= C.STATION_BASE:
@@ -63,8 +69,10 @@ def cell_token(code: int) -> str:
     return {C.GROUND: "..", C.WALL: "##", C.WATER: "~~", C.ORCHARD: ",,", C.APPLE: "AP"}[code]
 
 
-def agent_letter(index: int) -> str:
-    return chr(ord("A") + index)
+def waste_name(code: int) -> str:
+    """``G2 (green-dark)`` for a waste code."""
+    hue, shade = divmod(code - C.WASTE_BASE, C.NUM_SHADES)
+    return f"{cell_token(code)} ({C.HUE_NAMES[hue]}-{C.SHADE_NAMES[shade]})"
 
 
 def render_ansi(state: OpenCleanupState) -> str:
@@ -89,8 +97,6 @@ def cell_colours(state: OpenCleanupState) -> np.ndarray:
 
 def render_rgb(state: OpenCleanupState, scale: int = 8) -> np.ndarray:
     """uint8[H * scale, W * scale, 3]: the map with agents drawn facing their way."""
-    from dilemmax.envs import grid_render
-
     positions = np.asarray(state.positions)
     colours = AGENT_RGB[np.arange(positions.shape[0]) % len(AGENT_RGB)]
     # Tint the cells of the shots fired in the last step.

@@ -15,6 +15,7 @@ from dilemmax.envs import grid, grid_render
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.observation import terrain_codes
 from dilemmax.envs.open_harvest.types import HarvestState
+from dilemmax.envs.osj.view import agent_letter
 
 # Full-colour apples per colour (ripe); unripe is paler, over-ripe darker.
 _APPLE_RGB = np.array(
@@ -48,10 +49,6 @@ def code_palette() -> np.ndarray:
 
 
 _PALETTE = code_palette()
-
-
-def agent_letter(index: int) -> str:
-    return chr(ord("A") + index)
 
 
 def render_rgb(state: HarvestState, scale: int = 8) -> np.ndarray:
