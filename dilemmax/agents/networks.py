@@ -437,3 +437,26 @@ def make_recurrent(
         int(memory),
         float(output_scale),
     )
+
+
+def make_policy_net(
+    spec: NetworkSpec,
+    obs_space,
+    num_actions: int,
+    num_agents: int,
+    recurrent: bool = False,
+    memory: int = 64,
+) -> Actor | RecurrentNet:
+    """The actor of a training run: the one builder the trainer and ``TrainedPolicy.load`` share,
+    so a loaded checkpoint always meets the network it was trained with."""
+    if not recurrent:
+        return make_actor(spec, obs_space, num_actions, num_agents)
+    return make_recurrent(
+        spec,
+        obs_space.shape,
+        obs_space.dtype,
+        num_actions,
+        num_agents,
+        num_codes_of(obs_space),
+        memory,
+    )

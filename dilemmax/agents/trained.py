@@ -15,7 +15,6 @@ across its trials.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,17 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import dilemmax
-from dilemmax.agents.networks import (
-    NetworkSpec,
-    make_actor,
-    make_recurrent,
-    masked_categorical,
-    num_codes_of,
-    recurrent_extras,
-)
+from dilemmax.agents import carry as rl2
+from dilemmax.agents.checkpoint import CONFIG_FILE, find_checkpoint, read_raw
+from dilemmax.agents.networks import NetworkSpec, make_policy_net, masked_categorical
 from dilemmax.envs.rollout import Observation
-
-_CHECKPOINT = re.compile(r"^ckpt_(\d+)\.msgpack$")
 
 
 def make_policy_fn(
@@ -50,10 +42,7 @@ def make_policy_fn(
             first learner's parameters, and its own agent index as the id input).
         greedy: play the most likely legal action instead of sampling.
     """
-    slot = np.zeros((num_agents,), np.int32)
-    for j, seat in enumerate(learners):
-        slot[seat] = j
-    slot = jnp.asarray(slot)
+    slot = _slot_of(learners, num_agents)
 
     def policy(key: jax.Array, observation: Observation) -> jax.Array:
         agent_index = jnp.asarray(observation.agent_index, jnp.int32)
@@ -119,38 +108,25 @@ class RecurrentPolicy:
         self._slot = _slot_of(self.learners, num_agents)
 
     def initial_carry(self) -> dict:
-        return {
-            "memory": self.net.initial_memory(),
-            "prev_action": jnp.int32(-1),
-            "prev_reward": jnp.float32(0.0),
-            "trial_done": jnp.bool_(False),
-            "start": jnp.bool_(True),
-        }
+        return {"memory": self.net.initial_memory(), **rl2.initial_inputs()}
 
     def step(self, carry: dict, key: jax.Array, observation: Observation):
         agent_index = jnp.asarray(observation.agent_index, jnp.int32)
         p = self.params
         if not self.shared:
             p = jax.tree.map(lambda x: x[self._slot[agent_index]], p)
-        extras = recurrent_extras(
-            carry["prev_action"], carry["prev_reward"], carry["trial_done"], self.num_actions
-        )
+        extras, start = rl2.step_inputs(carry, self.num_actions)
         memory, logits = self.net.apply(
-            p, carry["memory"], observation.array, extras, carry["start"], agent_index
+            p, carry["memory"], observation.array, extras, start, agent_index
         )
         dist = masked_categorical(logits, observation.mask)
         action = dist.mode() if self.greedy else dist.sample(seed=key)
         return action.astype(jnp.int32), {**carry, "memory": memory, "start": jnp.bool_(False)}
 
     def record(self, carry: dict, seat, action, rewards, trial_done) -> dict:
-        rewards = jnp.asarray(rewards, jnp.float32)
-        own = rewards.mean() if self.reward == "team" else rewards[seat]
-        return {
-            **carry,
-            "prev_action": jnp.asarray(action, jnp.int32),
-            "prev_reward": own * self.reward_scale,
-            "trial_done": jnp.asarray(trial_done, bool),
-        }
+        own = rl2.reward_signal(rewards, self.reward, self.reward_scale)[seat]
+        # Within an episode (the driver starts the next one from initial_carry).
+        return {**carry, **rl2.next_inputs(action, own, trial_done, jnp.bool_(False))}
 
     def __call__(self, key: jax.Array, observation: Observation) -> jax.Array:
         raise TypeError(
@@ -160,22 +136,6 @@ class RecurrentPolicy:
 
     def __repr__(self) -> str:
         return f"RecurrentPolicy(env={self.env_id!r}, greedy={self.greedy})"
-
-
-def find_checkpoint(path: str | Path) -> tuple[Path, Path]:
-    """(checkpoint file, run folder) from a run folder (its newest checkpoint) or a file."""
-    path = Path(path)
-    if path.is_file():
-        return path, path.parent.parent
-    folder = path / "checkpoints"
-    found = sorted(
-        (int(m.group(1)), p)
-        for p in (folder.iterdir() if folder.is_dir() else [])
-        if (m := _CHECKPOINT.match(p.name))
-    )
-    if not found:
-        raise FileNotFoundError(f"no checkpoint under {path}")
-    return found[-1][1], path
 
 
 class TrainedPolicy:
@@ -208,35 +168,29 @@ class TrainedPolicy:
         """The policy of training seed ``seed`` from a run folder or one of its checkpoints
         (a :class:`RecurrentPolicy` when the run trained a recurrent actor)."""
         ckpt, run_dir = find_checkpoint(path)
-        config = json.loads((run_dir / "config.json").read_text())
+        config = json.loads((run_dir / CONFIG_FILE).read_text())
         env = dilemmax.make(config["env"], **config.get("env_kwargs", {}))
         learners = config.get("learners")
         learners = list(range(env.num_agents)) if learners is None else learners
         first = env.agents[learners[0]]
         space = env.observation_space(first)
         num_actions = int(env.action_space(first).n)
-        spec = NetworkSpec.from_dict(config)
-        if config.get("recurrent", False):
-            actor = make_recurrent(
-                spec,
-                space.shape,
-                space.dtype,
-                num_actions,
-                env.num_agents,
-                num_codes_of(space),
-                config.get("gru_hidden", 64),
-            )
-        else:
-            actor = make_actor(spec, space, num_actions, env.num_agents)
-        from dilemmax.train.checkpoint import read_raw  # checksum verified, file named if bad
-
-        raw = read_raw(ckpt)
+        recurrent = bool(config.get("recurrent", False))
+        actor = make_policy_net(
+            NetworkSpec.from_dict(config),
+            space,
+            num_actions,
+            env.num_agents,
+            recurrent,
+            config.get("gru_hidden", 64),
+        )
+        raw = read_raw(ckpt)  # checksum verified, the file named if bad
         stacked = raw["runner_state"]["params"]["actor"]  # leaves [seeds, ...]
         num_seeds = jax.tree.leaves(stacked)[0].shape[0]
         if not 0 <= seed < num_seeds:
             raise ValueError(f"seed {seed} not in this run's {num_seeds} seed(s)")
         params = jax.tree.map(lambda x: jnp.asarray(x[seed]), stacked)
-        if config.get("recurrent", False):
+        if recurrent:
             policy = RecurrentPolicy(
                 actor,
                 params,

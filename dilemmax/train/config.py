@@ -23,10 +23,13 @@ from dilemmax.envs.options import (
     OptionError,
     OptionSpec,
     _show,
+    check_env_options,
+    env_option_specs,
     merge,
     parse_value,
     spec_from_annotation,
 )
+from dilemmax.envs.registry import env_spec
 
 
 @dataclass
@@ -393,8 +396,6 @@ def _spec_for_key(key: str, env: str | None) -> OptionSpec | None:
         raise OptionError(f"cannot set {key!r}: {head!r} is not a dict option")
     if head == "env_config" or env is None:
         return None
-    from dilemmax.envs.options import env_option_specs
-
     specs = env_option_specs(env)
     if rest not in specs:
         raise OptionError(f"{env}: unknown option {rest!r}; options: {', '.join(sorted(specs))}")
@@ -416,9 +417,6 @@ def make_config(
 
 def _check_env_kwargs(config: TrainConfig) -> None:
     """Checks env_kwargs and eval_env_kwargs against the env's options (without building it)."""
-    from dilemmax.envs.options import check_env_options, env_option_specs
-    from dilemmax.envs.registry import env_spec
-
     try:
         env_cls = env_spec(config.env).load()
     except ValueError:

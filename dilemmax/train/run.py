@@ -37,17 +37,17 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 
-from dilemmax.agents.trained import find_checkpoint
+from dilemmax.agents import checkpoint
+from dilemmax.agents.checkpoint import CONFIG_FILE, CURVE_FILE, METRICS_FILE, find_checkpoint
+from dilemmax.envs.options import OptionError
 from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
-from dilemmax.train import checkpoint
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.ppo import RunnerState, Trainer
 from dilemmax.train.sharding import data_mesh, place, runner_shardings
 
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.jsonl"
-CURVE_FILE = "curve.png"
 _DISPLAY_FIELDS = ("progress",)
 
 
@@ -82,8 +82,6 @@ def check_env_config(env, overrides: dict) -> None:
     array that broadcasts to the field's shape. Raises OptionError naming the field."""
     if not overrides:
         return
-    from dilemmax.envs.options import OptionError
-
     template = jax.eval_shape(env.sample_config, jax.random.PRNGKey(0))
     for name, value in overrides.items():
         node = template
@@ -368,8 +366,6 @@ class TrainingRun:
 def _progress(config: TrainConfig, start: int, stop: int):
     if not config.progress:
         return None
-    from tqdm.auto import tqdm
-
     return tqdm(
         total=config.num_chunks,
         initial=start,
@@ -392,7 +388,7 @@ class WandbLogger:
 
     def __init__(self, config: TrainConfig, run_dir: Path):
         try:
-            import wandb
+            import wandb  # the optional wandb extra: imported only when a run logs to it
         except ImportError as err:
             raise SystemExit(
                 "wandb=true needs the wandb package: pip install 'dilemmax[wandb]'"
@@ -429,11 +425,6 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
     records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     if not records:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = [r["env_steps"] for r in records]
     eval_keys = sorted(
         {k for r in records for k, v in r.items() if k.startswith("eval/") and isinstance(v, float)}
@@ -445,7 +436,9 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
     panels += [(k, k) for k in eval_keys[:6]]
     cols = 2
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(10, 3 * rows), squeeze=False)
+    # The object-oriented API draws off-screen, whatever backend pyplot would pick.
+    fig = Figure(figsize=(10, 3 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (key, title) in zip(axes.flat, panels, strict=False):
         xs = [s for s, r in zip(steps, records, strict=True) if isinstance(r.get(key), float)]
         ys = [r[key] for r in records if isinstance(r.get(key), float)]
@@ -462,7 +455,6 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | No
     fig.tight_layout()
     out = Path(out) if out else run_dir / CURVE_FILE
     fig.savefig(out, dpi=100)
-    plt.close(fig)
     return out
 
 
