@@ -5,9 +5,10 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+from PIL import Image
 from toy_env import ToyConfig, ToyEnv
 
-from dilemmax.agents.arena import Arena
+from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.agents.policy import first_legal_policy, random_policy
 
 
@@ -53,10 +54,6 @@ def test_configs_batch_and_mixed_policies():
 
 
 def test_save_gif_enlarges_and_keeps_every_frame(tmp_path):
-    from PIL import Image
-
-    from dilemmax.agents.arena import save_gif
-
     frames = [np.zeros((4, 5, 3), np.uint8), np.full((4, 5, 3), 200, np.uint8)]
     image = Image.open(save_gif(frames, tmp_path / "ep.gif", scale=3))
     assert image.size == (15, 12) and image.n_frames == 2

@@ -12,13 +12,14 @@ import pytest
 import dilemmax
 from dilemmax.agents.arena import Arena
 from dilemmax.agents.policy import random_policy
+from dilemmax.envs.consequence import generator
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.rollout import Observation, run_episodes
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import Completion, ScriptedClient, last_user_message
 from dilemmax.llm.play import BatchedPlay, CallsFailed, Seat, episode_jobs, rotate_seats
-from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.policy import LLMPolicy, parse_safely
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch, read_lines
 
 EPISODES, ENVS = 5, 4  # two waves, the second padded with inactive copies
@@ -199,8 +200,6 @@ def test_episode_jobs_and_rotation():
 
 
 def test_consequence_grid_with_a_model_seat(tmp_path):
-    from dilemmax.envs.consequence import generator
-
     env = dilemmax.make("consequence")
     configs = generator.cross_rules(
         jax.tree.map(lambda x: x[:3], generator.context_grid()), ["RP", "AON"]
@@ -222,8 +221,6 @@ def test_consequence_grid_with_a_model_seat(tmp_path):
 
 
 def test_a_parser_failing_on_a_reflect_reply_keeps_its_text():
-    from dilemmax.llm.policy import parse_safely
-
     parsed = parse_safely(None, "  a lesson ", Prompt("", "q", kind="reflect"))
     assert parsed == ParsedReply(-1, False, "parser raised AttributeError", "a lesson")
 
@@ -319,8 +316,6 @@ def test_one_key_schedule_for_the_scan_the_arena_and_batched_play(with_configs):
     """The JAX scan, the arena's Python loop and batched play (a planted model seat between
     two random seats) play the same steps from the same key: same seat keys, step keys, env
     keys, configurations and episode split."""
-    from dilemmax.envs.consequence import generator
-
     env = StepsAsMetrics()
     script = env.scripted_policies()["fair_share"]
     model = LLMPolicy(ScriptedClient(last_user_message), "planted")
