@@ -7,15 +7,11 @@ they live beside the env contract: wrappers, agents, training and the CLI all lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.rollout import Observation
-
-PolicyFn = Callable[[jax.Array, Observation], jax.Array]
+from dilemmax.envs.rollout import Observation, PolicyFn
 
 
 def random_policy(key: jax.Array, observation: Observation) -> jax.Array:
