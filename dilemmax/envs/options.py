@@ -260,7 +260,7 @@ class _DeclaredOptions(Mapping):
     def __getitem__(self, env_id: str) -> Mapping[str, OptionSpec]:
         if env_id not in registered_envs():
             raise KeyError(env_id)
-        return dict(env_spec(env_id).load().option_specs)
+        return dict(getattr(env_spec(env_id).load(), "option_specs", {}))
 
     def __iter__(self) -> Iterator[str]:
         return iter(registered_envs())
