@@ -13,14 +13,10 @@ import collections
 
 import numpy as np
 
-from dilemmax.envs import grid as G
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.ledger import MapSeen, pair_text
-from dilemmax.envs.open_cleanup.observation import VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE
 from dilemmax.envs.open_cleanup.rendering import cell_token, is_waste, waste_name
-from dilemmax.envs.osj.view import FACING_NAMES, agent_letter, beam_cells, view_cells
-
-_VIEW_OFFSETS = G.view_offsets(VIEW_AHEAD, VIEW_BEHIND, VIEW_SIDE)
+from dilemmax.envs.osj.view import FACING_NAMES, agent_letter, beam_cells, view_cells, view_map
 
 
 class Snap:
@@ -191,24 +187,10 @@ def _seen_lines(seen: MapSeen) -> list[str]:
 
 
 def _view(s: Snap, i: int) -> str:
-    height, width = s.shape
-    offsets = _VIEW_OFFSETS[int(s.dir[i])]
-    cells = s.pos[i] + offsets.reshape(-1, 2)
-    rows = range(int(cells[:, 0].min()), int(cells[:, 0].max()) + 1)
-    cols = range(int(cells[:, 1].min()), int(cells[:, 1].max()) + 1)
-    out = ["     " + " ".join(f"{c:>2}" for c in cols)]
-    for r in rows:
-        tokens = []
-        for c in cols:
-            if not (0 <= r < height and 0 <= c < width):
-                tokens.append("##")
-            elif (r, c) in s.occupant:
-                j = s.occupant[(r, c)]
-                tokens.append("ME" if j == i else "@" + agent_letter(j))
-            else:
-                tokens.append(cell_token(int(s.grid[r, c])))
-        out.append(f"r{r:>2}  " + " ".join(tokens))
-    return "\n".join(out)
+    def token(r: int, c: int) -> str:
+        return cell_token(int(s.grid[r, c]))
+
+    return "\n".join(view_map(s.pos[i], s.dir[i], s.shape, s.occupant, i, token, "r{:>2}  "))
 
 
 # ----------------------------------------------------------------------------- actions, shots

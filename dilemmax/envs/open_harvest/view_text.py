@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from dilemmax.envs import grid
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.ledger import HarvestMemory, Trees
 from dilemmax.envs.open_harvest.rendering import cell_token
@@ -20,9 +19,8 @@ from dilemmax.envs.osj.view import (
     agent_letter,
     beam_cells,
     view_cells,
+    view_map,
 )
-
-_VIEW_OFFSETS = grid.view_offsets(c.VIEW_AHEAD, c.VIEW_BEHIND, c.VIEW_SIDE)
 
 
 class Snapshot:
@@ -64,6 +62,8 @@ class Snapshot:
         self.agent_at = {(int(r), int(q)): j for j, (r, q) in enumerate(self.pos)}
         self.legal = legal  # bool[A, 8], or None where no one acts on this snapshot
         self._trees: Trees | None = None
+        self._views: dict[int, set[tuple[int, int]]] = {}
+        self._trees_in_view: dict[int, list[int]] = {}
 
     @property
     def trees(self) -> Trees:
@@ -73,7 +73,17 @@ class Snapshot:
         return self._trees
 
     def view(self, i: int) -> set[tuple[int, int]]:
-        return view_cells(self.pos[i], self.dir[i], (self.height, self.width))
+        """The in-bounds cells of agent ``i``'s window (computed once per agent: a turn reads
+        it in ``look`` and in ``now_block``)."""
+        if i not in self._views:
+            self._views[i] = view_cells(self.pos[i], self.dir[i], (self.height, self.width))
+        return self._views[i]
+
+    def trees_in_view(self, i: int) -> list[int]:
+        """The trees in agent ``i``'s window, in index order (computed once per agent)."""
+        if i not in self._trees_in_view:
+            self._trees_in_view[i] = self.trees.in_view(self.view(i))
+        return self._trees_in_view[i]
 
 
 def legal_mask(state) -> np.ndarray:
@@ -154,16 +164,8 @@ def known_pays(state, i: int) -> str:
     return "points per apple you have been paid: " + "; ".join(tasted) + "."
 
 
-def _window(s: Snapshot, i: int) -> np.ndarray:
-    """int32[11, 11, 2]: absolute cells of agent i's window."""
-    offsets = _VIEW_OFFSETS[s.dir[i]]
-    return offsets + s.pos[i]
-
-
 def in_view(s: Snapshot, i: int) -> list[str]:
-    cells = _window(s, i).reshape(-1, 2)
-    inside = [(int(r), int(q)) for r, q in cells if 0 <= r < s.height and 0 <= q < s.width]
-    inside.sort()
+    inside = sorted(s.view(i))
     apples, empty = [], []
     for r, q in inside:
         code = s.codes[r, q]
@@ -186,21 +188,10 @@ def in_view(s: Snapshot, i: int) -> list[str]:
 
 
 def map_lines(s: Snapshot, i: int) -> list[str]:
-    cells = _window(s, i)
-    rows = range(int(cells[..., 0].min()), int(cells[..., 0].max()) + 1)
-    cols = range(int(cells[..., 1].min()), int(cells[..., 1].max()) + 1)
-    lines = ["     " + " ".join(f"{q:2d}" for q in cols)]
-    for r in rows:
-        tokens = []
-        for q in cols:
-            if not (0 <= r < s.height and 0 <= q < s.width):
-                tokens.append("##")
-            elif (j := s.agent_at.get((r, q))) is not None:
-                tokens.append("ME" if j == i else "@" + agent_letter(j))
-            else:
-                tokens.append(cell_token(int(s.codes[r, q])))
-        lines.append(f"r{r:3d} " + " ".join(tokens))
-    return lines
+    def token(r: int, q: int) -> str:
+        return cell_token(int(s.codes[r, q]))
+
+    return view_map(s.pos[i], s.dir[i], (s.height, s.width), s.agent_at, i, token, "r{:3d} ")
 
 
 # ----------------------------------------------------------------------------- ACTIONS NOW
@@ -245,7 +236,7 @@ def _beam_targets(s: Snapshot, i: int) -> str:
 def look(memory: HarvestMemory, s: Snapshot, i: int) -> None:
     """The trees in view now become seen, with how they look (for when they are out of view)."""
     trees = s.trees
-    for t in trees.in_view(s.view(i)):
+    for t in s.trees_in_view(i):
         memory.seen.trees.add(t)
         memory.seen.last_seen[t] = (s.step, bool(trees.apple[t]), int(trees.stage[t]))
 
@@ -253,7 +244,7 @@ def look(memory: HarvestMemory, s: Snapshot, i: int) -> None:
 def now_block(s: Snapshot, i: int, memory: HarvestMemory) -> str:
     trees = s.trees
     view = s.view(i)
-    in_view_trees = trees.in_view(view)
+    in_view_trees = s.trees_in_view(i)
     lines = ["NOW", status(s, i)]
     lines.append("Patches in view: " + (trees.patch_lines(in_view_trees) or "none") + ".")
     others = [

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,8 +35,19 @@ from dilemmax.envs.text_parsing import guarded
 
 ROLES = (None, "cooperator", "defector")  # item 1.5 of the paper's Schelling-diagram runs
 
+
+class TurnState(Protocol):
+    """What the skeleton reads of a game's snapshot of one state (the game adds the rest)."""
+
+    frozen: np.ndarray  # int[A] steps each agent still cannot act
+    pos: np.ndarray  # int[A, 2] (row, col)
+    trial: int  # the trial being played (0-based)
+    step: int  # step within the trial
+    legal: np.ndarray | None  # bool[A, num_actions]
+
+
 MemoryT = TypeVar("MemoryT", bound=AgentMemory)
-SnapT = TypeVar("SnapT")
+SnapT = TypeVar("SnapT", bound=TurnState)
 
 
 def legal_tuple(row) -> tuple[int, ...]:

@@ -7,6 +7,8 @@ ansi pictures. They run outside JAX on one unbatched state.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 
 from dilemmax.envs import grid as G
@@ -45,3 +47,33 @@ def beam_cells(position, facing: int) -> list[tuple[int, int]]:
 
 def manhattan(a, b) -> int:
     return abs(int(a[0]) - int(b[0])) + abs(int(a[1]) - int(b[1]))
+
+
+def view_map(
+    position,
+    facing: int,
+    shape: tuple[int, int],
+    occupant: Mapping[tuple[int, int], int],
+    me: int,
+    token: Callable[[int, int], str],
+    row_label: str,
+) -> list[str]:
+    """The 11 x 11 window drawn north-up, one line per row: column numbers on top, each row
+    labelled with ``row_label.format(row)``; ``##`` beyond the edge, ``ME`` for agent ``me``,
+    ``@B`` for agent B (``occupant``: cell -> agent), else ``token(row, col)``."""
+    cells = _VIEW_OFFSETS[int(facing)].reshape(-1, 2) + np.asarray(position).reshape(1, 2)
+    rows = range(int(cells[:, 0].min()), int(cells[:, 0].max()) + 1)
+    cols = range(int(cells[:, 1].min()), int(cells[:, 1].max()) + 1)
+    height, width = shape
+    out = ["     " + " ".join(f"{c:>2}" for c in cols)]
+    for r in rows:
+        tokens = []
+        for c in cols:
+            if not (0 <= r < height and 0 <= c < width):
+                tokens.append("##")
+            elif (j := occupant.get((r, c))) is not None:
+                tokens.append("ME" if j == me else "@" + agent_letter(j))
+            else:
+                tokens.append(token(r, c))
+        out.append(row_label.format(r) + " ".join(tokens))
+    return out
