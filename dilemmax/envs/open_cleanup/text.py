@@ -68,7 +68,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
     stay = C.STAY_ACTION
 
     def __init__(self, env, role: str | None = None):
-        super().__init__(env, role)
+        super().__init__(env, env.num_actions, role)
         self.names = C.ACTION_NAMES[: env.num_actions]
         self.name_map = {n.replace("_", "").upper(): a for a, n in enumerate(self.names)}
         self.name_map.update(_EXTRA_NAMES)

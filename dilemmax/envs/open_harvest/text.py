@@ -69,14 +69,13 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
     modes = MODES
     goal_types = GOAL_TYPES
     stay = c.STAY
-    num_actions = c.NUM_ACTIONS
     name_map = _NAMES
 
     def __init__(self, env, reply_format: str = "action_line", role: str | None = None):
         if reply_format not in REPLY_FORMATS:
             raise ValueError(f"reply_format must be 'action_line' or 'json', got {reply_format!r}")
         self.reply_format = reply_format
-        super().__init__(env, role)
+        super().__init__(env, c.NUM_ACTIONS, role)
 
     def legal_mask(self, state) -> np.ndarray:
         return V.legal_mask(state)

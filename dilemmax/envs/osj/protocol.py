@@ -9,9 +9,11 @@ subclass that fills the hooks (as an XLand-MiniGrid env fills its step):
   ``sighting_now`` / ``others_footer`` (OTHER AGENTS), ``now_block`` and ``action_lines``;
 - ``look`` (what the agent sees this turn goes into its memory) and ``record`` (what one
   transition leaves in it, calling :meth:`OSJProtocol.track_others` for the agents in view);
-- the trial end: ``trial_summary`` and ``sighting_summary`` (EARLIER TRIALS);
+- the trial end: ``trial_summary``, ``sighting_summary`` and ``others_summary_end`` (EARLIER
+  TRIALS);
 - the system prompt (``system_values``, from the game's ``prompts/system.md``), the stateless
-  ``render``, the legal mask and the parser's names.
+  ``render``, the ``legal_mask`` and the parser's ``name_map``, ``parse_context`` and
+  ``illegal_reason``.
 
 A frozen agent is not called (it stays); an invalid reply stays; a trial end that another trial
 follows asks every agent to rewrite its notes (a ``kind="reflect"`` prompt).
@@ -60,6 +62,7 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
 
     Args:
         env: the game's env.
+        num_actions: the size of the game's action space.
         role: None, or "cooperator" / "defector": item 1.5 of the system prompt used by the
             paper's Schelling-diagram runs (Listing 5).
     """
@@ -71,17 +74,14 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     stay: ClassVar[int]  # the action of an invalid reply and of a frozen agent
     name_map: Mapping[str, int]  # upper-case action names without spaces / underscores -> action
 
-    def __init__(self, env, role: str | None = None):
+    def __init__(self, env, num_actions: int, role: str | None = None):
         if role not in ROLES:
             raise ValueError(f"role must be None, 'cooperator' or 'defector', got {role!r}")
         self.env = env
+        self.num_actions = num_actions
         self.role = role
         self._systems: dict[str, str] = {}
-        self.schema = reply_schema(self.modes, self.goal_types, self.num_actions)
-
-    @property
-    def num_actions(self) -> int:
-        return self.env.num_actions
+        self.schema = reply_schema(self.modes, self.goal_types, num_actions)
 
     # ------------------------------------------------------------------ hooks of the game
     @abc.abstractmethod
@@ -249,8 +249,16 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         """Nothing to add: the episode's last trial summary was written by ``after_step``."""
 
     # ------------------------------------------------------------------ memory updates
-    def track_others(self, memory: MemoryT, i: int, step: int, positions, facings, view,
-                     saw: Callable[[int, Sighting, tuple[int, int]], None]) -> None:  # fmt: skip
+    def track_others(
+        self,
+        memory: MemoryT,
+        i: int,
+        step: int,
+        positions,
+        facings,
+        view: set[tuple[int, int]],
+        saw: Callable[[int, Sighting, tuple[int, int]], None],
+    ) -> None:
         """Follows the other agents through agent ``i``'s view (``positions`` / ``facings`` of
         the state the view is of): entering and leaving it are events; ``saw(j, sighting,
         cell)`` adds what the game counts of an agent in view."""

@@ -1,0 +1,93 @@
+"""The OpenSocialJax skeleton's own pieces: prompt files, filled system prompts, typed memory."""
+
+from __future__ import annotations
+
+import importlib.resources
+
+import pytest
+
+from dilemmax.envs.open_cleanup import rendering as cleanup_rendering
+from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
+from dilemmax.envs.open_cleanup.ledger import CleanupMemory, CleanupSighting
+from dilemmax.envs.open_harvest import rendering as harvest_rendering
+from dilemmax.envs.open_harvest.env import OpenHarvestEnv
+from dilemmax.envs.open_harvest.ledger import HarvestMemory, HarvestSighting, Pending
+from dilemmax.envs.osj import agent_letter
+from dilemmax.envs.osj.prompts import fill
+
+PACKAGES = {
+    "dilemmax.envs.open_cleanup": {"system.md", "role_cooperator.md", "role_defector.md", "zap.md"},
+    "dilemmax.envs.open_harvest": {
+        "system.md", "role_cooperator.md", "role_defector.md", "costly_pay.md",
+        "shared_pay_order.md",
+    },
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cleanup():
+    return OpenCleanupEnv(layout_pool_size=8, rule_pool_size=64, num_agents=3)
+
+
+@pytest.fixture(scope="module")
+def harvest():
+    return OpenHarvestEnv(num_layouts=8, num_rules=64, num_agents=3)
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_prompt_files_are_package_data(package):
+    folder = importlib.resources.files(package).joinpath("prompts")
+    assert {f.name for f in folder.iterdir() if f.name.endswith(".md")} == PACKAGES[package]
+    with pytest.raises(KeyError):
+        fill(package, "system.md", me="A")  # a field left out is an error, never "${n}"
+
+
+def test_every_cleanup_variant_fills_every_field(cleanup):
+    zap = OpenCleanupEnv(layout_pool_size=8, rule_pool_size=64, num_agents=3, zap=True)
+    for env in (cleanup, zap):
+        for role in (None, "cooperator", "defector"):
+            system = env.text_protocol(role=role).system_prompt("agent_2")
+            assert "$" not in system and "{{" not in system
+            assert system.startswith("You are agent C, one of 3 agents (A, B, C)")
+            assert ("1.5 YOUR ROLE" in system) == (role is not None)
+            assert ("2.10 ZAP (action 9)" in system) == env.zap
+
+
+def test_every_harvest_variant_fills_every_field(harvest):
+    costly = OpenHarvestEnv(num_layouts=8, num_rules=64, num_agents=3, pay_levels=(2, 0, -1))
+    for env in (harvest, costly):
+        for role in (None, "cooperator", "defector"):
+            system = env.text_protocol(role=role).system_prompt("agent_1")
+            assert "$" not in system and "{{" not in system
+            assert "You are agent B, one of 3 agents (A, B, C)" in system
+            assert ("1.5 YOUR ROLE" in system) == (role is not None)
+            assert ("Some apples COST points" in system) == (env is costly)
+    with pytest.raises(ValueError, match="role"):
+        harvest.text_protocol(role="saint")
+
+
+def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
+    memory = cleanup.text_protocol().new_memory("agent_1")
+    assert isinstance(memory, CleanupMemory) and memory.index == 1
+    assert (
+        isinstance(memory.sighting(0), CleanupSighting) and memory.sighting(0) is memory.others[0]
+    )
+    memory.ledger.record(8, 9, 2)
+    memory.stats.fired = 3
+    memory.clear_trial()
+    assert memory.stats.fired == 0 and memory.ledger.effects == {8: {9: {2: 1}}}  # episode-long
+
+    memory = harvest.text_protocol().new_memory("agent_0")
+    assert isinstance(memory, HarvestMemory) and isinstance(memory.sighting(2), HarvestSighting)
+    memory.ledger.paid(0, 1, 2.0)
+    memory.ledger.pending[4] = Pending(0, 1, 5, 3, look=5, around_look=3)
+    memory.seen.last_seen[4] = (5, False, 0)
+    memory.seen.trees.add(4)
+    memory.clear_trial()
+    assert memory.ledger.pays[(0, 1)].times == 1 and memory.seen.trees == {4}
+    assert not memory.ledger.pending and not memory.seen.last_seen
+
+
+def test_one_agent_letter():
+    assert cleanup_rendering.agent_letter is agent_letter is harvest_rendering.agent_letter
+    assert [agent_letter(i) for i in range(3)] == ["A", "B", "C"]
