@@ -47,7 +47,7 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import ConditionSet, _condition_set, make_config
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardState
-from dilemmax.envs.rollout import act
+from dilemmax.envs.rollout import act_seats, advance, job_keys, seat_policies, start_episode
 from dilemmax.envs.text import NoReply, Prompt
 from dilemmax.finetune.rationale import structure_for
 
@@ -136,30 +136,26 @@ def teacher_episodes(env: MoralHazardEnv, configs, num_episodes: int, key: jax.A
 def _teacher_program(num_agents: int, num_episodes: int):
     """The compiled teacher rollout for one group size (cached: built once per process)."""
     env = MoralHazardEnv(num_agents)
-    seats = [policies.teacher] * num_agents
+    seats = seat_policies(env, policies.teacher)
 
     def episode(config, episode_key):
-        key_reset, key_run = jax.random.split(episode_key)
-        obs, state = env.reset_to(key_reset, config)
-
-        def one_step(carry, step_key):
-            obs, state = carry
-            key_act, key_step = jax.random.split(step_key)
-            actions = act(env, seats, key_act, obs, state)
-            next_obs, next_state, _, _, infos = env.step_env(key_step, state, actions)
+        # The episode driver's own steps (rollout.start_episode / act_seats / advance), recording
+        # the state each decision saw; a round always lasts its c.MAX_STEPS stages.
+        def one_step(playing, step_key):
+            actions, acted = act_seats(env, seats, step_key, playing)
+            after, (_, _, infos) = advance(env, seats, step_key, playing, actions, acted)
             stacked = jnp.stack([actions[a] for a in env.agents])
-            return (next_obs, next_state), (state, stacked, infos, next_state)
+            return after, (playing.state, stacked, infos, after.state)
 
-        _, out = jax.lax.scan(one_step, (obs, state), jax.random.split(key_run, c.MAX_STEPS))
+        start, keys = start_episode(env, seats, episode_key, config, c.MAX_STEPS)
+        _, out = jax.lax.scan(one_step, start, keys)
         return out
 
-    def condition(config, condition_key):
-        keys = jax.random.split(condition_key, num_episodes)
-        return jax.vmap(lambda k: episode(config, k))(keys)
-
     def run(configs, key):
-        num_configs = configs.utilities.shape[0]
-        return jax.vmap(condition)(configs, jax.random.split(key, num_configs))
+        keys = job_keys(key, num_episodes, int(configs.utilities.shape[0]))
+        return jax.vmap(lambda config, k: jax.vmap(lambda kk: episode(config, kk))(k))(
+            configs, keys
+        )
 
     return jax.jit(run)
 

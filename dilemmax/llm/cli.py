@@ -28,7 +28,6 @@ from tqdm import tqdm
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.commandline import parse_assignments
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence import generator as consequence_generator
 from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import env_spec, make
@@ -176,9 +175,8 @@ GRID_ENVS = ("consequence", "moral_hazard")
 def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, list[str]]]:
     """(part name, env, batched configs, config names) per part of the env's sweep."""
     if env_id == "consequence":
-        contexts = consequence_generator.context_grid(env.total_resources, env.num_agents)
-        configs = consequence_generator.cross_rules(contexts, env.rules)
-        num = int(contexts.threshold.shape[0])
+        configs = env.config_grids()["context_grid"]()  # rule-major: each rule's contexts in turn
+        num = int(configs.threshold.shape[0]) // len(env.rules)
         names = [f"rule={C.RULE_NAMES[r]}" for r in env.rules for _ in range(num)]
         return [("grid", env, configs, names)]
     if env_id == "moral_hazard":

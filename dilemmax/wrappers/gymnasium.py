@@ -29,7 +29,7 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
-from dilemmax.envs.rollout import act, seat_policies
+from dilemmax.envs.rollout import act, seat_policies, step_parts
 from dilemmax.wrappers.legal import (
     LegalDiscrete,
     check_action,
@@ -163,7 +163,7 @@ class SingleSeatEnv(gymnasium.Env):
 
 def _step_with_others(env, agent, seats, key, state, obs, action):
     """One ``step_env`` with the learner's ``action`` and the other seats' policies."""
-    key_act, key_step = jax.random.split(key)
+    key_act, key_step = step_parts(key)
     actions = act(env, seats, key_act, obs, state)
     actions[agent] = jnp.asarray(action, jnp.int32)
     return env.step_env(key_step, state, actions)
