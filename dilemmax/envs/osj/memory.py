@@ -141,6 +141,12 @@ def update_plan(memory: AgentMemory, goal: Mapping | None, step: int, position) 
     del memory.goals[: -(EARLIER_GOALS + 1)]
 
 
+def close_plan_at_trial_end(memory: AgentMemory) -> None:
+    """A new trial starts without goals, numbered from 1 again."""
+    memory.goals.clear()
+    memory.next_goal = 1
+
+
 def start_trial_notes(memory: AgentMemory, lessons: list[str], plans: list[str]) -> None:
     """The rewrite becomes the new trial's notes, numbered from 1 (lessons, then plans)."""
     entries = lessons + plans
@@ -169,8 +175,7 @@ def open_next_trial(memory: AgentMemory, number: int) -> None:
     that ended (the game's trial records, sightings, recent steps and events). The rules ledger
     and the earlier trials' summaries stay."""
     end_trial_notes(memory)
-    memory.goals.clear()
-    memory.next_goal = 1
+    close_plan_at_trial_end(memory)
     memory.trial = number
     memory.clear_trial()
     memory.others = {}
