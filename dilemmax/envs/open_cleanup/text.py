@@ -80,17 +80,10 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         return V.Snap(state, self.legal_mask(state))
 
     def system_values(self, agent: str) -> dict:
-        env = self.env
-        zap = f"\n{fill(self.package, 'zap.md', freeze=C.ZAP_FREEZE_STEPS)}" if env.zap else ""
-        return {
-            "me": agent_letter(env.agent_index[agent]),
-            "n": env.num_agents,
-            "letters": ", ".join(agent_letter(i) for i in range(env.num_agents)),
-            "steps": env.trial_steps,
-            "trials": env.num_trials,
-            "zap": zap,
-            "role": self.role_item(),
-        }
+        """Item 2.10 (the zap) when the env has the zap option."""
+        if not self.env.zap:
+            return {"zap": ""}
+        return {"zap": f"\n{fill(self.package, 'zap.md', freeze=C.ZAP_FREEZE_STEPS)}"}
 
     # ------------------------------------------------------------------ stateless view
     def render(self, state, agent: str) -> str:

@@ -84,18 +84,8 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
         return V.Snapshot(state, V.legal_mask(state))
 
     def system_values(self, agent: str) -> dict:
-        """The paper's system prompt (Listing 2) in this project's words, JSON reply included."""
-        env = self.env
-        return {
-            "me": agent_letter(env.agent_index[agent]),
-            "n": env.num_agents,
-            "letters": ", ".join(agent_letter(k) for k in range(env.num_agents)),
-            "steps": env.trial_steps,
-            "trials": env.num_trials,
-            "freeze": c.FREEZE_STEPS,
-            "role": self.role_item(),
-            "curriculum": self._curriculum_note(),
-        }
+        """The freeze of a zap and the curriculum options' sentences (Listing 2's prompt)."""
+        return {"freeze": c.FREEZE_STEPS, "curriculum": self._curriculum_note()}
 
     def _curriculum_note(self) -> str:
         """Sentences about curriculum options: pay levels that include a cost, and one pay order

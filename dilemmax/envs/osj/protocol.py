@@ -92,9 +92,10 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     def legal_mask(self, state) -> np.ndarray:
         """bool[A, num_actions]: the env's legal actions, in numpy."""
 
-    @abc.abstractmethod
     def system_values(self, agent: str) -> dict[str, Any]:
-        """The values of the ``${...}`` fields of ``prompts/system.md`` for ``agent``."""
+        """The values of the game's own ``${...}`` fields of ``prompts/system.md`` (beyond
+        ``me``, ``n``, ``letters``, ``steps``, ``trials`` and ``role``; none by default)."""
+        return {}
 
     @abc.abstractmethod
     def progress(self, s: SnapT, i: int) -> str:
@@ -152,11 +153,21 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     # ------------------------------------------------------------------ system prompt
     def system_prompt(self, agent: str) -> str:
         if agent not in self._systems:
-            self._systems[agent] = fill(self.package, "system.md", **self.system_values(agent))
+            env = self.env
+            values = {
+                "me": agent_letter(env.agent_index[agent]),
+                "n": env.num_agents,
+                "letters": ", ".join(agent_letter(k) for k in range(env.num_agents)),
+                "steps": env.trial_steps,
+                "trials": env.num_trials,
+                "role": self._role_item(),
+            }
+            values.update(self.system_values(agent))
+            self._systems[agent] = fill(self.package, "system.md", **values)
         return self._systems[agent]
 
-    def role_item(self) -> str:
-        """Item 1.5 of the system prompt when a role is set (``\\n`` first), else ""."""
+    def _role_item(self) -> str:
+        """Item 1.5 of the system prompt when a role is set (on a line of its own), else ""."""
         return f"\n{prompt_text(self.package, f'role_{self.role}.md')}" if self.role else ""
 
     # ------------------------------------------------------------------ parsing
