@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 import jax
+import numpy as np
+
+from dilemmax.train.run import TrainingRun
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -64,8 +67,6 @@ class Timer:
 def time_chunk(config, repeats: int) -> tuple[float, float]:
     """(env-steps/s, compile s) of a training chunk of ``config``: one compiling call, then
     ``repeats`` calls timed together and blocked on. The run folder is a scratch one."""
-    from dilemmax.train.run import TrainingRun
-
     run = TrainingRun(config, "/tmp/dilemmax-time-chunk")
     state = run.init_state()
     t0 = time.perf_counter()
@@ -96,8 +97,6 @@ def run_grid(train_run, eval_run, keys, env_config, log=print) -> dict:
     vmapped training programs deadlocked inside the XLA CPU runtime of jax 0.10 (0% CPU, every
     thread in a futex wait), while the single-run program never did.
     """
-    import numpy as np
-
     train_j, eval_j = jax.jit(train_run), jax.jit(eval_run)
     groups, seeds = keys.shape[:2]
     out: dict = {}

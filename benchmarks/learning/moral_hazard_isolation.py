@@ -25,6 +25,7 @@ import json
 import time
 
 import jax
+import matplotlib
 import numpy as np
 from common import RESULTS, command_line, machine_note, run_grid, table  # noqa: E402  (script folder)
 
@@ -32,6 +33,9 @@ from dilemmax.envs.moral_hazard import generator
 from dilemmax.envs.moral_hazard.theory import alpha_star
 from dilemmax.train.config import make_config
 from dilemmax.train.ppo import make_train
+
+matplotlib.use("Agg")  # a script that only writes files
+import matplotlib.pyplot as plt  # noqa: E402 (after the backend choice)
 
 
 def crossing(alphas: np.ndarray, rates: np.ndarray) -> float:
@@ -136,11 +140,6 @@ def main() -> None:
 
 
 def write_report(args, config, results, total_seconds) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out = args.out
     png = out.replace(".md", ".png")
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -61,6 +61,10 @@ class _Head:
 
     def step(self, params, memory, x, extras, start, ids):
         if not self.recurrent:
+            if self.param_axis is None and self.x_axis == 0:
+                # Shared parameters: one application over [L, B..., ...] (the layers take any
+                # leading axes), so the gradient is one matmul, not one per learner summed.
+                return None, self.net.apply(params, x, ids)
             out = jax.vmap(self.net.apply, in_axes=(self.param_axis, self.x_axis, 0))
             return None, out(params, x, ids)
         axes = (self.param_axis, 0, self.x_axis, 0, 0, 0)

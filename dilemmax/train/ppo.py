@@ -115,17 +115,12 @@ def _stack(d: dict, agents: list[str]) -> jax.Array:
     return jnp.stack([d[a] for a in agents])
 
 
-def _minibatches(tree, perm: jax.Array, env_axis: int, num: int):
-    """Every leaf shuffled along ``env_axis`` by ``perm`` and cut into ``num`` minibatches of
-    envs, stacked on a new leading axis (what ``lax.scan`` runs over)."""
+def _take_envs(tree, envs: jax.Array, env_axis: int):
+    """Every leaf's entries of the envs ``envs`` (int32[e]) along ``env_axis``: a minibatch.
 
-    def split(x):
-        x = jnp.take(x, perm, axis=env_axis)
-        shape = x.shape
-        x = x.reshape(*shape[:env_axis], num, shape[env_axis] // num, *shape[env_axis + 1 :])
-        return jnp.moveaxis(x, env_axis, 0)
-
-    return jax.tree.map(split, tree)
+    Gathering each minibatch where it is used never writes out a shuffled copy of the whole
+    rollout (nor a transposed one to put the minibatch axis first)."""
+    return jax.tree.map(lambda x: jnp.take(x, envs, axis=env_axis), tree)
 
 
 def gae(traj: Transition, last_value: jax.Array, gamma: float, lam: float):
@@ -308,19 +303,17 @@ class Trainer:
         per_env = (traj.env, memory0)
         loss = functools.partial(ppo_loss, c, nets)
 
-        def update_minibatch(carry, minibatch):
+        def update_minibatch(carry, envs):
             params, opt_state = carry
+            minibatch = (_take_envs(per_learner, envs, 2), *_take_envs(per_env, envs, 1))
             grads, stats = jax.grad(loss, has_aux=True)(params, *minibatch)
             updates, opt_state = self.tx.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), stats
 
         def update_epoch(carry, key):
-            perm = jax.random.permutation(key, c.num_envs)
-            minibatches = (
-                _minibatches(per_learner, perm, 2, c.num_minibatches),
-                *_minibatches(per_env, perm, 1, c.num_minibatches),
-            )
-            return jax.lax.scan(update_minibatch, carry, minibatches)
+            # Minibatches of whole envs: a shuffle of the envs cut into num_minibatches rows.
+            envs = jax.random.permutation(key, c.num_envs).reshape(c.num_minibatches, -1)
+            return jax.lax.scan(update_minibatch, carry, envs)
 
         key, key_epochs = jax.random.split(key)
         (params, opt_state), stats = jax.lax.scan(
