@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+import pickle
 
 import pytest
 
@@ -76,6 +77,7 @@ def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
     memory.stats.fired = 3
     memory.clear_trial()
     assert memory.stats.fired == 0 and memory.ledger.effects == {8: {9: {2: 1}}}  # episode-long
+    assert pickle.loads(pickle.dumps(memory)) == memory  # plain dataclasses: no lambdas inside
 
     memory = harvest.text_protocol().new_memory("agent_0")
     assert isinstance(memory, HarvestMemory) and isinstance(memory.sighting(2), HarvestSighting)
@@ -86,6 +88,7 @@ def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
     memory.clear_trial()
     assert memory.ledger.pays[(0, 1)].times == 1 and memory.seen.trees == {4}
     assert not memory.ledger.pending and not memory.seen.last_seen
+    assert pickle.loads(pickle.dumps(memory)) == memory
 
 
 def test_one_agent_letter():
