@@ -18,7 +18,7 @@ Two layers:
 Every parser is total and linear in the reply; the building blocks (length cap, ASCII-only
 integers, bounded JSON extraction, keyword lines) are in :mod:`dilemmax.envs.text_parsing`. The
 OpenSocialJax agent protocol both grid games share (notes, plan, recent steps, trial-end
-reflection, the JSON reply, ``explore_share``) is in :mod:`dilemmax.envs.osj_protocol`.
+reflection, the JSON reply, ``explore_share``) is the :mod:`dilemmax.envs.osj` package.
 """
 
 from __future__ import annotations
