@@ -101,6 +101,52 @@ def build_env(env_id: str, pairs: list[str] | None):
         return make(env_id, **options)
 
 
+def output_folder(path: str | Path, option: str = "--out") -> tuple[Path, bool]:
+    """(the folder, whether this call created it) for a command that writes into ``path``.
+
+    Made now, before any expensive work, so a file in the way or a place nobody can write to is a
+    :class:`UsageError` naming ``option`` instead of a traceback after the computation.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {folder} is a file; expected a folder (new or existing)")
+    existed = folder.is_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _check_writable_folder(folder)
+    except OSError as err:
+        raise UsageError(f"{option} {folder} cannot be written: {err.strerror or err}") from None
+    return folder, not existed
+
+
+def output_file(path: str | Path, option: str) -> Path:
+    """``path`` checked as a file this command can write (its folder is made if missing), before
+    any expensive work; a :class:`UsageError` naming ``option`` otherwise. An existing file is
+    left as it is (it is replaced only when the result is written)."""
+    file = Path(path)
+    if file.is_dir():
+        raise UsageError(f"{option} {file} is a folder; expected a file name")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        existed = file.exists()
+        with open(file, "a"):
+            pass
+        if not existed:
+            file.unlink()
+    except OSError as err:
+        raise UsageError(f"{option} {file} cannot be written: {err.strerror or err}") from None
+    return file
+
+
+def _check_writable_folder(folder: Path) -> None:
+    """Raises OSError unless a file can be created in ``folder`` (permission bits alone do not
+    say: root passes them on read-only mounts)."""
+    probe = folder / f".dilemmax-write-check-{os.getpid()}"
+    with open(probe, "w"):
+        pass
+    probe.unlink()
+
+
 def enable_compilation_cache() -> None:
     """Keeps compiled programs on disk between runs (env builds and steps compile once)."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
