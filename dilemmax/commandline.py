@@ -105,18 +105,38 @@ def output_folder(path: str | Path, option: str = "--out") -> tuple[Path, bool]:
     """(the folder, whether this call created it) for a command that writes into ``path``.
 
     Made now, before any expensive work, so a file in the way or a place nobody can write to is a
-    :class:`UsageError` naming ``option`` instead of a traceback after the computation.
+    :class:`UsageError` naming ``option`` instead of a traceback after the computation. "Created"
+    is decided by the one ``mkdir`` that makes the folder (it fails when the folder exists), so of
+    two commands started together on the same new folder exactly one is told it created it.
     """
     folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{option} {folder} is a file; expected a folder (new or existing)")
-    existed = folder.is_dir()
+    created = False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True)
+        created = True
+    except FileExistsError:
+        if not folder.is_dir():
+            raise UsageError(
+                f"{option} {folder} is a file; expected a folder (new or existing)"
+            ) from None
+    except OSError as err:
+        raise _unwritable(option, folder, err) from None
+    try:
         _check_writable_folder(folder)
     except OSError as err:
-        raise UsageError(f"{option} {folder} cannot be written: {err.strerror or err}") from None
-    return folder, not existed
+        raise _unwritable(option, folder, err) from None
+    return folder, created
+
+
+def _unwritable(option: str, path: Path, err: OSError) -> UsageError:
+    """The error of an ``os`` failure to make ``path``; a file where a folder of it should be is
+    named as such (the bare "File exists" / "Not a directory" would not say which)."""
+    for above in path.parents:
+        if above.exists():
+            if not above.is_dir():
+                return UsageError(f"{option} {path} cannot be written: {above} is a file")
+            break
+    return UsageError(f"{option} {path} cannot be written: {err.strerror or err}")
 
 
 def output_file(path: str | Path, option: str) -> Path:
@@ -134,7 +154,7 @@ def output_file(path: str | Path, option: str) -> Path:
         if not existed:
             file.unlink()
     except OSError as err:
-        raise UsageError(f"{option} {file} cannot be written: {err.strerror or err}") from None
+        raise _unwritable(option, file, err) from None
     return file
 
 

@@ -30,10 +30,18 @@ from pathlib import Path
 
 import jax
 
-from dilemmax.commandline import positive_int, run_parsed, seed_int, user_input
+from dilemmax.commandline import (
+    output_file,
+    output_folder,
+    positive_int,
+    run_parsed,
+    seed_int,
+    user_input,
+)
 from dilemmax.envs.options import env_option_specs
 from dilemmax.envs.registry import env_spec
 from dilemmax.errors import UsageError
+from dilemmax.runlock import RunFolderError, RunLock
 from dilemmax.train.config import (
     TrainConfig,
     _check_env_kwargs,
@@ -45,40 +53,40 @@ from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun, load_
 
 
 def _cmd_train(args) -> int:
-    out = (
-        Path(args.out)
-        if args.out
-        else Path("runs") / f"{args.env}-{args.algo}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
     # Everything the user gave is checked before a folder is made or anything compiles.
     with user_input(f"train {args.env}"):
         _known_env(args.env)
         overrides = parse_sets(args.set, args.env)
+        algo = _chosen_algo(args, overrides)
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("runs") / f"{args.env}-{algo}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         if args.resume:
-            config = _saved_config(out, args, overrides)
+            config = _saved_config(out, args.env, algo, overrides)
         else:
             if (out / CONFIG_FILE).exists():
                 raise UsageError(
                     f"{out} already holds a run: continue it with --resume or choose another --out"
                 )
-            config = make_config(args.env, args.algo, overrides)
+            config = make_config(args.env, algo, overrides)
         if args.no_progress:
             config.progress = False
         run = TrainingRun(config, out)
+    _, created = output_folder(out, "--out")
     print(
         f"training {config.algo} on {config.env}: {config.num_updates} updates x "
         f"{config.num_envs} envs x {config.num_steps} steps, {config.num_seeds} seed(s) -> {out}"
     )
-    created = not out.exists()
     try:
         run.train(resume=args.resume)
     except TrainingDiverged as err:
         print(f"dilemmax train: {err}", file=sys.stderr)
         return 1
     except BaseException:
-        # A start that failed before its first checkpoint leaves no half-made run folder.
-        if created and not (out / "checkpoints").exists():
-            shutil.rmtree(out, ignore_errors=True)
+        if created:
+            _remove_unstarted(out)
         raise
     records = run.records()
     if records:
@@ -94,11 +102,41 @@ def _cmd_train(args) -> int:
     return 0
 
 
+def _chosen_algo(args, overrides: dict) -> str:
+    """The algorithm of ``--algo`` (default ippo) or of ``--set algo=``; both, disagreeing, is a
+    mistake, not a silent win for ``--set``. The same for ``--set env=`` beside the env given."""
+    for key, given, flag in (("algo", args.algo, "--algo"), ("env", args.env, "the env argument")):
+        if key in overrides and given is not None and overrides[key] != given:
+            raise UsageError(
+                f"--set {key}={overrides[key]} contradicts {flag} {given}; give one of them"
+            )
+    return args.algo or overrides.get("algo", "ippo")
+
+
+def _remove_unstarted(out: Path) -> None:
+    """Removes the run folder this start created, when the start failed before its first
+    checkpoint, so a failed start leaves no half-made folder.
+
+    Only while holding the folder's lock: another start on the same folder may have taken the
+    lock first (this one then failed on it) and be writing there now; its folder is left alone.
+    ``run.train`` has released its own hold by now, so the lock is taken again, not kept.
+    """
+    try:
+        lock = RunLock(out, "training").acquire()
+    except (RunFolderError, OSError):
+        return
+    try:
+        if not (out / "checkpoints").exists():
+            shutil.rmtree(out, ignore_errors=True)
+    finally:
+        lock.release()
+
+
 def _known_env(env_id: str) -> None:
     env_spec(env_id)  # ValueError listing the registered ids
 
 
-def _saved_config(out: Path, args, overrides: dict):
+def _saved_config(out: Path, env: str, algo: str, overrides: dict):
     """The configuration a ``--resume`` continues: the folder's config.json, checked."""
     path = out / CONFIG_FILE
     if not path.exists():
@@ -109,7 +147,7 @@ def _saved_config(out: Path, args, overrides: dict):
         raise UsageError(f"cannot --resume {out}: bad {CONFIG_FILE} ({err})") from None
     saved.validate()
     _check_env_kwargs(saved)
-    if overrides or saved.env != args.env or saved.algo != args.algo:
+    if overrides or saved.env != env or saved.algo != algo:
         raise UsageError(
             f"--resume continues {out} with its saved config ({saved.algo} on {saved.env}); "
             "drop --set or choose another --out"
@@ -118,15 +156,22 @@ def _saved_config(out: Path, args, overrides: dict):
 
 
 def _cmd_evaluate(args) -> int:
+    # An explicit --json is checked before the checkpoint is read; the default one (in the run
+    # folder) once the run folder is known: either way before the evaluation compiles.
+    out = output_file(args.json, "--json") if args.json else None
     with user_input(f"evaluate {args.path}"):
         run, state, ckpt = load_run(args.path)
         split = _held_out(run, args.split)
         if args.episodes is not None:
             run.config.eval_episodes = args.episodes
         if args.set:
-            values = apply_overrides(run.config.to_dict(), parse_sets(args.set, run.config.env))
+            overrides = parse_sets(args.set, run.config.env)
+            _same_network(run.config, overrides)
+            values = apply_overrides(run.config.to_dict(), overrides)
             run.config.__dict__.update(type(run.config).from_dict(values).__dict__)
             run.config.validate()
+    if out is None:
+        out = output_file(ckpt.parent.parent / "eval.json", "--json (default <run>/eval.json)")
     metrics = run.evaluate(state, jax.random.PRNGKey(args.seed), greedy=args.greedy)
     config = run.config
     where = config.eval_grid or "sampled configurations"
@@ -137,10 +182,20 @@ def _cmd_evaluate(args) -> int:
     )
     for key, value in metrics.items():
         print(f"  {key:32s} {value}")
-    out = Path(args.json) if args.json else ckpt.parent.parent / "eval.json"
     out.write_text(json.dumps({"checkpoint": str(ckpt), "metrics": metrics}, indent=2) + "\n")
     print(f"written: {out}")
     return 0
+
+
+def _same_network(config: TrainConfig, overrides: dict) -> None:
+    """Refuses an evaluation ``--set`` of the env or the algorithm: the checkpoint holds the
+    network trained for the run's own, and its trainer is already built for them."""
+    for key in ("env", "algo"):
+        if key in overrides and overrides[key] != getattr(config, key):
+            raise UsageError(
+                f"--set {key}={overrides[key]}: this run was trained as {config.algo} on "
+                f"{config.env}; evaluate plays its own network, so {key} cannot change"
+            )
 
 
 def _held_out(run, split: str) -> str:
@@ -158,7 +213,7 @@ def add_commands(subparsers) -> None:
     """Adds ``train`` and ``evaluate`` to the main parser's subcommands."""
     p = subparsers.add_parser("train", help="train IPPO / MAPPO agents on an env")
     p.add_argument("env", help="environment id (see `dilemmax list`)")
-    p.add_argument("--algo", choices=("ippo", "mappo"), default="ippo")
+    p.add_argument("--algo", choices=("ippo", "mappo"), help="the algorithm (default: ippo)")
     p.add_argument("--set", action="append", help="config key=value (repeatable)")
     p.add_argument("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
