@@ -26,19 +26,20 @@ import numpy as np
 from tqdm import tqdm
 
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.commandline import parse_assignments
+from dilemmax.commandline import output_file, output_folder, parse_assignments
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import env_spec, make
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
+from dilemmax.llm import sampling
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.hf_client import TransformersClient
 from dilemmax.llm.play import BatchedPlay, PlayResult, Seat, rotate_seats
 from dilemmax.llm.policy import CallStats, LLMPolicy
 from dilemmax.llm.results import format_calls, format_summary, summarize
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch
-from dilemmax.runlock import RunLock
+from dilemmax.runlock import RunFolderError, RunLock
 
 
 # --------------------------------------------------------------------------- seats
@@ -60,30 +61,45 @@ def _split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     return kind.strip(), target.strip(), parsed
 
 
+OPENAI_OPTIONS = ("temperature", "top_p", "max_tokens", "seed")
+HF_OPTIONS = ("adapter", "max_new_tokens", "temperature", "batch_size", "device")
+
+
+def model_seat_options(spec: str, kind: str, options: dict[str, str], args) -> dict:
+    """A model seat's options, known and within range, and the model flags, checked before any
+    call (an OptionError naming the option and its range otherwise)."""
+    known, ranges = (
+        (OPENAI_OPTIONS, sampling.OPENAI) if kind == "openai" else (HF_OPTIONS, sampling.HF)
+    )
+    unknown = set(options) - set(known)
+    if unknown:
+        raise UsageError(
+            f"{kind} seat options {sorted(unknown)} are not known (in {spec!r}); "
+            f"choose from {', '.join(known)}"
+        )
+    sampling.check_flags(args)
+    return sampling.seat_options(spec, options, ranges)
+
+
 def _model_client(kind: str, target: str, options: dict, args):
+    """The client of a model seat; ``options`` as :func:`model_seat_options` returns them."""
     if kind == "openai":
         # openai_client needs tenacity, of the optional llm extra: loaded for an openai seat.
         from dilemmax.llm.openai_client import OpenAIClient
 
-        unknown = set(options) - {"temperature", "top_p", "max_tokens", "seed"}
-        if unknown:
-            raise UsageError(f"openai seat options {sorted(unknown)} are not known")
         return OpenAIClient(
             target,
             base_url=args.base_url,
             api_key_env=args.api_key_env,
-            temperature=float(options.get("temperature", args.temperature)),
-            top_p=args.top_p if "top_p" not in options else float(options["top_p"]),
-            max_tokens=int(options.get("max_tokens", args.max_tokens)),
-            seed=args.model_seed if "seed" not in options else int(options["seed"]),
+            temperature=options.get("temperature", args.temperature),
+            top_p=options.get("top_p", args.top_p),
+            max_tokens=options.get("max_tokens", args.max_tokens),
+            seed=options.get("seed", args.model_seed),
             structured_output=not args.no_structured_output,
             timeout=args.timeout,
             max_attempts=args.max_attempts,
             concurrency=args.concurrency,
         )
-    unknown = set(options) - {"adapter", "max_new_tokens", "temperature", "batch_size", "device"}
-    if unknown:
-        raise UsageError(f"hf seat options {sorted(unknown)} are not known")
     return TransformersClient(
         target,
         adapter=options.get("adapter") or None,
@@ -96,12 +112,16 @@ def _model_client(kind: str, target: str, options: dict, args):
     )
 
 
+TRAINED_SEED = sampling.Range("int", 0)  # which of the run's training seeds
+
+
 def build_seat(spec: str, env, args, cache: dict):
     """The :class:`~dilemmax.llm.play.Seat` a spec names (model seats shared per spec)."""
     if spec in cache:
         return cache[spec]
     kind, target, options = _split_spec(spec)
     if kind in ("openai", "hf"):
+        options = model_seat_options(spec, kind, options, args)
         seat = Seat(spec, LLMPolicy(_model_client(kind, target, options, args), spec))
     elif kind == "scripted":
         choices = policies_for(env)
@@ -109,8 +129,8 @@ def build_seat(spec: str, env, args, cache: dict):
             raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
         seat = Seat(spec, choices[target])
     elif kind == "trained":
+        seed = sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"{spec!r}: seed")
         try:
-            seed = int(options.get("seed", 0))
             policy = TrainedPolicy.load(target, seed=seed, greedy="greedy" in options)
         except (FileNotFoundError, ValueError, KeyError, OSError) as error:
             raise UsageError(f"cannot load trained seat {target!r}: {error}") from error
@@ -136,6 +156,25 @@ def seat_specs(env, args) -> dict[str, str]:
     if unknown and not args.grid:
         raise UsageError(f"--seat names unknown agent(s) {unknown}; agents: {env.agents}")
     return specs
+
+
+def check_specs(env, specs: dict[str, str], default: str | None, args) -> None:
+    """Every seat spec well formed (kind, options and their ranges, scripted names), before any
+    folder is written or model loaded: :func:`build_seat` then meets no mistake of the user's."""
+    choices = None
+    for spec in dict.fromkeys([*specs.values(), *([default] if default else [])]):
+        kind, target, options = _split_spec(spec)
+        if kind in ("openai", "hf"):
+            model_seat_options(spec, kind, options, args)
+        elif kind == "scripted":
+            choices = policies_for(env) if choices is None else choices
+            if target not in choices:
+                raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
+        elif kind == "trained":
+            sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"{spec!r}: seed")
+        else:
+            kinds = "openai, hf, scripted, trained"
+            raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")
 
 
 def _seats_for(env, specs: dict[str, str], default: str | None, args, cache) -> list:
@@ -210,6 +249,25 @@ def _identity(args, options, protocol_options, specs) -> dict:
     }
 
 
+PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
+
+
+def _output_paths(args) -> Path | None:
+    """The run folder (None without --out), checked with --json before any work: a file in the
+    way, a place that cannot be written, or a --resume with nothing to continue is refused."""
+    if args.json:
+        output_file(args.json, "--json")
+    if not args.out:
+        return None
+    out = Path(args.out)
+    if args.resume and not (out / "transcript.jsonl").is_file():
+        raise RunFolderError(
+            f"--resume: {out} holds no transcript.jsonl, so there is no run to continue; "
+            "drop --resume to start one"
+        )
+    return output_folder(out, "--out")[0]
+
+
 def _cmd_play(args) -> int:
     try:
         return _play(args)
@@ -227,13 +285,16 @@ def _play(args) -> int:
         raise UsageError("--resume needs the --out folder of the run to continue")
     if args.grid and args.env not in GRID_ENVS:
         raise UsageError(f"{args.env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
+    sampling.check_option(args.seed, PLAY_SEED, "--seed")
+    sampling.check_flags(args)
     options = _env_options(args.env, parse_assignments(args.set))
     protocol_options = parse_assignments(args.protocol, "--protocol")
     env = _make_env(args.env, options)
     specs = seat_specs(env, args)
+    check_specs(env, specs, args.seats, args)
     cache: dict = {}
     parts = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
-    out = Path(args.out) if args.out else None
+    out = _output_paths(args)
     identity = _identity(args, options, protocol_options, specs)
     with contextlib.ExitStack() as stack:
         transcript = None
@@ -314,7 +375,7 @@ def _report(args, results, out) -> int:
     if out is not None:
         (out / "results.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
         print(f"transcript: {out / 'transcript.jsonl'}  results: {out / 'results.json'}")
-    if args.json:
+    if args.json:  # checked writable before the run (_output_paths)
         Path(args.json).write_text(json.dumps(payload, indent=1, default=str) + "\n")
     return 0
 

@@ -1,24 +1,35 @@
 """An OpenAI-compatible chat client (hosted APIs, vLLM, any ``/v1/chat/completions`` server).
 
 Built on the official ``openai`` package, with its own retries turned off: retries are
-``tenacity``'s jittered exponential backoff on 429, 5xx, timeouts, dropped connections and
-replies that are not valid JSON. 401 / 403 / 404 raise :class:`FatalClientError` at once (a
-wrong key or model name does not heal). A batch of requests runs on a thread pool of at most
-``concurrency`` requests in flight.
+``tenacity``'s jittered exponential backoff on 429, 5xx, timeouts, dropped connections, replies
+that are not valid JSON and replies with no choices. A 429 or 503 that says when to come back
+(``Retry-After`` in seconds or as an HTTP date, or ``retry-after-ms``) is retried no sooner than
+that, up to ``max_retry_after`` seconds, with the jitter only added above it. 401 / 403 / 404
+raise :class:`FatalClientError` at once (a wrong key or model name does not heal). A batch of
+requests runs on a thread pool of at most ``concurrency`` requests in flight.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import tenacity
 
+from dilemmax.llm import sampling
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
+
+
+class NoChoices(ValueError):
+    """A reply without a single choice: a server's glitch, retried like a malformed reply."""
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -31,6 +42,7 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
         openai.APIConnectionError,
         openai.APIResponseValidationError,
         json.JSONDecodeError,
+        NoChoices,
     )
 
 
@@ -45,6 +57,44 @@ def _describe(error: BaseException) -> str:
     name = type(error).__name__
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{name}{f' {status}' if status else ''}: {text}"[:300]
+
+
+def retry_after(error: BaseException | None) -> float | None:
+    """Seconds the server asked the client to wait (``retry-after-ms``, or ``Retry-After`` as
+    seconds or an HTTP date), None when it did not say or said something unreadable."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return _seconds(float(str(millis)[:40]) / 1000)
+        text = headers.get("retry-after")
+        return None if text is None else parse_retry_after(str(text))
+    except (AttributeError, TypeError, ValueError):  # headers of an unexpected shape
+        return None
+
+
+def parse_retry_after(text: str, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` value in seconds from now: ``"3"`` or an HTTP date; None if neither.
+
+    Total on any text (long values are not numbers, and the date parser is linear)."""
+    text = text.strip()[:100]
+    try:
+        return _seconds(float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT
+        when = when.replace(tzinfo=UTC)
+    return _seconds((when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(value: float) -> float | None:
+    return max(0.0, value) if math.isfinite(value) else None
 
 
 class OpenAIClient:
@@ -63,7 +113,11 @@ class OpenAIClient:
         timeout: seconds per attempt.
         max_attempts: attempts per request (first included).
         backoff, max_backoff: the jittered exponential backoff's initial and largest window (s).
+        max_retry_after: the longest wait a server's ``Retry-After`` is honoured up to (s).
         concurrency: requests in flight at once.
+
+    Raises:
+        OptionError: an option outside its range (a ValueError naming the option).
     """
 
     def __init__(
@@ -80,6 +134,7 @@ class OpenAIClient:
         max_attempts: int = 6,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        max_retry_after: float = 60.0,
         concurrency: int = 16,
     ):
         import openai  # optional llm extra, slow to import: loaded when a client needs it
@@ -92,24 +147,26 @@ class OpenAIClient:
                     "--base-url for a local server)"
                 )
             api_key = "EMPTY"
-        if max_attempts < 1 or concurrency < 1 or timeout <= 0:
-            raise ValueError("max_attempts and concurrency must be >= 1 and timeout > 0")
         self.model = model
         self.base_url = base_url
+        sent = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed}
         self.options = {
-            k: v
-            for k, v in {
-                "temperature": temperature,
-                "top_p": top_p,
-                "max_tokens": max_tokens,
-                "seed": seed,
-            }.items()
+            k: sampling.check_option(v, sampling.OPENAI[k], k)
+            for k, v in sent.items()
             if v is not None
         }
+        timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
+        self.max_attempts = sampling.check_option(
+            max_attempts, sampling.CLIENT["max_attempts"], "max_attempts"
+        )
+        self.concurrency = sampling.check_option(
+            concurrency, sampling.CLIENT["concurrency"], "concurrency"
+        )
+        waits = sampling.Range("float", 0.0)
+        self.backoff = sampling.check_option(backoff, waits, "backoff")
+        self.max_backoff = sampling.check_option(max_backoff, waits, "max_backoff")
+        self.max_retry_after = sampling.check_option(max_retry_after, waits, "max_retry_after")
         self.structured_output = bool(structured_output)
-        self.max_attempts = int(max_attempts)
-        self.backoff, self.max_backoff = float(backoff), float(max_backoff)
-        self.concurrency = int(concurrency)
         self._openai = openai.OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
         )
@@ -135,10 +192,20 @@ class OpenAIClient:
     def _retrying(self) -> tenacity.Retrying:
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(self._transient),
-            wait=tenacity.wait_random_exponential(multiplier=self.backoff, max=self.max_backoff),
+            wait=self._wait,
             stop=tenacity.stop_after_attempt(self.max_attempts),
             reraise=True,
         )
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """The server's Retry-After (capped) plus jitter above it, or the jittered backoff."""
+        asked = retry_after(state.outcome.exception() if state.outcome else None)
+        if asked is None:
+            backoff = tenacity.wait_random_exponential(
+                multiplier=self.backoff, max=self.max_backoff
+            )
+            return backoff(state)
+        return min(asked, self.max_retry_after) + random.uniform(0.0, self.backoff)
 
     def _complete_one(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
@@ -148,6 +215,8 @@ class OpenAIClient:
                 with attempt:
                     attempts += 1
                     response = self._create(request)
+                    if not getattr(response, "choices", None):
+                        raise NoChoices("the server's reply held no choices")
         except self._fatal as error:
             raise FatalClientError(
                 f"{self.base_url or 'OpenAI API'} refused model {self.model!r}: {_describe(error)}"
@@ -187,14 +256,12 @@ class OpenAIClient:
         message = getattr(choices[0], "message", None) if choices else None
         text = getattr(message, "content", None) or ""
         usage = getattr(response, "usage", None)
-        error = "" if choices else "the server sent no choices"
         return Completion(
             str(text),
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             latency_s=latency,
             retries=retries,
-            error=error,
         )
 
 

@@ -320,12 +320,12 @@ class _ModelSeats(StepHook):
                 missing.setdefault(seat_of[agent].name, []).append(i)
         parsed: list[ParsedReply | None] = [None] * len(asks)
 
-        failed: dict[int, str] = {}
+        failed: dict[int, Completion] = {}
 
         def record(i: int, completion: Completion) -> None:
             # Runs as each call returns (possibly on a client thread): parse and write it now.
             if completion.error and runner.on_call_error == "stop":
-                failed[i] = completion.error  # not written: a resumed run asks it again
+                failed[i] = completion  # not written: a resumed run asks it again
                 return
             parsed[i] = parse_safely(self.protocol, completion.text, asks[i][2])
             replies[i] = (completion, False)
@@ -346,12 +346,7 @@ class _ModelSeats(StepHook):
                 for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
                     future.result()
         if failed:
-            first = min(failed)
-            raise CallsFailed(
-                f"{len(failed)} model call(s) failed after all retries (first: {keys[first]}: "
-                f"{failed[first]}); every answered call is in the transcript, so the same "
-                "command with --resume continues from here"
-            )
+            raise CallsFailed(_failure_message(failed, keys, runner.transcript))
         for i, (e, agent, prompt) in enumerate(asks):
             completion, replayed = replies[i]
             if parsed[i] is None:
@@ -399,6 +394,23 @@ class _ModelSeats(StepHook):
 
 
 _MISSING = object()
+
+
+def _failure_message(failed: dict[int, Completion], keys: list[str], transcript) -> str:
+    """What stopped the run: how many calls failed, the first one's error and attempts, and
+    how to go on."""
+    first = failed[min(failed)]
+    attempts = first.retries + 1
+    kept = (
+        "every answered call is in the transcript, so the same command with --resume continues "
+        "from here"
+        if transcript is not None
+        else "run with --out to keep the answered calls and --resume later"
+    )
+    return (
+        f"{len(failed)} model call(s) failed (first: {keys[min(failed)]}: {first.error}, after "
+        f"{attempts} attempt{'s' if attempts != 1 else ''}); {kept}"
+    )
 
 
 def _index(tree, i: int):

@@ -1,9 +1,10 @@
 """A tiny OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks (no network).
 
 It answers ``POST /v1/chat/completions`` with a reply computed by a Python function of the
-request, and can be told to misbehave on chosen requests (429, 500, 401, 404, a reply that is
-not JSON, a reply slower than the client's timeout, or a request held until released), so the
-client's retries and the harness's resume are tested against real HTTP.
+request, and can be told to misbehave on chosen requests (429, with or without a
+``Retry-After``, 500, 401, 404, a reply that is not JSON, a reply with no choices, a reply whose
+JSON holds a lone surrogate, a reply slower than the client's timeout, or a request held until
+released), so the client's retries and the harness's resume are tested against real HTTP.
 
     with LocalChatServer(lambda request: "ACTION QUERY") as server:
         client = OpenAIClient("tiny", base_url=server.base_url, api_key="test")
@@ -21,7 +22,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = Callable[[dict], str]
-FAULTS = ("429", "500", "401", "404", "malformed", "timeout", "hold")
+FAULTS = (
+    "429",
+    "retry_after",  # 429 with the header Retry-After: <retry_after>
+    "500",
+    "401",
+    "404",
+    "malformed",
+    "no_choices",  # 200 with "choices": []
+    "surrogate",  # the reply with a lone surrogate appended ("\ud800" in the JSON)
+    "timeout",
+    "hold",
+)
 
 
 def _approx_tokens(text: str) -> int:
@@ -37,6 +49,8 @@ class LocalChatServer:
             request gets the fault instead of a reply. ``"hold"`` blocks the request until
             :meth:`release` (or the server stops), so a test can kill a client mid-call.
         timeout_delay: seconds a ``"timeout"`` fault waits before answering.
+        retry_after: the ``Retry-After`` header of a ``"retry_after"`` fault (seconds or an
+            HTTP date).
         structured_output: if False, a request with ``response_format`` gets 400 (a server
             without structured output).
 
@@ -52,6 +66,7 @@ class LocalChatServer:
         faults: dict[int, str] | None = None,
         timeout_delay: float = 2.0,
         structured_output: bool = True,
+        retry_after: str = "1",
     ):
         self.reply = reply
         self.faults = dict(faults or {})
@@ -59,6 +74,8 @@ class LocalChatServer:
         if bad:
             raise ValueError(f"unknown fault(s) {bad}; choose from {FAULTS}")
         self.timeout_delay = float(timeout_delay)
+        self.retry_after = str(retry_after)
+        self.arrivals: list[float] = []  # perf_counter time of every request, in arrival order
         self.structured_output = bool(structured_output)
         self.bodies: list[dict] = []  # every well-formed request body, in arrival order
         self.in_flight = 0
@@ -101,10 +118,11 @@ class LocalChatServer:
         with self._lock:
             ordinal = self.received
             self.received += 1
+            self.arrivals.append(time.perf_counter())
         return self.faults.get(ordinal)
 
-    def _completion(self, body: dict) -> dict[str, Any]:
-        text = str(self.reply(body))
+    def _completion(self, body: dict, fault: str | None = None) -> dict[str, Any]:
+        text = str(self.reply(body)) + ("\ud800" if fault == "surrogate" else "")
         prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens, completion_tokens = _approx_tokens(prompt), _approx_tokens(text)
         return {
@@ -135,17 +153,19 @@ class LocalChatServer:
             def log_message(self, *args):  # keep test output quiet
                 pass
 
-            def _send(self, status: int, payload: bytes, content_type="application/json"):
+            def _send(self, status: int, payload: bytes, headers: dict | None = None):
                 self.send_response(status)
-                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Type", "application/json")
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
 
-            def _error(self, status: int, message: str):
+            def _error(self, status: int, message: str, headers: dict | None = None):
                 body = {"error": {"message": message, "type": "test", "code": str(status)}}
-                self._send(status, json.dumps(body).encode())
+                self._send(status, json.dumps(body).encode(), headers)
 
             def do_POST(self):  # noqa: N802 (http.server's naming)
                 length = int(self.headers.get("Content-Length") or 0)
@@ -155,6 +175,9 @@ class LocalChatServer:
                 fault = server._next_fault()
                 if fault == "429":
                     return self._error(429, "rate limited (injected)")
+                if fault == "retry_after":
+                    wait = {"Retry-After": server.retry_after}
+                    return self._error(429, "rate limited (injected)", wait)
                 if fault == "500":
                     return self._error(500, "server error (injected)")
                 if fault == "401":
@@ -163,6 +186,9 @@ class LocalChatServer:
                     return self._error(404, "model not found (injected)")
                 if fault == "malformed":
                     return self._send(200, b'{"choices": [ {"message": ')
+                if fault == "no_choices":
+                    empty = {"id": "chatcmpl-local", "object": "chat.completion", "choices": []}
+                    return self._send(200, json.dumps(empty).encode())
                 if fault == "timeout":
                     time.sleep(server.timeout_delay)
                 if fault == "hold":
@@ -180,7 +206,8 @@ class LocalChatServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    payload = json.dumps(server._completion(body)).encode()
+                    # json.dumps escapes a lone surrogate as \ud800: valid JSON, no UTF-8 form.
+                    payload = json.dumps(server._completion(body, fault)).encode()
                 finally:
                     with server._lock:
                         server.in_flight -= 1

@@ -7,6 +7,10 @@ and answers every call whose key is recorded with the recorded reply (after chec
 prompt hash matches, so a changed prompt protocol cannot silently reuse old replies); only the
 missing calls go to the model. A partial last line (the process died mid-write) is cut off.
 
+Every answered call is kept, whatever its text: a reply holding a lone surrogate (``"\\ud800"``
+in the server's JSON, which UTF-8 cannot encode) is written as its JSON escape and read back as
+the same string.
+
 Line types: ``{"type": "run", ...}`` (first line: the run's identity), ``{"type": "call", ...}``
 and ``{"type": "episode", ...}`` (an episode's metrics, when it ends).
 """
@@ -16,15 +20,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from dilemmax.envs.text import Prompt
+from dilemmax.errors import UsageError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class TranscriptMismatch(RuntimeError):
+class TranscriptError(UsageError, RuntimeError):
+    """A transcript that cannot be used as asked (nothing to resume, a damaged header, ...)."""
+
+
+class TranscriptMismatch(TranscriptError):
     """The transcript on disk does not belong to this run (different command or prompts)."""
 
 
@@ -84,6 +96,29 @@ def read_lines(path: Path) -> tuple[list[dict], int]:
     return rows, end
 
 
+def _json_line(row: Mapping[str, Any]) -> str:
+    """``row`` as one JSON line that UTF-8 can always encode: non-ASCII text stays readable, and
+    lone surrogates (no UTF-8 form) become their ``\\uXXXX`` escapes, which read back as them."""
+    text = json.dumps(_jsonable(dict(row)), ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def _check_header(path: Path) -> None:
+    """The first line of an existing transcript is its run header, or the file is damaged."""
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 20)
+    try:
+        head = json.loads(first)
+        problem = "" if isinstance(head, dict) and head.get("type") == "run" else "not a run line"
+    except ValueError as error:
+        problem = f"not JSON ({error})"
+    if problem:
+        raise TranscriptError(
+            f"{path} line 1 is damaged ({problem[:120]}): without its run header the run cannot "
+            "be identified or resumed; start a new --out"
+        )
+
+
 class Transcript:
     """Appends call and episode lines to ``path``; replays recorded calls on resume.
 
@@ -94,6 +129,7 @@ class Transcript:
 
     Raises:
         FileExistsError: not resuming and the file exists.
+        TranscriptError: resuming a file that does not exist, or whose first line is damaged.
         TranscriptMismatch: resuming a file written by a different run.
     """
 
@@ -106,10 +142,16 @@ class Transcript:
             raise FileExistsError(
                 f"{self.path} exists: pass --resume to continue that run, or choose a new --out"
             )
+        if resume and not self.path.is_file():
+            raise TranscriptError(
+                f"--resume: there is no {self.path} to continue; drop --resume to start the run"
+            )
         rows, end = read_lines(self.path) if resume else ([], 0)
+        if end:
+            _check_header(self.path)
         if rows:
             head = rows[0]
-            if head.get("type") != "run" or head.get("run") != self.run:
+            if head.get("run") != self.run:
                 raise TranscriptMismatch(
                     f"{self.path} belongs to another run (run key {head.get('run')!r}, this "
                     f"command's is {self.run!r}): resume with the same command, or use a new --out"
@@ -152,7 +194,7 @@ class Transcript:
         self._write({"type": "episode", "id": episode_id, **_jsonable(dict(row))})
 
     def _write(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(_jsonable(dict(row)), ensure_ascii=False) + "\n"
+        line = _json_line(row)
         with self._lock:
             self._file.write(line)
             self._file.flush()
