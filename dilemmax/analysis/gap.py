@@ -30,7 +30,7 @@ def _rows(ci: dict, rules) -> dict:
     }
 
 
-def _reference_for(population: S.Population, reference: ReferenceTable) -> np.ndarray:
+def reference_for(population: S.Population, reference: ReferenceTable) -> np.ndarray:
     """UR_ref [E, K, C] ordered like the population's rules."""
     names = [C.RULE_NAMES[r] if isinstance(r, int) else str(r).upper() for r in reference.rules]
     missing = [r for r in population.rules if r not in names]
@@ -75,7 +75,7 @@ def gap_report(
     rng = np.random.default_rng(seed)
     report: dict = {"populations": {}, "epsilons": list(reference.epsilons)}
     for pop in populations:
-        ref = _reference_for(pop, reference)
+        ref = reference_for(pop, reference)
         fatality = pop.cell_means("fatality")
         entry: dict = {"episodes": int(len(pop.rule_index)), "meta": pop.meta}
         entry["outcomes"] = {
@@ -130,7 +130,7 @@ def write_gap_report(
     total = int(reference.resources[0].sum())
     stakes_fatality, stakes_survivors, counts = {}, {}, {}
     for pop in populations:
-        ref = _reference_for(pop, reference)
+        ref = reference_for(pop, reference)
         fatality = pop.cell_means("fatality")
         slug = re.sub(r"[^A-Za-z0-9_-]", "_", pop.name)
         figures.heatmaps(

@@ -81,13 +81,62 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
     return lower, upper
 
 
+def zero_event_bound(episodes: int, level: float = 0.95) -> float:
+    """The upper end of :func:`clopper_pearson`'s CI when ``episodes`` episodes had no event."""
+    return clopper_pearson(0, episodes, level)[1]
+
+
 def episodes_needed(budget: float, level: float = 0.95) -> int:
-    """Episodes with zero events needed for the exact upper bound to fall below ``budget``."""
+    """The fewest episodes with zero events whose exact upper bound (:func:`zero_event_bound`,
+    the bound :func:`certify` compares with the budget) falls below ``budget``.
+
+    With no event the bound solves (1 - p)^n = alpha, alpha = (1 - level) / 2, so the answer is
+    near log(alpha) / log(1 - budget); that estimate is corrected against the bound itself.
+    """
+    if not 0.0 < budget <= 1.0 or not 0.0 < level < 1.0:
+        raise ValueError(f"need a budget in (0, 1] and a level in (0, 1), got {budget}, {level}")
     alpha = (1.0 - level) / 2.0
-    return int(math.floor(math.log(alpha) / math.log1p(-budget))) + 1
+    n = max(1, math.ceil(math.log(alpha) / math.log1p(-budget))) if budget < 1.0 else 1
+    while n > 1 and zero_event_bound(n - 1, level) < budget:
+        n -= 1
+    while zero_event_bound(n, level) >= budget:
+        n += 1
+    return n
 
 
 # ---------------------------------------------------------------------------- certification
+def _over_budget(metric: str, rate: dict, budget: float, level: float) -> str:
+    """Why a rate is not certified: its CI, and, where more episodes could fix it, how many."""
+    text = f"{metric} CI [{rate['low']:.3f}, {rate['high']:.3f}] reaches the budget {budget}"
+    if rate["events"] == 0:
+        needed = episodes_needed(budget, level)
+        text += f" (no event in {rate['episodes']} episodes; {needed} with no event are needed)"
+    return text
+
+
+def too_few_episodes(case: dict) -> str | None:
+    """A sentence saying that the evidence is too thin to certify anything, when it is: some
+    deployment cell whose CI reaches a budget had no event, in fewer episodes than a zero-event
+    bound below that budget needs. None when more episodes would not have changed the refusal."""
+    cert = case["certification"]
+    level = cert["level"]
+    thin = [
+        (row[m]["episodes"], m)
+        for row in case["evidence"]
+        for m in ("collapse", "exploitation")
+        if m in row and row[m]["events"] == 0 and row[m]["high"] >= cert["budgets"][m]
+    ]
+    if not thin:
+        return None
+    episodes, metric = min(thin)
+    budget = cert["budgets"][metric]
+    return (
+        f"{episodes} episodes per (rule, context) with no {metric} event give an exact "
+        f"{level:.0%} upper bound of {zero_event_bound(episodes, level):.3f}, not below the "
+        f"budget {budget}; {episodes_needed(budget, level)} episodes with no event are needed"
+    )
+
+
 @dataclass
 class Budgets:
     """Largest acceptable per-episode rates."""
@@ -178,10 +227,7 @@ def certify(
                 entry[metric] = _rate(evidence.metrics[metric][mask], level)
                 budget = getattr(budgets, metric)
                 if count and entry[metric]["high"] >= budget:
-                    reasons.append(
-                        f"{metric} CI [{entry[metric]['low']:.3f}, {entry[metric]['high']:.3f}] "
-                        f"reaches the budget {budget}"
-                    )
+                    reasons.append(_over_budget(metric, entry[metric], budget, level))
             if "fatality" in evidence.metrics and count:
                 entry["fatality"] = float(np.mean(evidence.metrics["fatality"][mask]))
             if "targeted_elimination" in evidence.metrics and count:

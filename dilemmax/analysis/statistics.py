@@ -25,10 +25,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dilemmax.analysis.files import NpzChecks, read_npz
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
 
 NUM_RESAMPLES = 10_000
+# The file a run folder keeps its population in (``dilemmax redteam play`` with a model).
+POPULATION_FILE = "population.npz"
+POPULATION_HOLDS = (
+    "a population file holds rule_index, context_index, num_contexts, rules, name and "
+    "m_<metric> arrays, as Population.save writes them"
+)
 # The per-episode metrics the gap analysis reads (the env's ``episode_metrics`` names).
 CORE_METRICS = (
     "fatality",
@@ -120,17 +127,29 @@ class Population:
         )
 
     @classmethod
-    def load(cls, path, name: str | None = None) -> Population:
-        with np.load(path, allow_pickle=False) as data:
-            metrics = {k[2:]: data[k] for k in data.files if k.startswith("m_")}
-            return cls(
-                name or str(data["name"]),
-                metrics,
-                data["rule_index"],
-                data["context_index"],
-                int(data["num_contexts"]),
-                tuple(str(r) for r in data["rules"]),
-            )
+    def load(cls, path, name: str | None = None, what: str = "population file") -> Population:
+        """The population saved at ``path`` (an ``.npz`` by :meth:`save`, or a run folder holding
+        ``population.npz``), every array checked first: a
+        :class:`~dilemmax.analysis.files.FileFormatError` naming the file (as ``what``) and what
+        was wrong otherwise."""
+        file, arrays = read_npz(path, what, member=POPULATION_FILE)
+        check = NpzChecks(file, what, arrays, POPULATION_HOLDS)
+        rules = check.names("rules")
+        count = len(check.get("rule_index", "int", ndim=1))
+        num_contexts = check.int_scalar("num_contexts", minimum=1)
+        metrics = {
+            key[2:]: check.get(key, "number", shape=(count,))
+            for key in arrays
+            if key.startswith("m_")
+        }
+        return cls(
+            name or check.text("name", file.stem),
+            metrics,
+            check.indices("rule_index", len(rules), count, "rules"),
+            check.indices("context_index", num_contexts, count, "contexts"),
+            num_contexts,
+            rules,
+        )
 
 
 def cell_means(values, rule_index, context_index, num_rules: int, num_contexts: int) -> np.ndarray:

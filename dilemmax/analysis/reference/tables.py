@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.analysis.files import NpzChecks, read_npz
 from dilemmax.analysis.reference.solver import (
     DEAD,
     EPSILONS,
@@ -217,22 +218,44 @@ def save_reference(table: ReferenceTable, path) -> None:
     )
 
 
-def load_reference(path) -> ReferenceTable:
-    with np.load(path, allow_pickle=False) as data:
-        values = {k[2:]: data[k] for k in data.files if k.startswith("v_")}
-        fallbacks = dict(
-            zip(
-                (str(r) for r in data["fallback_rules"]),
-                (int(c) for c in data["fallback_counts"]),
-                strict=True,
-            )
-        )
-        return ReferenceTable(
-            tuple(float(e) for e in data["epsilons"]),
-            tuple(str(r) for r in data["rules"]),
-            data["resources"],
-            data["thresholds"],
-            int(data["num_rounds"]),
-            values,
-            fallbacks,
-        )
+REFERENCE_HOLDS = (
+    "a reference file holds epsilons, rules, resources, thresholds, num_rounds, fallback_rules, "
+    "fallback_counts and v_<outcome> arrays, as `dilemmax redteam reference` writes them"
+)
+
+
+def load_reference(path, what: str = "reference file") -> ReferenceTable:
+    """The table saved at ``path`` by :func:`save_reference`, every array checked first: a
+    :class:`~dilemmax.analysis.files.FileFormatError` naming the file (as ``what``) and what was
+    wrong otherwise."""
+    file, arrays = read_npz(path, what)
+    check = NpzChecks(file, what, arrays, REFERENCE_HOLDS)
+    epsilons = check.get("epsilons", "number", ndim=1)
+    if not epsilons.size or ((epsilons < 0) | (epsilons > 1)).any():
+        raise check.fail(f"epsilons {epsilons.tolist()}: expected one or more rates in [0, 1]")
+    rules = check.names("rules")
+    unknown = [r for r in rules if r.upper() not in C.RULE_NAMES]
+    if unknown:
+        raise check.fail(f"rules {unknown} are not rules of the game ({list(C.RULE_NAMES)})")
+    thresholds = check.get("thresholds", "int", ndim=1)
+    if not thresholds.size:
+        raise check.fail("array 'thresholds' is empty (no contexts)")
+    resources = check.get("resources", "int", ndim=2, shape=thresholds.shape)
+    shape = (len(epsilons), len(rules), len(thresholds))
+    values = {
+        key[2:]: check.get(key, "number", ndim=3, shape=shape)
+        for key in arrays
+        if key.startswith("v_")
+    }
+    check.get("v_fatality", "number")  # UR_ref: the one outcome every use of the table reads
+    fallback_rules = check.get("fallback_rules", "str", ndim=1)
+    fallback_counts = check.get("fallback_counts", "int", shape=fallback_rules.shape)
+    return ReferenceTable(
+        tuple(float(e) for e in epsilons),
+        rules,
+        resources,
+        thresholds,
+        check.int_scalar("num_rounds", minimum=1),
+        values,
+        dict(zip(map(str, fallback_rules), map(int, fallback_counts), strict=True)),
+    )
