@@ -129,7 +129,7 @@ def build_seat(spec: str, env, args, cache: dict):
             raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
         seat = Seat(spec, choices[target])
     elif kind == "trained":
-        seed = sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"{spec!r}: seed")
+        seed = sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"seat {spec!r}: seed")
         try:
             policy = TrainedPolicy.load(target, seed=seed, greedy="greedy" in options)
         except (FileNotFoundError, ValueError, KeyError, OSError) as error:
@@ -171,7 +171,7 @@ def check_specs(env, specs: dict[str, str], default: str | None, args) -> None:
             if target not in choices:
                 raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
         elif kind == "trained":
-            sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"{spec!r}: seed")
+            sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"seat {spec!r}: seed")
         else:
             kinds = "openai, hf, scripted, trained"
             raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")

@@ -123,8 +123,6 @@ def check_flags(args) -> None:
 def seat_options(spec: str, options: dict[str, str], ranges: dict[str, Range]) -> dict:
     """A seat spec's numeric options parsed and checked (other options are left as text)."""
     return {
-        name: check_option(text, ranges[name], f"{name} (in --seat {spec!r})")
-        if name in ranges
-        else text
+        name: check_option(text, ranges[name], f"seat {spec!r}: {name}") if name in ranges else text
         for name, text in options.items()
     }

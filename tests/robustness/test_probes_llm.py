@@ -1,0 +1,267 @@
+"""Hostile-but-fair probes of language-model play (issue #30): client and sampling options,
+a misbehaving server (429 with Retry-After, no choices, lone surrogates), resuming and output
+paths. Every mistake is one line on stderr and exit 2 before any model call; every answered
+call is kept. No network: the server is dilemmax.llm.server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cli_errors import _fails_cleanly  # the one-line, exit-2 check of every CLI probe
+
+from dilemmax.cli import main
+from dilemmax.envs.options import OptionError
+from dilemmax.llm import sampling
+from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.openai_client import OpenAIClient, parse_retry_after
+from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.transcript import Transcript, TranscriptError, _json_line, read_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUEST = ChatRequest(({"role": "user", "content": "go"},))
+MH = ["play", "moral_hazard", "--no-progress", "--episodes", "1", "--envs", "2"]
+
+
+def reply(body) -> str:
+    text = body["messages"][-1]["content"]
+    if "(work)" in text:
+        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
+    if "(note)" in text:
+        return "NOTE CASE 2 UNSAFE C"
+    return "FINAL D"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LocalChatServer(reply) as running:
+        yield running
+
+
+def _play(server, out: Path | None = None, *extra: str) -> list[str]:
+    argv = [*MH, "--seats", "openai:tiny", "--base-url", server.base_url, *extra]
+    return argv + (["--out", str(out)] if out is not None else [])
+
+
+# --------------------------------------------------------------------------- client options
+BAD_OPTIONS = [
+    (["--timeout", "-1"], "--timeout=-1.0"),
+    (["--timeout", "nan"], "--timeout=nan"),
+    (["--timeout", "inf"], "--timeout=inf"),
+    (["--max-attempts", "0"], "--max-attempts=0"),
+    (["--concurrency", "0"], "--concurrency=0"),
+    (["--max-tokens", "-5"], "--max-tokens=-5"),
+    (["--temperature", "-3"], "--temperature=-3.0"),
+    (["--temperature", "nan"], "--temperature=nan"),
+    (["--temperature", "2.5"], "0..2"),
+    (["--top-p", "1.5"], "--top-p=1.5"),
+    (["--model-seed", "-1"], "--model-seed=-1"),
+    (["--model-seed", "99999999999999999999"], "--model-seed=99999999999999999999"),
+    (["--seed", "99999999999999999999"], "--seed=99999999999999999999"),
+    (["--seed", "-1"], "--seed=-1"),
+]
+BAD_SEATS = [
+    ("openai:tiny,temperature=abc", "temperature='abc'"),
+    ("openai:tiny,temperature=nan", "temperature='nan'"),
+    ("openai:tiny,max_tokens=0", "max_tokens='0'"),
+    ("openai:tiny,max_tokens=1.5", "an integer >= 1"),
+    ("openai:tiny,top_p=-0.1", "top_p='-0.1'"),
+    ("openai:tiny,seed=1e30", "seed='1e30'"),
+    ("openai:tiny,bogus=1", "bogus"),
+    ("hf:/no/model,max_new_tokens=-1", "max_new_tokens='-1'"),
+    ("hf:/no/model,batch_size=0", "batch_size='0'"),
+    ("trained:/no/run,seed=abc", "seed='abc'"),
+]
+
+
+def test_bad_client_options_are_refused_before_any_call_or_folder(server, capsys, tmp_path):
+    out = tmp_path / "run"
+    for extra, words in BAD_OPTIONS:
+        err = _fails_cleanly(capsys, _play(server, out, *extra))
+        assert words in err and "expected" in err, (extra, err)
+    for spec, words in BAD_SEATS:
+        argv = _play(server, out, "--seat", f"agent_0={spec}")
+        err = _fails_cleanly(capsys, argv)
+        assert words in err and spec in err, (spec, err)
+    assert server.received == 0 and not out.exists()
+
+
+def test_the_ranges_are_openais():
+    for bad in (-0.01, 2.01, math.nan):
+        with pytest.raises(OptionError, match="0..2"):
+            OpenAIClient("m", base_url="http://127.0.0.1:9/v1", temperature=bad)
+    with pytest.raises(OptionError, match="max_tokens"):
+        OpenAIClient("m", base_url="http://127.0.0.1:9/v1", max_tokens=0)
+    for good in (0.0, 2.0):
+        OpenAIClient("m", base_url="http://127.0.0.1:9/v1", temperature=good, top_p=1.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.one_of(st.text(max_size=30), st.floats(), st.integers(-(2**70), 2**70), st.booleans()),
+    st.sampled_from(sorted({**sampling.OPENAI, **sampling.CLIENT})),
+)
+def test_option_check_is_total(value, name):
+    allowed = {**sampling.OPENAI, **sampling.CLIENT}[name]
+    try:
+        number = sampling.check_option(value, allowed, name)
+    except OptionError as error:
+        assert str(error).startswith(f"{name}=") and "expected" in str(error)
+        return
+    assert math.isfinite(number) and allowed.admits(number)
+    assert isinstance(number, int) if allowed.kind == "int" else isinstance(number, float)
+
+
+def test_a_seat_option_mistake_is_one_line_in_a_real_process(server, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    argv = _play(server, tmp_path / "run", "--seat", "agent_0=openai:m,temperature=abc")
+    done = subprocess.run(
+        [sys.executable, "-m", "dilemmax.cli", *argv], env=env, capture_output=True, text=True
+    )
+    err = done.stderr.strip()
+    assert done.returncode == 2 and "Traceback" not in err and err.count("\n") == 0, err
+    assert "temperature='abc'" in err
+
+
+# --------------------------------------------------------------------------- a misbehaving server
+def _client(server, **options) -> OpenAIClient:
+    options = {"timeout": 2.0, "backoff": 0.01, "max_backoff": 0.02, **options}
+    return OpenAIClient("tiny", base_url=server.base_url, **options)
+
+
+def test_retry_after_is_honoured_up_to_its_cap():
+    with LocalChatServer(lambda body: "FINAL A", {0: "retry_after"}, retry_after="1") as server:
+        [completion] = _client(server).complete([REQUEST])
+        assert completion.text == "FINAL A" and completion.retries == 1
+        assert server.arrivals[1] - server.arrivals[0] >= 1.0  # never sooner than asked
+    with LocalChatServer(lambda body: "FINAL A", {0: "retry_after"}, retry_after="30") as server:
+        [completion] = _client(server, max_retry_after=0.2).complete([REQUEST])
+        assert completion.text == "FINAL A"
+        assert 0.2 <= server.arrivals[1] - server.arrivals[0] < 2.0  # capped
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    later = (now + timedelta(seconds=7)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert parse_retry_after(later, now) == 7.0
+    assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0  # already past
+    assert parse_retry_after(" 3 ") == 3.0 and parse_retry_after("-4") == 0.0
+    assert parse_retry_after("soon") is None and parse_retry_after("inf") is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(max_size=60))
+def test_retry_after_parser_is_total(text):
+    seconds = parse_retry_after(text)
+    assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
+
+
+def test_a_reply_without_choices_is_retried_and_named():
+    with LocalChatServer(lambda body: "FINAL A", {0: "no_choices"}) as server:
+        [completion] = _client(server).complete([REQUEST])
+        assert completion.text == "FINAL A" and completion.retries == 1
+    with LocalChatServer(lambda body: "x", {0: "no_choices", 1: "no_choices"}) as server:
+        [completion] = _client(server, max_attempts=2).complete([REQUEST])
+        assert "no choices" in completion.error and completion.retries == 1
+
+
+def test_play_names_a_call_that_got_no_choices(capsys, tmp_path):
+    with LocalChatServer(reply, {0: "no_choices"}) as server:
+        argv = _play(server, tmp_path / "run", "--max-attempts", "1")
+        err = _fails_cleanly(capsys, argv)
+    assert "no choices" in err and "after 1 attempt)" in err and "retries" not in err
+
+
+# --------------------------------------------------------------------------- the transcript
+def test_replies_with_lone_surrogates_are_all_kept_and_resume_reads_them_back(capsys, tmp_path):
+    out = tmp_path / "run"
+    faults = {i: "surrogate" for i in range(0, 40, 3)}
+    with LocalChatServer(reply, faults) as server:
+        assert main(_play(server, out)) == 0
+        answered = server.answered
+    calls = [r for r in read_lines(out / "transcript.jsonl")[0] if r["type"] == "call"]
+    assert len(calls) == answered and sum("\ud800" in r["reply"] for r in calls) >= 2
+    with LocalChatServer(lambda body: pytest.fail("a recorded call was asked again")) as server:
+        assert main(_play(server, out, "--resume")) == 0
+        assert server.received == 0
+    again = [r for r in read_lines(out / "transcript.jsonl")[0] if r["type"] == "call"]
+    assert again == calls
+
+
+SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.characters(), SURROGATES), max_size=30).map("".join))
+def test_every_reply_text_is_written_and_read_back_identically(text):
+    # A high surrogate right before a low one reads back as the pair's one character (JSON
+    # has no way to say otherwise); a server's decoded JSON never holds that.
+    if any(
+        "\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff"
+        for a, b in zip(text, text[1:], strict=False)
+    ):
+        return
+    row = {"type": "call", "reply": text, "fields": {text: [text]}}
+    line = _json_line(row)
+    line.encode("utf-8")  # always encodable
+    assert line.endswith("\n") and line.count("\n") == 1 and json.loads(line) == row
+
+
+def test_resume_with_nothing_to_resume_is_refused(server, capsys, tmp_path):
+    missing = tmp_path / "missing"
+    err = _fails_cleanly(capsys, _play(server, missing, "--resume"))
+    assert "--resume" in err and str(missing) in err and "no transcript.jsonl" in err
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "no transcript.jsonl" in _fails_cleanly(capsys, _play(server, empty, "--resume"))
+    with pytest.raises(TranscriptError, match="no .* to continue"):
+        Transcript(empty / "transcript.jsonl", {}, resume=True)
+    assert server.received == 0
+
+
+@pytest.mark.parametrize("first", [b"\x00\xff garbage\n", b'{"type": "call", "key": "k"}\n', b"\n"])
+def test_a_damaged_first_line_is_named_as_damaged(server, capsys, tmp_path, first):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "transcript.jsonl").write_bytes(first + b'{"type": "call", "key": "x"}\n')
+    err = _fails_cleanly(capsys, _play(server, out, "--resume"))
+    assert "line 1 is damaged" in err and str(out / "transcript.jsonl") in err
+    assert "another run" not in err and server.received == 0
+
+
+# --------------------------------------------------------------------------- output paths
+def test_unusable_output_paths_are_refused_before_any_call(server, capsys, tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for extra, words in [
+        (["--out", str(a_file)], "--out"),
+        (["--out", "/proc/x"], "--out /proc/x cannot be written"),
+        (["--json", "/proc/x/r.json"], "--json /proc/x/r.json cannot be written"),
+        (["--json", str(tmp_path)], "is a folder"),
+    ]:
+        err = _fails_cleanly(capsys, _play(server, None, *extra))
+        assert words in err, (extra, err)
+    assert a_file.read_text() == "x" and server.received == 0
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=200))
+def test_a_transcript_of_random_bytes_resumes_or_is_refused_by_name(tmp_path, data):
+    path = tmp_path / "transcript.jsonl"
+    path.write_bytes(data)
+    try:
+        with Transcript(path, {"probe": 1}, resume=True):
+            pass
+    except TranscriptError as error:
+        assert str(path) in str(error)
