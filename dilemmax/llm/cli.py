@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import json
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +62,47 @@ def _split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     return kind.strip(), target.strip(), parsed
 
 
-OPENAI_OPTIONS = ("temperature", "top_p", "max_tokens", "seed")
-HF_OPTIONS = ("adapter", "max_new_tokens", "temperature", "batch_size", "device")
+TRAINED_SEED = sampling.Range("int", 0)  # which of the run's training seeds
+SEAT_OPTIONS = {  # kind -> option -> its range (None: text, or a flag without a value)
+    "openai": {**sampling.OPENAI},
+    "hf": {"adapter": None, "device": None, **sampling.HF},
+    "scripted": {},
+    "trained": {"seed": TRAINED_SEED, "greedy": None},
+}
 
 
-def model_seat_options(spec: str, kind: str, options: dict[str, str], args) -> dict:
-    """A model seat's options, known and within range, and the model flags, checked before any
-    call (an OptionError naming the option and its range otherwise)."""
-    known, ranges = (
-        (OPENAI_OPTIONS, sampling.OPENAI) if kind == "openai" else (HF_OPTIONS, sampling.HF)
-    )
+def seat_options(spec: str, kind: str, options: dict[str, str], args) -> dict:
+    """A seat's options, known to its kind and within range (and for a model seat, the model
+    flags), checked before any call or load: a one-line UsageError naming the option otherwise."""
+    if kind not in SEAT_OPTIONS:
+        kinds = ", ".join(SEAT_OPTIONS)
+        raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")
+    known = SEAT_OPTIONS[kind]
     unknown = set(options) - set(known)
     if unknown:
+        allowed = ", ".join(known) or "none"
         raise UsageError(
             f"{kind} seat options {sorted(unknown)} are not known (in {spec!r}); "
-            f"choose from {', '.join(known)}"
+            f"{kind} seats take: {allowed}"
         )
-    sampling.check_flags(args)
+    if options.get("greedy"):
+        raise UsageError(f"seat {spec!r}: greedy takes no value (write ',greedy')")
+    if kind == "openai":
+        _check_base_url(args.base_url)
+    if kind in ("openai", "hf"):
+        sampling.check_flags(args)
+    ranges = {name: allowed for name, allowed in known.items() if allowed is not None}
     return sampling.seat_options(spec, options, ranges)
+
+
+def _check_base_url(url: str | None) -> None:
+    """An OpenAI-compatible server's address: http(s)://host[...]; anything else would only fail
+    every call after its retries."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--base-url {url!r}: expected http://host:port/v1 or https://...")
 
 
 def _model_client(kind: str, target: str, options: dict, args):
@@ -112,34 +136,29 @@ def _model_client(kind: str, target: str, options: dict, args):
     )
 
 
-TRAINED_SEED = sampling.Range("int", 0)  # which of the run's training seeds
-
-
 def build_seat(spec: str, env, args, cache: dict):
     """The :class:`~dilemmax.llm.play.Seat` a spec names (model seats shared per spec)."""
     if spec in cache:
         return cache[spec]
     kind, target, options = _split_spec(spec)
+    options = seat_options(spec, kind, options, args)
     if kind in ("openai", "hf"):
-        options = model_seat_options(spec, kind, options, args)
         seat = Seat(spec, LLMPolicy(_model_client(kind, target, options, args), spec))
     elif kind == "scripted":
         choices = policies_for(env)
         if target not in choices:
             raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
         seat = Seat(spec, choices[target])
-    elif kind == "trained":
-        seed = sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"seat {spec!r}: seed")
+    else:  # trained
         try:
-            policy = TrainedPolicy.load(target, seed=seed, greedy="greedy" in options)
+            policy = TrainedPolicy.load(
+                target, seed=options.get("seed", 0), greedy="greedy" in options
+            )
         except (FileNotFoundError, ValueError, KeyError, OSError) as error:
             raise UsageError(f"cannot load trained seat {target!r}: {error}") from error
         if policy.env_id != args.env:
             raise UsageError(f"{target} was trained on {policy.env_id}, not {args.env}")
         seat = Seat(spec, policy)
-    else:
-        kinds = "openai, hf, scripted, trained"
-        raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")
     cache[spec] = seat
     return seat
 
@@ -164,17 +183,11 @@ def check_specs(env, specs: dict[str, str], default: str | None, args) -> None:
     choices = None
     for spec in dict.fromkeys([*specs.values(), *([default] if default else [])]):
         kind, target, options = _split_spec(spec)
-        if kind in ("openai", "hf"):
-            model_seat_options(spec, kind, options, args)
-        elif kind == "scripted":
+        seat_options(spec, kind, options, args)
+        if kind == "scripted":
             choices = policies_for(env) if choices is None else choices
             if target not in choices:
                 raise UsageError(f"no scripted policy {target!r} for {args.env}: {sorted(choices)}")
-        elif kind == "trained":
-            sampling.check_option(options.get("seed", 0), TRAINED_SEED, f"seat {spec!r}: seed")
-        else:
-            kinds = "openai, hf, scripted, trained"
-            raise UsageError(f"unknown seat kind {kind!r} in {spec!r}; use {kinds}")
 
 
 def _seats_for(env, specs: dict[str, str], default: str | None, args, cache) -> list:

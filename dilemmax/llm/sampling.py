@@ -31,6 +31,8 @@ class Range:
     def describe(self) -> str:
         what = "a number" if self.kind == "float" else "an integer"
         if self.low is not None and self.high is not None:
+            if self.low_open:
+                return f"{what} > {_num(self.low)} and <= {_num(self.high)}"
             return f"{what} in {_num(self.low)}..{_num(self.high)}"
         if self.low is not None:
             return f"{what} {'>' if self.low_open else '>='} {_num(self.low)}"
@@ -46,8 +48,8 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-# What a model client accepts. A timeout must be finite: an infinite one would hang a run on a
-# dead server.
+# What a model client accepts. A timeout must be finite (an infinite one would hang a run on a
+# dead server) and at most a day (the socket layer refuses larger ones).
 OPENAI = {
     "temperature": Range("float", 0.0, 2.0),
     "top_p": Range("float", 0.0, 1.0),
@@ -59,10 +61,9 @@ HF = {
     "top_p": Range("float", 0.0, 1.0),
     "max_new_tokens": Range("int", 1),
     "batch_size": Range("int", 1),
-    "seed": Range("int", 0, SEED_MAX),
 }
 CLIENT = {
-    "timeout": Range("float", 0.0, low_open=True),
+    "timeout": Range("float", 0.0, 86_400.0, low_open=True),
     "max_attempts": Range("int", 1),
     "concurrency": Range("int", 1),
 }

@@ -67,6 +67,8 @@ BAD_OPTIONS = [
     (["--model-seed", "99999999999999999999"], "--model-seed=99999999999999999999"),
     (["--seed", "99999999999999999999"], "--seed=99999999999999999999"),
     (["--seed", "-1"], "--seed=-1"),
+    (["--timeout", "1e300"], "> 0 and <= 86400"),
+    (["--base-url", "localhost:8000"], "--base-url 'localhost:8000'"),
 ]
 BAD_SEATS = [
     ("openai:tiny,temperature=abc", "temperature='abc'"),
@@ -79,6 +81,9 @@ BAD_SEATS = [
     ("hf:/no/model,max_new_tokens=-1", "max_new_tokens='-1'"),
     ("hf:/no/model,batch_size=0", "batch_size='0'"),
     ("trained:/no/run,seed=abc", "seed='abc'"),
+    ("trained:/no/run,sed=3", "['sed'] are not known"),
+    ("trained:/no/run,greedy=false", "greedy takes no value"),
+    ("scripted:teacher,fast=1", "scripted seats take: none"),
 ]
 
 
