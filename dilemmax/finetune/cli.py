@@ -7,21 +7,44 @@ newest checkpoint in ``--out`` unless ``--no-resume``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from dilemmax.commandline import parse_assignments
+from dilemmax.commandline import (
+    output_file,
+    output_folder,
+    parse_assignments,
+    positive_int,
+    seed_int,
+    user_input,
+)
 from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
+from dilemmax.finetune.arguments import (
+    add_rloo_args,
+    add_run_args,
+    floats,
+    ints,
+    name_list,
+    nonnegative,
+    nonnegative_int,
+    positive,
+)
+from dilemmax.finetune.checks import (
+    RLOO_FIELDS,
+    SFT_FIELDS,
+    check_adapter,
+    check_model,
+    read_records,
+    read_spec,
+)
 from dilemmax.finetune.common import LoraSettings
 from dilemmax.finetune.datasets import (
     DatasetSpec,
-    load_spec,
-    load_split,
     paper_protocol_options,
     save_dataset,
     sft_grid,
@@ -39,48 +62,49 @@ from dilemmax.finetune.sft import SFTSettings, train_sft
 from dilemmax.llm.tiny import build_tiny_model
 
 
-def _comma_list(cast, what: str):
-    """An argparse type: ``"a,b,c"`` -> a tuple of ``cast`` values, or an error naming ``what``."""
-
-    def parse(text: str) -> tuple:
-        try:
-            return tuple(cast(x) for x in text.split(","))
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated {what}, got {text!r}"
-            ) from None
-
-    return parse
-
-
-_floats = _comma_list(float, "numbers")
-_ints = _comma_list(int, "integers")
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
-def _protocol_options(args, data: str | None = None) -> dict:
+def _protocol_options(args, data: str | None = None, option: str = "--conditions") -> dict:
     """Text-protocol options: the dataset's (``data``) or else the paper's SFT variant, with each
-    ``--protocol key=value`` laid over them (``--protocol brief=true`` keeps the rest)."""
-    base = dict(load_spec(data).protocol_options) if data else paper_protocol_options()
-    return {**base, **parse_assignments(args.protocol, "--protocol")}
+    ``--protocol key=value`` laid over them (``--protocol brief=true`` keeps the rest); checked
+    by building the game's protocol with them."""
+    base = dict(read_spec(data, option).protocol_options) if data else paper_protocol_options()
+    options = {**base, **parse_assignments(args.protocol, "--protocol")}
+    with user_input("--protocol"):
+        MoralHazardEnv(2).text_protocol(**options)
+    return options
+
+
+def _check_run(args) -> None:
+    """What a training or scoring command reads from elsewhere, checked before any model loads:
+    the model and adapter folders and the --out folder."""
+    check_model(args.model)
+    check_adapter(args.adapter)
+    if getattr(args, "out", None):
+        _check_output_folder(args.out, "--out")
+
+
+def _check_output_folder(path: str, option: str) -> None:
+    """The folder a command will write, checked now (a file in the way, a place nobody can
+    write); made only to check it, so a command that fails before writing leaves nothing."""
+    folder, created = output_folder(path, option)
+    if created:
+        folder.rmdir()
 
 
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
-    spec = DatasetSpec(
-        seed=args.seed,
-        episodes_per_condition=args.episodes,
-        costs=args.costs,
-        team_weights=args.team_weights,
-        num_agents=args.num_agents,
-        provenances=args.provenances,
-        mapping=args.mapping,
-        fractions=args.fractions,
-        protocol_options=_protocol_options(args),
-    )
+    _check_output_folder(args.out, "OUT")
+    with user_input("finetune data"):
+        spec = DatasetSpec(
+            seed=args.seed,
+            episodes_per_condition=args.episodes,
+            costs=args.costs,
+            team_weights=args.team_weights,
+            num_agents=args.num_agents,
+            provenances=args.provenances,
+            mapping=args.mapping,
+            fractions=args.fractions,
+            protocol_options=_protocol_options(args),
+        )
     paths = save_dataset(spec, args.out, progress=not args.no_progress)
     counts = json.loads((Path(args.out) / "spec.json").read_text())["counts"]
     for split, path in paths.items():
@@ -89,7 +113,8 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_tiny(args) -> int:
-    records = load_split(args.data, "train")[:: max(1, args.text_stride)]
+    records = read_records(args.data, "train", SFT_FIELDS)[:: args.text_stride]
+    _check_output_folder(args.out, "OUT")
     texts = [m["content"] for r in records for m in r["prompt"] + r["completion"]]
     path = build_tiny_model(
         args.out,
@@ -104,48 +129,13 @@ def _cmd_tiny(args) -> int:
 
 
 # ------------------------------------------------------------------------- training
-def _add_run_args(p, defaults) -> None:
-    p.add_argument("--model", required=True, help="local folder or hub id of a causal LM")
-    p.add_argument("--data", required=True, help="dataset folder (dilemmax finetune data)")
-    p.add_argument("--out", required=True, help="run folder (checkpoints, adapter/)")
-    p.add_argument("--adapter", help="start from this LoRA adapter folder")
-    p.add_argument("--steps", type=int, default=defaults.max_steps)
-    p.add_argument("--lr", type=float, default=defaults.learning_rate)
-    p.add_argument("--batch", type=int, default=defaults.batch_size, help="per-device batch")
-    p.add_argument("--accum", type=int, default=defaults.grad_accum, help="gradient accumulation")
-    p.add_argument("--warmup", type=int, default=defaults.warmup_steps)
-    p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--save-steps", type=int, default=defaults.save_steps)
-    p.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
-    p.add_argument("--max-records", type=int, default=0, help="use the first N train records")
-    p.add_argument("--no-resume", action="store_true", help="start over even with checkpoints")
-    p.add_argument("--wandb", action="store_true", help="log to Weights & Biases")
-    p.add_argument("--wandb-project", default=defaults.wandb_project)
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
-    p.add_argument("--grad-checkpointing", choices=("auto", "on", "off"), default="auto")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's own)")
-    p.add_argument("--lora-r", type=int, default=defaults.lora.r)
-    p.add_argument("--lora-alpha", type=int, default=defaults.lora.alpha)
-    p.add_argument("--lora-dropout", type=float, default=defaults.lora.dropout)
-    p.add_argument(
-        "--lora-targets", default="all-linear", help="all-linear or comma-separated module names"
-    )
-    p.add_argument(
-        "--lora-save",
-        type=_names,
-        default=(),
-        help="modules trained whole beside the adapter (tiny demo: lm_head,norm)",
-    )
-    p.add_argument("--set", action="append", help="any other TRL config field: name=value")
-
-
 def _run_settings(args, cls, prefix: str = "", **fields):
     targets = args.lora_targets
     lora = LoraSettings(
         r=args.lora_r,
         alpha=args.lora_alpha,
         dropout=args.lora_dropout,
-        target_modules=targets if targets == "all-linear" else _names(targets),
+        target_modules=targets if targets == "all-linear" else name_list(targets),
         modules_to_save=tuple(args.lora_save),
     )
     checkpointing = {"auto": "auto", "on": True, "off": False}[args.grad_checkpointing]
@@ -181,14 +171,6 @@ def _threads(args) -> None:
         torch.set_num_threads(args.threads)
 
 
-def _add_rloo_args(p, d) -> None:
-    p.add_argument("--generations", type=int, default=d.num_generations, help="K per prompt")
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--top-p", type=float, default=d.top_p)
-    p.add_argument("--beta", type=float, default=d.beta, help="KL coefficient")
-    p.add_argument("--max-completion", type=int, default=d.max_completion_length)
-
-
 def _rloo_fields(args) -> dict:
     return {
         "num_generations": args.generations,
@@ -200,6 +182,7 @@ def _rloo_fields(args) -> dict:
 
 
 def _cmd_sft(args) -> int:
+    _check_run(args)
     _threads(args)
     adapter = train_sft(_run_settings(args, SFTSettings, max_length=args.max_length))
     print(f"SFT adapter: {adapter}")
@@ -207,6 +190,7 @@ def _cmd_sft(args) -> int:
 
 
 def _cmd_rloo(args) -> int:
+    _check_run(args)
     _threads(args)
     adapter = train_rloo(_run_settings(args, RLOOSettings, **_rloo_fields(args)))
     print(f"RLOO adapter: {adapter}")
@@ -215,6 +199,8 @@ def _cmd_rloo(args) -> int:
 
 def _cmd_sft_rloo(args) -> int:
     """SFT for --sft-steps, then RLOO for --rloo-steps from that adapter (in <out>/sft, /rloo)."""
+    _check_run(args)
+    read_records(args.data, "train", RLOO_FIELDS)  # RLOO's records, before SFT's hours
     _threads(args)
     sft = _run_settings(args, SFTSettings, prefix="sft", max_length=args.max_length)
     sft = replace(sft, max_steps=args.sft_steps)
@@ -247,10 +233,10 @@ def _read_json(path: str, what: str) -> dict:
 def _cmd_reward(args) -> int:
     _threads(args)
     baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
-    try:
-        records = load_split(args.data, args.split)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"--data {args.data}: {error}") from None
+    records = read_records(args.data, args.split, RLOO_FIELDS)
+    _check_run(args)
+    if args.json:
+        output_file(args.json, "--json")
     if args.max_records and len(records) > args.max_records:  # evenly spaced over the grid
         picks = np.linspace(0, len(records) - 1, args.max_records).round().astype(int)
         records = [records[i] for i in picks]
@@ -275,7 +261,7 @@ def _cmd_reward(args) -> int:
     if baseline is not None:
         if baseline.get("split") != args.split or baseline.get("records") != len(records):
             scored = f"{baseline.get('records')} {baseline.get('split')}"
-            raise SystemExit(
+            raise UsageError(
                 f"--baseline {args.baseline} scored {scored} records; this run scores "
                 f"{len(records)} {args.split} records"
             )
@@ -297,12 +283,26 @@ def _methods(specs) -> dict[str, str | None]:
     return methods
 
 
+def _evaluated_methods(args) -> dict[str, str | None]:
+    """The base model and each --adapter, every folder checked before the first is played."""
+    try:
+        methods = _methods(args.adapter)
+    except SystemExit as err:  # _methods' own callers expect SystemExit
+        raise UsageError(str(err)) from None
+    check_model(args.model)
+    for name, folder in methods.items():
+        check_adapter(folder, f"--adapter ({name})")
+    return methods
+
+
 def _cmd_evaluate(args) -> int:
     _threads(args)
-    grid = sft_grid(load_spec(args.conditions)) if args.conditions else None
+    methods = _evaluated_methods(args)
+    grid = sft_grid(read_spec(args.conditions, "--conditions")) if args.conditions else None
+    _check_output_folder(args.out, "--out")
     results = evaluate_methods(
         args.model,
-        _methods(args.adapter),
+        methods,
         num_episodes=args.episodes,
         seed=args.seed,
         protocol_options=_protocol_options(args, args.conditions),
@@ -320,6 +320,9 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_gepa(args) -> int:
+    _check_run(args)
+    if args.reflection_model:
+        check_model(args.reflection_model, "--reflection-model")
     settings = GEPASettings(
         model=args.model,
         adapter=args.adapter,
@@ -347,16 +350,16 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("data", help="teacher demonstrations over the SFT condition grid")
     p.add_argument("out", help="dataset folder to write")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--episodes", type=int, default=21, help="episodes per condition")
-    p.add_argument("--costs", type=_floats, default=c.GRID_COSTS)
-    p.add_argument("--team-weights", type=_floats, default=c.GRID_TEAM_WEIGHTS)
-    p.add_argument("--num-agents", type=_ints, default=c.GRID_NUM_AGENTS)
-    p.add_argument("--provenances", type=_names, default=("anonymous", "visible"))
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--episodes", type=positive_int, default=21, help="episodes per condition")
+    p.add_argument("--costs", type=floats, default=c.GRID_COSTS)
+    p.add_argument("--team-weights", type=floats, default=c.GRID_TEAM_WEIGHTS)
+    p.add_argument("--num-agents", type=ints, default=c.GRID_NUM_AGENTS)
+    p.add_argument("--provenances", type=name_list, default=("anonymous", "visible"))
     p.add_argument("--mapping", default="highest")
     p.add_argument(
         "--fractions",
-        type=_floats,
+        type=floats,
         default=(0.8, 0.1, 0.1),
         help="train,validation,heldout shares of each condition's episodes",
     )
@@ -371,35 +374,37 @@ def add_commands(subparsers) -> None:
     p = sub.add_parser("tiny-model", help="a tiny causal LM with a tokenizer fit to a dataset")
     p.add_argument("out")
     p.add_argument("--data", required=True)
-    p.add_argument("--vocab", type=int, default=1024)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--text-stride", type=int, default=10, help="use every k-th train record")
+    p.add_argument("--vocab", type=positive_int, default=1024)
+    p.add_argument("--hidden", type=positive_int, default=64)
+    p.add_argument("--layers", type=positive_int, default=2)
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument(
+        "--text-stride", type=positive_int, default=10, help="use every k-th train record"
+    )
     p.set_defaults(func=_cmd_tiny)
 
     sft_defaults = SFTSettings(model="", data="", out="")
     rloo_defaults = RLOOSettings(model="", data="", out="")
 
     p = sub.add_parser("sft", help="LoRA SFT on the teacher's demonstrations (TRL)")
-    _add_run_args(p, sft_defaults)
-    p.add_argument("--max-length", type=int, default=sft_defaults.max_length)
+    add_run_args(p, sft_defaults)
+    p.add_argument("--max-length", type=positive_int, default=sft_defaults.max_length)
     p.set_defaults(func=_cmd_sft)
 
     p = sub.add_parser("rloo", help="RLOO on the target-action reward (TRL)")
-    _add_run_args(p, rloo_defaults)
-    _add_rloo_args(p, rloo_defaults)
+    add_run_args(p, rloo_defaults)
+    add_rloo_args(p, rloo_defaults)
     p.set_defaults(func=_cmd_rloo)
 
     p = sub.add_parser("sft-rloo", help="SFT, then RLOO from the SFT adapter")
-    _add_run_args(p, sft_defaults)
-    _add_rloo_args(p, rloo_defaults)
-    p.add_argument("--max-length", type=int, default=sft_defaults.max_length)
-    p.add_argument("--sft-steps", type=int, default=1000)
-    p.add_argument("--rloo-steps", type=int, default=1000)
-    p.add_argument("--rloo-lr", type=float, default=rloo_defaults.learning_rate)
-    p.add_argument("--rloo-batch", type=int, default=rloo_defaults.batch_size)
-    p.add_argument("--rloo-accum", type=int, default=rloo_defaults.grad_accum)
+    add_run_args(p, sft_defaults)
+    add_rloo_args(p, rloo_defaults)
+    p.add_argument("--max-length", type=positive_int, default=sft_defaults.max_length)
+    p.add_argument("--sft-steps", type=positive_int, default=1000)
+    p.add_argument("--rloo-steps", type=positive_int, default=1000)
+    p.add_argument("--rloo-lr", type=positive, default=rloo_defaults.learning_rate)
+    p.add_argument("--rloo-batch", type=positive_int, default=rloo_defaults.batch_size)
+    p.add_argument("--rloo-accum", type=positive_int, default=rloo_defaults.grad_accum)
     p.set_defaults(func=_cmd_sft_rloo)
 
     p = sub.add_parser("reward", help="mean RLOO reward (and its standard error) on a split")
@@ -407,13 +412,15 @@ def add_commands(subparsers) -> None:
     p.add_argument("--adapter")
     p.add_argument("--data", required=True)
     p.add_argument("--split", default="heldout")
-    p.add_argument("--max-records", type=int, default=0, help="an evenly spaced sample of N")
-    p.add_argument("--samples", type=int, default=1, help="sampled replies per prompt")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument(
+        "--max-records", type=nonnegative_int, default=0, help="an evenly spaced sample of N"
+    )
+    p.add_argument("--samples", type=positive_int, default=1, help="sampled replies per prompt")
+    p.add_argument("--max-tokens", type=positive_int, default=128)
+    p.add_argument("--temperature", type=nonnegative, default=1.0)
+    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--threads", type=nonnegative_int, default=0)
     p.add_argument("--json", help="also write the result here")
     p.add_argument(
         "--baseline",
@@ -425,19 +432,19 @@ def add_commands(subparsers) -> None:
     p = sub.add_parser("evaluate", help="base vs adapters on the 15-condition grid (Table 3)")
     p.add_argument("--model", required=True)
     p.add_argument("--adapter", action="append", help="name=adapter folder (repeatable)")
-    p.add_argument("--episodes", type=int, default=5, help="episodes per condition")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=positive_int, default=5, help="episodes per condition")
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument(
         "--protocol",
         action="append",
         help="text protocol option key=value, laid over the paper's SFT variant, or with "
         "--conditions over the dataset's options",
     )
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    p.add_argument("--batch", type=int, default=16, help="prompts per generate call")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--max-tokens", type=positive_int, default=128)
+    p.add_argument("--temperature", type=nonnegative, default=0.0)
+    p.add_argument("--envs", type=positive_int, default=16, help="environments stepped together")
+    p.add_argument("--batch", type=positive_int, default=16, help="prompts per generate call")
+    p.add_argument("--threads", type=nonnegative_int, default=0)
     p.add_argument("--out", required=True, help="report folder (results.json, table3.md, png)")
     p.add_argument(
         "--conditions",
@@ -452,13 +459,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--adapter")
     p.add_argument("--out", required=True)
     p.add_argument("--num-agents", type=int, default=2)
-    p.add_argument("--train-episodes", type=int, default=64)
-    p.add_argument("--val-episodes", type=int, default=32)
-    p.add_argument("--test-episodes", type=int, default=64)
-    p.add_argument("--max-metric-calls", type=int, default=6000)
-    p.add_argument("--minibatch", type=int, default=5, help="reflection minibatch size")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--train-episodes", type=positive_int, default=64)
+    p.add_argument("--val-episodes", type=positive_int, default=32)
+    p.add_argument("--test-episodes", type=positive_int, default=64)
+    p.add_argument("--max-metric-calls", type=positive_int, default=6000)
+    p.add_argument("--minibatch", type=positive_int, default=5, help="reflection minibatch size")
+    p.add_argument("--temperature", type=nonnegative, default=1.0)
+    p.add_argument("--max-tokens", type=positive_int, default=512)
     p.add_argument("--reflection-model", help="reflection LM folder (default: --model)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.set_defaults(func=_cmd_gepa)

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dilemmax.finetune.datasets import load_split
+from dilemmax.errors import UsageError
+from dilemmax.finetune.checks import check_adapter, check_model, read_records
+from dilemmax.llm.hf_client import LOAD_ERRORS, load_failure
 
 
 @dataclass(frozen=True)
@@ -154,21 +157,33 @@ def configure_wandb(settings: RunSettings) -> None:
 
 
 def load_model(name: str, adapter: str | None = None, trainable: bool = True, precision="auto"):
-    """(model, tokenizer): the causal LM at ``name``, with the LoRA ``adapter`` on top if given."""
+    """(model, tokenizer): the causal LM at ``name``, with the LoRA ``adapter`` on top if given.
+
+    Both folders are checked first, and what transformers or PEFT still refuse is a one-line
+    :class:`~dilemmax.llm.hf_client.ModelFolderError` naming the folder.
+    """
     import torch  # optional llm extra
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model(name)
+    check_adapter(adapter)
     dtype = torch.bfloat16 if use_bf16(precision) else torch.float32
-    tokenizer = AutoTokenizer.from_pretrained(adapter or name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(adapter or name)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except LOAD_ERRORS as err:
+        raise load_failure("--model", name, err) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
     if has_accelerator():
         model = model.to("cuda")
     if adapter:
         from peft import PeftModel  # optional llm extra
 
-        model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+        try:
+            model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+        except LOAD_ERRORS as err:
+            raise load_failure("--adapter", adapter, err) from None
     return model, tokenizer
 
 
@@ -193,10 +208,25 @@ def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
     return adapter_dir
 
 
-def training_records(settings: RunSettings, split: str = "train") -> list[dict[str, Any]]:
-    records = load_split(settings.data, split)
+def training_records(
+    settings: RunSettings, need: Sequence[str], split: str = "train"
+) -> list[dict[str, Any]]:
+    """The ``split`` records of ``settings.data``, each checked for the fields ``need`` (a
+    one-line :class:`~dilemmax.finetune.checks.DatasetError` naming the file and line
+    otherwise); read before any model is loaded."""
+    records = read_records(settings.data, split, need)
     if settings.max_train_records:
         records = records[: settings.max_train_records]
-    if not records:
-        raise ValueError(f"no {split} records in {settings.data}")
     return records
+
+
+def check_config_fields(config_class, settings: RunSettings) -> None:
+    """Raises UsageError unless every ``--set`` name is a field of TRL's ``config_class``: an
+    unknown one would otherwise fail inside TRL after the model is loaded."""
+    known = {f.name for f in fields(config_class)}
+    unknown = sorted(set(settings.overrides) - known)
+    if unknown:
+        raise UsageError(
+            f"--set {', '.join(unknown)}: not a field of TRL's {config_class.__name__} "
+            "(see its documentation for the names)"
+        )

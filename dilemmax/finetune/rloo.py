@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dilemmax.finetune.checks import RLOO_FIELDS, DatasetError
 from dilemmax.finetune.common import (
     RunSettings,
+    check_config_fields,
     configure_wandb,
     load_model,
     run_trainer,
@@ -45,10 +47,15 @@ def build_trainer(settings: RLOOSettings):
     from trl import RLOOConfig, RLOOTrainer  # of the optional llm extra: loaded to train
 
     configure_wandb(settings)
+    # Everything read from files or flags is checked before the model loads (minutes on a GPU).
+    records = training_records(settings, RLOO_FIELDS)
+    check_config_fields(RLOOConfig, settings)
+    try:
+        check_records(records)
+    except (ValueError, TypeError, KeyError) as err:  # a context or protocol the game refuses
+        raise DatasetError(f"--data {settings.data}: {err}") from None
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
     tokenizer.padding_side = "left"  # generation pads on the left
-    records = training_records(settings)
-    check_records(records)
     dataset = to_hf_dataset(
         records, columns=("prompt", "target", "context", "legal", "num_agents", "protocol")
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dilemmax.finetune.checks import SFT_FIELDS
 from dilemmax.finetune.common import (
     RunSettings,
+    check_config_fields,
     configure_wandb,
     load_model,
     run_trainer,
@@ -34,8 +36,10 @@ def build_trainer(settings: SFTSettings):
     from trl import SFTConfig, SFTTrainer  # of the optional llm extra: loaded to train
 
     configure_wandb(settings)
+    # Everything read from files or flags is checked before the model loads (minutes on a GPU).
+    records = training_records(settings, SFT_FIELDS)
+    check_config_fields(SFTConfig, settings)
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
-    records = training_records(settings)
     dataset = to_hf_dataset(records, columns=("prompt", "completion"))
     config = SFTConfig(
         **trainer_arguments(settings),

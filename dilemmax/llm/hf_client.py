@@ -3,15 +3,108 @@
 A batch of requests becomes one padded batch (split into ``batch_size`` chunks) through one
 ``model.generate`` call each. An optional PEFT adapter (a LoRA fine-tune's output folder) is
 loaded on top of the base model, so a fine-tuned model plays with the same code.
+
+A model or adapter folder comes from elsewhere (a download, a colleague's run), so its files are
+checked before torch is asked to load anything (:func:`check_model_folder`,
+:func:`check_adapter_folder`), and what transformers or PEFT still refuse is reported the same
+way: a :class:`ModelFolderError`, one line naming the folder and what is missing or wrong.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
+
+# What a folder written by ``save_pretrained`` holds, by part (any one file of a part will do).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+)
+ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+# What transformers and PEFT raise on a folder they cannot build a model from (a config of an
+# unknown architecture, weights of another shape, a damaged file).
+LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
+
+
+class ModelFolderError(FatalClientError, UsageError):
+    """A model or adapter folder that cannot be loaded: retrying cannot help (a client error that
+    stops the run), and the command reports it as one line with exit status 2."""
+
+
+def _json_object(file: Path, what: str, folder: Path) -> dict:
+    try:
+        value = json.loads(file.read_text())
+    except (OSError, UnicodeError, ValueError) as err:
+        raise ModelFolderError(
+            f"{what} {folder}: {file.name} is not readable JSON ({err})"
+        ) from None
+    if not isinstance(value, dict):
+        raise ModelFolderError(f"{what} {folder}: {file.name} is not a JSON object")
+    return value
+
+
+def _needs_one_of(folder: Path, names: Sequence[str], part: str, what: str) -> None:
+    if not any((folder / name).is_file() for name in names):
+        raise ModelFolderError(
+            f"{what} {folder} has no {part} (expected one of {', '.join(names)})"
+        )
+
+
+def check_model_folder(path, what: str = "hf seat", tokenizer: bool = True) -> Path:
+    """``path`` if it holds a transformers model (``config.json`` naming its ``model_type``,
+    weights, and with ``tokenizer`` a tokenizer); a :class:`ModelFolderError` otherwise."""
+    folder = Path(path)
+    if not folder.is_dir() or not (folder / "config.json").is_file():
+        raise ModelFolderError(
+            f"{what}: no model at {folder} (expected a folder with config.json, weights and a "
+            "tokenizer)"
+        )
+    config = _json_object(folder / "config.json", what, folder)
+    if not isinstance(config.get("model_type"), str):
+        raise ModelFolderError(
+            f"{what} {folder}: config.json names no model_type (which architecture to build)"
+        )
+    _needs_one_of(folder, WEIGHT_FILES, "weights", what)
+    if tokenizer:
+        _needs_one_of(folder, TOKENIZER_FILES, "tokenizer", what)
+    return folder
+
+
+def check_adapter_folder(path, what: str = "hf seat adapter") -> Path:
+    """``path`` if it holds a PEFT adapter (``adapter_config.json`` naming its ``peft_type``, and
+    the adapter's weights); a :class:`ModelFolderError` otherwise."""
+    folder = Path(path)
+    if not folder.is_dir() or not (folder / "adapter_config.json").is_file():
+        raise ModelFolderError(
+            f"{what}: no PEFT adapter at {folder} (expected a folder with adapter_config.json and "
+            "adapter_model.safetensors)"
+        )
+    config = _json_object(folder / "adapter_config.json", what, folder)
+    if not isinstance(config.get("peft_type"), str):
+        raise ModelFolderError(f"{what} {folder}: adapter_config.json names no peft_type")
+    _needs_one_of(folder, ADAPTER_WEIGHT_FILES, "adapter weights", what)
+    return folder
+
+
+def load_failure(what: str, folder, err: BaseException) -> ModelFolderError:
+    """The one-line error of a folder that passed the file checks but would not load."""
+    text = " ".join(str(err).split())
+    return ModelFolderError(f"{what} {folder} cannot be loaded: {text[:300]}")
 
 
 def _plain_chat(messages: Sequence[dict]) -> str:
@@ -48,20 +141,24 @@ class TransformersClient:
         import torch  # optional llm extra: loaded with the model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = Path(model_path)
-        if not (path / "config.json").is_file():
-            raise FatalClientError(f"no model at {path} (expected a folder with config.json)")
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        path = check_model_folder(model_path)
+        if adapter is not None:
+            check_adapter_folder(adapter)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path)
+        except LOAD_ERRORS as err:
+            raise load_failure("hf seat", path, err) from None
         self.tokenizer.padding_side = "left"  # generation continues each row at its end
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        model = AutoModelForCausalLM.from_pretrained(path)
         if adapter is not None:
             from peft import PeftModel  # optional llm extra
 
-            if not Path(adapter).is_dir():
-                raise FatalClientError(f"no PEFT adapter at {adapter}")
-            model = PeftModel.from_pretrained(model, str(adapter))
+            try:
+                model = PeftModel.from_pretrained(model, str(adapter))
+            except LOAD_ERRORS as err:
+                raise load_failure("hf seat adapter", adapter, err) from None
         self.model = model.to(device).eval()
         self.device = device
         self.max_new_tokens = int(max_new_tokens)
