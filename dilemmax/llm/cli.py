@@ -17,8 +17,10 @@ import argparse
 import contextlib
 import inspect
 import json
+import shutil
 import sys
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,27 +267,46 @@ def _identity(args, options, protocol_options, specs) -> dict:
 PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
 
 
-def _output_paths(args) -> Path | None:
-    """The run folder (None without --out), checked with --json before any work: a file in the
-    way, a place that cannot be written, or a --resume with nothing to continue is refused."""
+def _output_paths(args) -> tuple[Path | None, bool]:
+    """(the run folder or None without --out, whether this call created it), checked with --json
+    before any work: a file in the way, a place that cannot be written, or a --resume with
+    nothing to continue is refused."""
     if args.json:
         output_file(args.json, "--json")
     if not args.out:
-        return None
+        return None, False
     out = Path(args.out)
     if args.resume and not (out / "transcript.jsonl").is_file():
         raise RunFolderError(
             f"--resume: {out} holds no transcript.jsonl, so there is no run to continue; "
             "drop --resume to start one"
         )
-    return output_folder(out, "--out")[0]
+    return output_folder(out, "--out")
+
+
+@contextlib.contextmanager
+def _removed_if_nothing_played(out: Path, created: bool, opened: list) -> Iterator[None]:
+    """Undoes a fresh start that fails before anything was recorded (a seat that does not load, a
+    refused model): the folder this command created is removed, or else the new transcript, so
+    the corrected command needs no --resume. Entered while the folder is locked, so nobody else
+    is using it; ``opened`` holds the transcript once it is open."""
+    try:
+        yield
+    except BaseException:
+        transcript = opened[0] if opened else None
+        if transcript is None or not (transcript.recorded or transcript.episodes_written):
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            elif transcript is not None and not transcript.resumed:
+                transcript.path.unlink(missing_ok=True)
+        raise
 
 
 def _cmd_play(args) -> int:
     try:
         return _play(args)
     except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
-        print(f"dilemmax play: error: {error}", file=sys.stderr)
+        print(f"dilemmax play: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
 
 
@@ -307,15 +328,18 @@ def _play(args) -> int:
     check_specs(env, specs, args.seats, args)
     cache: dict = {}
     parts = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
-    out = _output_paths(args)
+    out, created = _output_paths(args)
     identity = _identity(args, options, protocol_options, specs)
     with contextlib.ExitStack() as stack:
         transcript = None
         if out is not None:
             stack.enter_context(RunLock(out, "play"))
+            opened: list[Transcript] = []
+            stack.enter_context(_removed_if_nothing_played(out, created, opened))
             transcript = stack.enter_context(
                 Transcript(out / "transcript.jsonl", identity, resume=args.resume)
             )
+            opened.append(transcript)
         total = sum(
             args.episodes
             * (1 if c is None else jax.tree.leaves(c)[0].shape[0])

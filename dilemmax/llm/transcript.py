@@ -136,6 +136,7 @@ class Transcript:
     def __init__(self, path: str | Path, identity: Mapping[str, Any], resume: bool = False):
         self.path = Path(path)
         self.run = run_key(identity)
+        self.resumed = bool(resume)
         self.recorded: dict[str, dict] = {}
         self.episodes_written: set[str] = set()
         if self.path.exists() and not resume:

@@ -270,3 +270,13 @@ def test_a_transcript_of_random_bytes_resumes_or_is_refused_by_name(tmp_path, da
             pass
     except TranscriptError as error:
         assert str(path) in str(error)
+
+
+def test_a_failed_start_leaves_no_folder_behind(server, capsys, tmp_path):
+    out = tmp_path / "run"
+    argv = _play(server, out, "--seat", "agent_0=trained:/no/such/run")
+    assert "cannot load trained seat" in _fails_cleanly(capsys, argv)
+    assert not out.exists()  # so the corrected command needs no --resume
+    out.mkdir()
+    _fails_cleanly(capsys, argv)
+    assert out.is_dir() and not (out / "transcript.jsonl").exists()  # the user's folder stays
