@@ -215,6 +215,8 @@ Command: `{command_line()}`
 
 Machine: {machine_note()}.
 
+JaxMARL script: `{args.jaxmarl_ippo}` (`--jaxmarl-ippo` or `$JAXMARL_IPPO`).
+
 Same dilemmax env and sizes for both: {NUM_STEPS}-step rollouts, {EPOCHS} epochs x
 {MINIBATCHES} minibatches, a {HIDDEN}x{HIDDEN} tanh MLP actor and critic, one seed; each timed
 call is a jitted `train` of {args.updates} update(s), compile excluded; the two trainers are
