@@ -131,7 +131,7 @@ def _model_client(kind: str, target: str, options: dict, args):
         adapter=options.get("adapter") or None,
         max_new_tokens=int(options.get("max_new_tokens", args.max_tokens)),
         temperature=float(options.get("temperature", args.temperature)),
-        top_p=1.0 if args.top_p is None else args.top_p,
+        top_p=options.get("top_p", 1.0 if args.top_p is None else args.top_p),
         seed=0 if args.model_seed is None else args.model_seed,
         batch_size=int(options.get("batch_size", 32)),
         device=options.get("device", "cpu"),

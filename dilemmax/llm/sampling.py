@@ -11,6 +11,7 @@ invalid JSON, is thus refused here instead of costing a run of failed calls.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +88,8 @@ def check_option(value: Any, allowed: Range, option: str) -> float | int:
     range; NaN and infinities are never in a range.
     """
     number = _as_number(value, allowed.kind)
-    if number is None or not math.isfinite(number) or not allowed.admits(number):
+    finite = isinstance(number, int) or (number is not None and math.isfinite(number))
+    if not finite or not allowed.admits(number):
         raise OptionError(f"{option}={_show(value)}: expected {allowed.describe()}")
     return number
 
@@ -103,9 +105,14 @@ def _as_number(value: Any, kind: str) -> float | int | None:
             value = int(text) if kind == "int" else float(text)
         except ValueError:
             return None
-    if kind == "int":
-        return value if isinstance(value, int) else None
-    return float(value) if isinstance(value, int | float) else None
+    if kind == "int":  # numpy integers too; a float is never an int option's value
+        return int(value) if isinstance(value, numbers.Integral) else None
+    if not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
 
 
 def _show(value: Any, limit: int = 40) -> str:
