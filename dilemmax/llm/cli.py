@@ -108,7 +108,7 @@ def _check_base_url(url: str | None) -> None:
 
 
 def _model_client(kind: str, target: str, options: dict, args):
-    """The client of a model seat; ``options`` as :func:`model_seat_options` returns them."""
+    """The client of a model seat; ``options`` as :func:`seat_options` returns them."""
     if kind == "openai":
         # openai_client needs tenacity, of the optional llm extra: loaded for an openai seat.
         from dilemmax.llm.openai_client import OpenAIClient

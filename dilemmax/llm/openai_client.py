@@ -254,15 +254,22 @@ class OpenAIClient:
     def _completion(response, latency: float, retries: int) -> Completion:
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
-        text = getattr(message, "content", None) or ""
+        text = getattr(message, "content", None)
+        text = text if isinstance(text, str) else ""  # a refusal or tool call: no reply text
         usage = getattr(response, "usage", None)
         return Completion(
-            str(text),
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            text,
+            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+            completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
             latency_s=latency,
             retries=retries,
         )
+
+
+def _count(value: Any) -> int:
+    """A token count as the server reported it, 0 when it is not a count (the reply itself is
+    still good: a bad usage field must not lose it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _response_format(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -173,6 +173,8 @@ class BatchedPlay:
         ``part`` names this run in call keys (a rotation, a condition group), so several parts
         share one transcript.
         """
+        if num_episodes < 1:
+            raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
         start = time.perf_counter()
         jobs = episode_jobs(key, num_episodes, num_configs_of(configs))
         per_wave = []

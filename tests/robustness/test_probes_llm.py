@@ -12,6 +12,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -176,6 +177,17 @@ def test_a_reply_without_choices_is_retried_and_named():
     with LocalChatServer(lambda body: "x", {0: "no_choices", 1: "no_choices"}) as server:
         [completion] = _client(server, max_attempts=2).complete([REQUEST])
         assert "no choices" in completion.error and completion.retries == 1
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "abc"}, {"completion_tokens": -1.5}, None])
+@pytest.mark.parametrize("content", ["FINAL A", None, ["FINAL A"]])
+def test_odd_usage_or_content_never_loses_the_call(usage, content):
+    message = SimpleNamespace(content=content)
+    usage = None if usage is None else SimpleNamespace(**usage)
+    response = SimpleNamespace(choices=[SimpleNamespace(message=message)], usage=usage)
+    completion = OpenAIClient._completion(response, 0.1, 0)
+    assert completion.text == ("FINAL A" if content == "FINAL A" else "")
+    assert completion.prompt_tokens == completion.completion_tokens == 0
 
 
 def test_play_names_a_call_that_got_no_choices(capsys, tmp_path):
