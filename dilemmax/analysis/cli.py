@@ -115,12 +115,21 @@ def _epsilon(text: str) -> float:
     return value
 
 
+def _game(args):
+    """The consequence env of --rounds and --endgame, checked against the env's option ranges."""
+    try:
+        return make("consequence", num_rounds=args.rounds, endgame=args.endgame)
+    except UsageError as err:
+        raise UsageError(f"--rounds {args.rounds}: {err}") from None
+
+
 def _npz_name(path: str) -> str:
     """The name numpy's savez writes ``path`` under (it adds ``.npz`` when missing)."""
     return path if path.endswith(".npz") else f"{path}.npz"
 
 
 def _cmd_reference(args) -> int:
+    _game(args)
     output_file(args.out, "--out")
     start = time.perf_counter()
     table = ref.reference_grid(
@@ -153,7 +162,7 @@ def _cmd_play(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_play_model(args)
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
-    env = make("consequence", **env_kwargs)
+    env = _game(args)
     policy = _policy(args.policy, env)
     out = output_file(_npz_name(args.out), "--out")
     pop = grid_population(
@@ -203,7 +212,7 @@ def _cmd_play_model(args) -> int:
             raise UsageError("--episodes and --envs must be >= 1")
         contexts = spread_contexts(args.contexts)
         protocol = parse_assignments(args.protocol, "--protocol")
-        make("consequence", **env_kwargs).text_protocol(**protocol)  # checks the flags
+        _game(args).text_protocol(**protocol)  # checks the flags
         out = _run_folder(args)
         seat = build_seat(args.policy, None, args, {})
     except (UsageError, ValueError, TypeError, FatalClientError) as error:
@@ -390,7 +399,9 @@ POLICY_HELP = (
 
 def _add_model_run_arguments(group) -> None:
     """The options of a language-model run folder: batch size, resume, progress, the model's."""
-    group.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    group.add_argument(
+        "--envs", type=positive_int, default=16, help="environments stepped together"
+    )
     group.add_argument("--resume", action="store_true", help="continue the run in --out")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_arguments(group)
@@ -403,7 +414,7 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("reference", help="UR_ref of the cooperative-refinement reference")
     p.add_argument("--out", default="reference.npz")
-    p.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS))
+    p.add_argument("--epsilons", type=_epsilon, nargs="+", default=list(EPSILONS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--endgame", choices=("all", "rule"), default="all")
     p.set_defaults(func=_cmd_reference)
@@ -415,8 +426,8 @@ def add_commands(subparsers) -> None:
         help=POLICY_HELP,
     )
     p.add_argument("--name")
-    p.add_argument("--episodes", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=positive_int, default=4, help="episodes per cell")
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--endgame", choices=("all", "rule"), default="all")
     p.add_argument(
@@ -424,7 +435,9 @@ def add_commands(subparsers) -> None:
     )
     model = p.add_argument_group("language-model populations (openai: / hf: policies)")
     model.add_argument(
-        "--contexts", type=int, help="play N contexts spread over the grid (default all 228)"
+        "--contexts",
+        type=positive_int,
+        help="play N contexts spread over the grid (default all 228)",
     )
     model.add_argument("--rules", nargs="+", default=list(RULE_NAMES), choices=RULE_NAMES)
     model.add_argument(
@@ -450,9 +463,9 @@ def add_commands(subparsers) -> None:
     )
     p.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
     p.add_argument("--rules", nargs="+", default=["RP", "PP"], choices=RULE_NAMES)
-    p.add_argument("--episodes", type=int, default=4)
-    p.add_argument("--resamples", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=positive_int, default=4)
+    p.add_argument("--resamples", type=positive_int, default=10_000)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--out", required=True, help="folder: ablations.json, the table, transcript")
     model = p.add_argument_group("language-model populations (openai: / hf: policies)")
     _add_model_run_arguments(model)

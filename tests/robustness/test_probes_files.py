@@ -248,6 +248,22 @@ def test_certify_refuses_events_that_are_not_events(capsys, tmp_path):
     assert "m_collapse must be 0 or 1" in err
 
 
+def test_redteam_counts_and_rounds_outside_their_ranges_are_refused_first(capsys, tmp_path):
+    out = str(tmp_path / "r.npz")
+    assert "--rounds 0" in _fails_cleanly(
+        capsys, ["redteam", "reference", "--rounds", "0", "--out", out]
+    )
+    for argv in (
+        ["redteam", "play", "--policy", "fair_share", "--episodes", "0", "--out", out],
+        ["redteam", "reference", "--epsilons", "2", "--out", out],
+        ["redteam", "ablate", "--policy", "fair_share", "--seed", "-1", "--out", out],
+    ):
+        with pytest.raises(SystemExit) as exit:
+            main(argv)
+        assert exit.value.code == 2 and argv[-3] in capsys.readouterr().err
+    assert not Path(out).exists()
+
+
 # --------------------------------------------------------------------------- output options
 def test_output_options_are_checked_before_any_work(capsys, files, tmp_path):
     a_file = tmp_path / "taken"
