@@ -24,6 +24,8 @@ from tqdm.auto import tqdm
 from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
     build_env,
+    int_in,
+    output_file,
     parse_assignments,
     positive_int,
     run_parsed,
@@ -37,6 +39,12 @@ from dilemmax.errors import UsageError
 
 # Rollouts whose episodes are at least this long play step by step with a progress bar.
 PROGRESS_MIN_STEPS = 200
+
+# GIF limits. Every frame of the episode is enlarged in memory before the GIF is encoded: a grid
+# game's 2,000 frames of 128 x 176 pixels take 1.2 GB at the default scale 3 and 8.6 GB at 8, so
+# a larger scale would only fail late. GIF delays are in hundredths of a second: 100 fps at most.
+MAX_GIF_SCALE = 8
+MAX_GIF_FPS = 100
 
 # The commands other modules add: name -> (the module whose add_commands adds it, its line in
 # `dilemmax --help`). Dispatch is lazy by design: a command's module is imported only to parse
@@ -87,6 +95,10 @@ def _cmd_rollout(args) -> int:
             raise UsageError(
                 f"unknown policy {name!r} for {args.env}; choose from {sorted(choices)}"
             )
+    # Every file the rollout writes is checked now, not after the episodes are played.
+    for option in ("out", "gif", "json"):
+        if getattr(args, option):
+            output_file(getattr(args, option), f"--{option}")
     arena = Arena(env, {agent: choices[name] for agent, name in seats.items()})
     long_episodes = env.max_steps >= PROGRESS_MIN_STEPS and not args.no_progress
     with _step_progress(arena, args.episodes * env.max_steps, long_episodes):
@@ -155,9 +167,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", help="write every step to this JSONL transcript")
     p.add_argument("--gif", help="write the first episode as an animated GIF (grid games)")
     p.add_argument(
-        "--gif-scale", type=positive_int, default=3, help="pixel enlargement of GIF frames"
+        "--gif-scale",
+        type=int_in(1, MAX_GIF_SCALE),
+        default=3,
+        help=f"pixel enlargement of GIF frames (1..{MAX_GIF_SCALE})",
     )
-    p.add_argument("--fps", type=positive_int, default=8, help="GIF frames per second")
+    p.add_argument(
+        "--fps",
+        type=int_in(1, MAX_GIF_FPS),
+        default=8,
+        help=f"GIF frames per second (1..{MAX_GIF_FPS})",
+    )
     p.add_argument("--json", help="write the metric summary to this JSON file")
     p.add_argument(
         "--no-progress",

@@ -15,7 +15,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import jax
@@ -63,6 +63,19 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """argparse type of an integer in ``low .. high`` (a GIF's scale, its frame rate), for counts
+    whose huge values would only fail late (an image too large to allocate or to encode)."""
+
+    def parse(text: str) -> int:
+        value = _int_arg(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high}, got {text!r}")
+        return value
+
+    return parse
 
 
 def seed_int(text: str) -> int:

@@ -252,6 +252,7 @@ class MultiAgentEnv(abc.ABC):
         The returned rewards, dones and infos are those of the terminal transition; the returned
         observation and state are the first of the next episode.
         """
+        self.check_action_keys(actions)
         key = typed_key(key)
         obs, state, rewards, dones, infos = self.step_env(
             subkey(key, 0), state, scalar_actions(actions)
@@ -290,6 +291,33 @@ class MultiAgentEnv(abc.ABC):
         if not full_infos:
             infos = agent_infos(infos, self.num_agents)
         return obs, state, rewards, dones, infos
+
+    def check_action_keys(self, actions: Mapping[str, Any]) -> None:
+        """Raises ValueError unless ``actions`` is keyed by exactly the env's agents.
+
+        A key no agent has (a typo, ``"__all__"``, an agent of a larger game) would otherwise be
+        ignored, and a missing one would surface as a bare KeyError inside the game. The keys of
+        a dict are static under ``jit`` and ``vmap``, so this runs once, when the step is traced,
+        and costs the compiled step nothing.
+        """
+        if not isinstance(actions, Mapping):
+            raise TypeError(
+                f"{self.name}.step: actions must be a dict agent -> action, got "
+                f"{type(actions).__name__}"
+            )
+        if actions.keys() == self.agent_index.keys():
+            return
+        unknown = [str(k) for k in actions if k not in self.agent_index]
+        missing = [a for a in self.agents if a not in actions]
+        problems = []
+        if unknown:
+            problems.append(f"unknown agent(s) {', '.join(map(repr, unknown))}")
+        if missing:
+            problems.append(f"no action for {', '.join(map(repr, missing))}")
+        raise ValueError(
+            f"{self.name}.step: {'; '.join(problems)}; the actions dict must be keyed by exactly "
+            f"the env's agents {self.agents}"
+        )
 
     # ------------------------------------------------------------------ JaxMARL names
     def get_avail_actions(self, state: PyTree) -> AgentDict:
