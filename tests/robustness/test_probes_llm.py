@@ -206,11 +206,14 @@ def test_replies_with_lone_surrogates_are_all_kept_and_resume_reads_them_back(ca
         answered = server.answered
     calls = [r for r in read_lines(out / "transcript.jsonl")[0] if r["type"] == "call"]
     assert len(calls) == answered and sum("\ud800" in r["reply"] for r in calls) >= 2
+    first = json.loads((out / "results.json").read_text())
     with LocalChatServer(lambda body: pytest.fail("a recorded call was asked again")) as server:
         assert main(_play(server, out, "--resume")) == 0
         assert server.received == 0
     again = [r for r in read_lines(out / "transcript.jsonl")[0] if r["type"] == "call"]
-    assert again == calls
+    resumed = json.loads((out / "results.json").read_text())
+    assert again == calls and resumed["episodes"] == first["episodes"]
+    assert resumed["calls"]["openai:tiny"]["replayed"] == len(calls)
 
 
 SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff"])
