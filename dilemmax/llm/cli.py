@@ -37,7 +37,7 @@ from dilemmax.envs.registry import env_spec, make
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import sampling
 from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.hf_client import TransformersClient
+from dilemmax.llm.hf_client import TransformersClient, check_adapter_folder, check_model_folder
 from dilemmax.llm.play import BatchedPlay, PlayResult, Seat, rotate_seats
 from dilemmax.llm.policy import CallStats, LLMPolicy
 from dilemmax.llm.results import format_calls, format_summary, summarize
@@ -180,12 +180,17 @@ def seat_specs(env, args) -> dict[str, str]:
 
 
 def check_specs(env, specs: dict[str, str], default: str | None, args) -> None:
-    """Every seat spec well formed (kind, options and their ranges, scripted names), before any
-    folder is written or model loaded: :func:`build_seat` then meets no mistake of the user's."""
+    """Every seat spec well formed (kind, options and their ranges, scripted names, hf model
+    folders), before any folder is written or model loaded: :func:`build_seat` then meets no
+    mistake of the user's."""
     choices = None
     for spec in dict.fromkeys([*specs.values(), *([default] if default else [])]):
         kind, target, options = _split_spec(spec)
-        seat_options(spec, kind, options, args)
+        options = seat_options(spec, kind, options, args)
+        if kind == "hf":  # a folder from elsewhere: its files checked before torch loads it
+            check_model_folder(target)
+            if options.get("adapter"):
+                check_adapter_folder(options["adapter"])
         if kind == "scripted":
             choices = policies_for(env) if choices is None else choices
             if target not in choices:

@@ -287,6 +287,14 @@ def test_a_transcript_of_random_bytes_resumes_or_is_refused_by_name(tmp_path, da
         assert str(path) in str(error)
 
 
+def test_an_hf_folder_that_is_not_a_model_is_refused_before_the_run_folder(capsys, tmp_path):
+    out, model = tmp_path / "run", tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    err = _fails_cleanly(capsys, [*MH, "--seats", f"hf:{model}", "--out", str(out)])
+    assert str(model) in err and "model_type" in err and not out.exists()
+
+
 def test_a_failed_start_leaves_no_folder_behind(server, capsys, tmp_path):
     out = tmp_path / "run"
     argv = _play(server, out, "--seat", "agent_0=trained:/no/such/run")
