@@ -132,16 +132,16 @@ def output_folder(path: str | Path, option: str = "--out") -> tuple[Path, bool]:
             raise UsageError(
                 f"{option} {folder} is a file; expected a folder (new or existing)"
             ) from None
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte, an unencodable name
         raise _unwritable(option, folder, err) from None
     try:
         _check_writable_folder(folder)
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte, an unencodable name
         raise _unwritable(option, folder, err) from None
     return folder, created
 
 
-def _unwritable(option: str, path: Path, err: OSError) -> UsageError:
+def _unwritable(option: str, path: Path, err: OSError | ValueError) -> UsageError:
     """The error of an ``os`` failure to make ``path``; a file where a folder of it should be is
     named as such (the bare "File exists" / "Not a directory" would not say which)."""
     for above in path.parents:
@@ -149,7 +149,8 @@ def _unwritable(option: str, path: Path, err: OSError) -> UsageError:
             if not above.is_dir():
                 return UsageError(f"{option} {path} cannot be written: {above} is a file")
             break
-    return UsageError(f"{option} {path} cannot be written: {err.strerror or err}")
+    reason = getattr(err, "strerror", None) or err
+    return UsageError(f"{option} {path} cannot be written: {reason}")
 
 
 def output_file(path: str | Path, option: str) -> Path:
@@ -166,7 +167,7 @@ def output_file(path: str | Path, option: str) -> Path:
             pass
         if not existed:
             file.unlink()
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte, an unencodable name
         raise _unwritable(option, file, err) from None
     return file
 
