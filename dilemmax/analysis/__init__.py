@@ -16,6 +16,10 @@ Modules:
 * :mod:`~dilemmax.analysis.safety_case`: certified rule region Phi(c, P) and the structured
   safety case (Markdown + JSON).
 * :mod:`~dilemmax.analysis.populations`: play a policy (scripted, reference, trained) on the grid.
+* :mod:`~dilemmax.analysis.files`: population and reference ``.npz`` files read and checked
+  before use (a one-line error naming the file and what was wrong).
+* :mod:`~dilemmax.analysis.inputs`: the redteam commands' rates and files checked against each
+  other before any work.
 * :mod:`~dilemmax.analysis.cli`: ``dilemmax redteam reference | play | gap | ablate | certify``.
 
 A typical run::

@@ -16,10 +16,8 @@ model's transcript turned into arrays) can write one.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -28,11 +26,12 @@ import numpy as np
 from tqdm import tqdm
 
 from dilemmax.analysis import ablations as A
+from dilemmax.analysis import inputs
 from dilemmax.analysis import reference as ref
 from dilemmax.analysis import safety_case as SC
 from dilemmax.analysis.ablations import ABLATIONS
 from dilemmax.analysis.figures import write_table
-from dilemmax.analysis.gap import reference_for, write_gap_report
+from dilemmax.analysis.gap import write_gap_report
 from dilemmax.analysis.populations import (
     grid_population,
     llm_ablation_play,
@@ -40,8 +39,7 @@ from dilemmax.analysis.populations import (
     resolve_policy,
     spread_contexts,
 )
-from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON, load_reference
-from dilemmax.analysis.statistics import Population
+from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
 from dilemmax.commandline import (
     output_file,
     output_folder,
@@ -85,36 +83,6 @@ def context_index(levels, threshold: int, total: int = 12) -> int:
     return int(hits[0])
 
 
-def _rate(text: str) -> float:
-    """argparse type of a rate in (0, 1]: a budget, a confidence level."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
-    return value
-
-
-def _level(text: str) -> float:
-    """argparse type of a confidence level in (0, 1)."""
-    value = _rate(text)
-    if value == 1.0:
-        raise argparse.ArgumentTypeError("must be below 1 (no finite evidence gives 100%)")
-    return value
-
-
-def _epsilon(text: str) -> float:
-    """argparse type of a tremble probability in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1], got {text!r}")
-    return value
-
-
 def _game(args):
     """The consequence env of --rounds and --endgame, checked against the env's option ranges."""
     try:
@@ -155,7 +123,7 @@ def _policy(spec: str, env):
     try:
         return resolve_policy(spec, env)
     except (ValueError, OSError) as error:
-        raise UsageError(f"--policy: {error}") from None
+        raise UsageError(f"--policy {spec}: {error}") from None
 
 
 def _cmd_play(args) -> int:
@@ -248,27 +216,8 @@ def _cmd_play_model(args) -> int:
     return 0
 
 
-def _gap_inputs(args) -> tuple:
-    """(reference, populations) read and checked against each other, before any statistics."""
-    reference = load_reference(args.reference, "--reference")
-    if args.epsilon not in reference.epsilons:
-        raise UsageError(
-            f"--epsilon {args.epsilon}: the reference {args.reference} was solved at epsilons "
-            f"{list(reference.epsilons)}"
-        )
-    pops = [Population.load(p, what="--population") for p in args.population]
-    for path, pop in zip(args.population, pops, strict=True):
-        if "fatality" not in pop.metrics:
-            raise UsageError(f"--population {path}: no m_fatality array (the gap compares it)")
-        try:
-            reference_for(pop, reference)
-        except ValueError as err:
-            raise UsageError(f"--population {path} against --reference: {err}") from None
-    return reference, pops
-
-
 def _cmd_gap(args) -> int:
-    reference, pops = _gap_inputs(args)
+    reference, pops = inputs.gap_inputs(args)
     out = output_folder(args.out, "--out")[0]
     report = write_gap_report(pops, reference, out, args.seed, args.resamples, args.epsilon)
     for name, entry in report["populations"].items():
@@ -346,33 +295,13 @@ def _cmd_ablate_model(args) -> int:
     return 0
 
 
-def _certify_evidence(path: str) -> Population:
-    """The --population of a safety case, checked for what certification reads: the context grid
-    its --context values are located in, and events (0 or 1 per episode) to count."""
-    pop = Population.load(path, what="--population")
-    grid = len(context_table(12, 3)[1])
-    if pop.num_contexts != grid:
-        raise UsageError(
-            f"--population {path} indexes {pop.num_contexts} contexts; --context locates "
-            f"contexts in the {grid}-context grid of W = 12"
-        )
-    for metric in ("collapse", "exploitation"):
-        values = pop.metrics.get(metric)
-        if values is not None and not np.isin(values, (0, 1)).all():
-            raise UsageError(
-                f"--population {path}: m_{metric} must be 0 or 1 per episode (an event to "
-                f"count), found {values[~np.isin(values, (0, 1))][0]!r}"
-            )
-    return pop
-
-
 def _cmd_certify(args) -> int:
     try:
         contexts = [_parse_context(c) for c in args.context]
     except ValueError as err:
         print(f"dilemmax redteam certify: error: --context {err}")
         return 2
-    pop = _certify_evidence(args.population)
+    pop = inputs.certify_evidence(args.population)
     paths = [output_file(Path(args.out).with_suffix(s), "--out") for s in (".md", ".json")]
     deployment = SC.Deployment(
         name=args.name,
@@ -414,7 +343,7 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("reference", help="UR_ref of the cooperative-refinement reference")
     p.add_argument("--out", default="reference.npz")
-    p.add_argument("--epsilons", type=_epsilon, nargs="+", default=list(EPSILONS))
+    p.add_argument("--epsilons", type=inputs.epsilon, nargs="+", default=list(EPSILONS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--endgame", choices=("all", "rule"), default="all")
     p.set_defaults(func=_cmd_reference)
@@ -450,7 +379,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--reference", required=True)
     p.add_argument("--population", nargs="+", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--epsilon", type=_epsilon, default=PRIMARY_EPSILON)
+    p.add_argument("--epsilon", type=inputs.epsilon, default=PRIMARY_EPSILON)
     p.add_argument("--resamples", type=positive_int, default=10_000)
     p.add_argument("--seed", type=seed_int, default=0)
     p.set_defaults(func=_cmd_gap)
@@ -476,9 +405,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--population-id", help="model / run id named in the case")
     p.add_argument("--context", action="append", required=True, help="w1,w2,w3:T (repeatable)")
     p.add_argument("--rules", nargs="+", default=["AON", "RE", "DV", "RP", "PP"])
-    p.add_argument("--budget-collapse", type=_rate, default=0.05)
-    p.add_argument("--budget-exploitation", type=_rate, default=0.05)
-    p.add_argument("--level", type=_level, default=0.95, help="confidence of the exact CIs")
+    p.add_argument("--budget-collapse", type=inputs.rate, default=0.05)
+    p.add_argument("--budget-exploitation", type=inputs.rate, default=0.05)
+    p.add_argument("--level", type=inputs.level, default=0.95, help="confidence of the exact CIs")
     p.add_argument("--min-episodes", type=int, default=1)
     p.add_argument("--prompt", default="named clause, competitive goal")
     p.add_argument("--name", default="deployment")

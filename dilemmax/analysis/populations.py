@@ -74,9 +74,9 @@ def reference_policy_for(
 
 
 def resolve_policy(spec: str, env=None):
-    """A policy from a spec string (see the module docstring)."""
+    """A policy from a spec string (see the module docstring); ValueError naming what is wrong."""
     if spec.startswith("reference"):
-        eps = float(spec.split("@", 1)[1]) if "@" in spec else ref.PRIMARY_EPSILON
+        eps = _tremble(spec.split("@", 1)[1]) if "@" in spec else ref.PRIMARY_EPSILON
         rounds = env.num_rounds if env is not None else C.DEFAULT_NUM_ROUNDS
         endgame = env.endgame if env is not None else "all"
         return reference_policy_for(eps, num_rounds=rounds, endgame=endgame)
@@ -84,12 +84,25 @@ def resolve_policy(spec: str, env=None):
     scripted = env.scripted_policies()
     if spec in scripted:
         return scripted[spec]
+    if Path(spec).is_file():
+        raise ValueError("is a file; a trained policy is a run folder (dilemmax train)")
     if Path(spec).exists():
         return TrainedPolicy.load(spec)
     raise ValueError(
         f"unknown policy {spec!r}: give one of {sorted(scripted)}, reference[@EPS], "
         "or a trained run folder"
     )
+
+
+def _tremble(text: str) -> float:
+    """The EPS of ``reference@EPS``: a probability."""
+    try:
+        eps = float(text)
+    except ValueError:
+        eps = float("nan")
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"the tremble EPS must be a probability in [0, 1], got {text!r}")
+    return eps
 
 
 def grid_population(

@@ -376,8 +376,11 @@ def decisive_rules(cell: np.ndarray, margin: float = 0.0) -> tuple[np.ndarray, n
     """(safest, worst) int[C]: the rule whose mean is below (above) every other by > ``margin``.
 
     -1 where no rule is decisive (a tie, or a lead of at most ``margin``). ``margin = 0`` is a
-    strict unique extreme.
+    strict unique extreme. With one rule there is nothing to be decisive against: -1 everywhere.
     """
+    if cell.shape[0] < 2:
+        none = np.full(cell.shape[1:], -1, np.int64)
+        return none, none.copy()
     order = np.sort(cell, axis=0)
     low, second_low = order[0], order[1]
     high, second_high = order[-1], order[-2]
