@@ -233,9 +233,6 @@ class Trainer:
         """The config's ``env_config`` overrides as arrays."""
         return overrides_as_arrays(self.config.env_config, self.template_config)
 
-    def init_params(self, key: jax.Array):
-        return self.nets.init(key)
-
     def init(self, key: jax.Array, env_config: dict | None = None) -> RunnerState:
         """A fresh run: parameters, optimiser and E reset envs."""
         env_config = self.default_env_config() if env_config is None else env_config

@@ -1,6 +1,7 @@
 """Training runs on disk: a run folder, chunked training, checkpoints, metrics, curves, resume.
 
-A run folder holds::
+A run folder holds (the names are :mod:`dilemmax.agents.checkpoint`'s, read by trained policies
+too)::
 
     config.json          the TrainConfig (what `--resume` and `dilemmax evaluate` rebuild from)
     metrics.jsonl        one record per chunk of `log_every` updates (training stats, periodic
@@ -463,7 +464,7 @@ def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
     checkpoint file inside one.
 
     Raises :class:`RunFolderError` for a folder without config.json or checkpoints, and
-    :class:`~dilemmax.train.checkpoint.CheckpointError` for a damaged checkpoint file.
+    :class:`~dilemmax.agents.checkpoint.CheckpointError` for a damaged checkpoint file.
     """
     path = Path(path)
     if path.is_file():

@@ -16,12 +16,12 @@ import pytest
 from flax import struct
 
 import dilemmax
+from dilemmax.agents import checkpoint
 from dilemmax.agents.arena import Arena
 from dilemmax.agents.trained import RecurrentPolicy, TrainedPolicy
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.envs.spaces import Box, Discrete
-from dilemmax.train import checkpoint
 from dilemmax.train.config import make_config
 from dilemmax.train.ppo import Trainer, make_train
 from dilemmax.train.run import TrainingRun

@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
+from dilemmax.agents import checkpoint
 from dilemmax.runlock import RunFolderError
-from dilemmax.train import checkpoint
 from dilemmax.train.run import TrainingRun
 from dilemmax.train.test_ppo import ToyEnv, toy_config
 
