@@ -31,9 +31,12 @@ from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.envs.rollout import act, seat_policies, step_parts
 from dilemmax.wrappers.legal import (
+    MAX_NUM_ENVS,
     LegalDiscrete,
     check_action,
+    check_count,
     check_mode,
+    check_reward,
     is_legal,
     jax_action,
     parse_action,
@@ -94,7 +97,7 @@ class SingleSeatEnv(gymnasium.Env):
             raise ValueError(f"render_mode {render_mode!r} is not one of {render_modes}")
         self.render_mode = render_mode
         self.illegal_action = check_mode(illegal_action)
-        self.illegal_reward = float(illegal_reward)
+        self.illegal_reward = check_reward("illegal_reward", illegal_reward)
         self.metadata = {"render_modes": render_modes}
         self.observation_space = self.env.observation_space(self.agent).to_gymnasium()
         self.action_space = LegalDiscrete(self.env.action_space(self.agent).n, self._legal_mask)
@@ -200,15 +203,14 @@ class SingleSeatVectorEnv(gymnasium.vector.VectorEnv):
         illegal_reward: float = -1.0,
         **options,
     ):
-        if isinstance(num_envs, bool) or int(num_envs) < 1:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        num_envs = check_count("num_envs", num_envs, high=MAX_NUM_ENVS)
         self.env = make(env_id, **options)
         self.agent = agent or self.env.agents[0]
         if self.agent not in self.env.agents:
             raise ValueError(f"unknown agent {self.agent!r}; agents: {self.env.agents}")
         self.num_envs = int(num_envs)
         self.illegal_action = check_mode(illegal_action)
-        self.illegal_reward = float(illegal_reward)
+        self.illegal_reward = check_reward("illegal_reward", illegal_reward)
         self.single_observation_space = self.env.observation_space(self.agent).to_gymnasium()
         self.single_action_space = gymnasium.spaces.Discrete(self.env.action_space(self.agent).n)
         self.observation_space = gymnasium.vector.utils.batch_space(

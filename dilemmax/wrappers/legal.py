@@ -7,6 +7,7 @@ raises on its own) and :func:`check_action` turns a bad one into the documented 
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -14,6 +15,9 @@ import gymnasium
 import numpy as np
 
 ILLEGAL_ACTION_MODES = ("raise", "noop", "terminate")
+
+# The most envs a batch can have: jax.random.split, and array shapes, take int32 sizes.
+MAX_NUM_ENVS = 2**31 - 1
 
 
 class LegalDiscrete(gymnasium.spaces.Discrete):
@@ -37,6 +41,35 @@ def check_mode(illegal_action: str) -> str:
             f"illegal_action={illegal_action!r} is not one of {', '.join(ILLEGAL_ACTION_MODES)}"
         )
     return illegal_action
+
+
+def check_count(
+    name: str, value: Any, allow_none: bool = False, high: int | None = None
+) -> int | None:
+    """``value`` as a positive int (a count: ``num_envs``, ``max_cycles``), at most ``high`` when
+    given, else ValueError naming ``name``: a bool, a fractional or non-finite number or a string
+    is refused, not truncated."""
+    if value is None and allow_none:
+        return None
+    as_int = parse_action(value)
+    if as_int is None and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        as_int = int(value) if math.isfinite(value) and float(value).is_integer() else None
+    if as_int is None or as_int < 1 or (high is not None and as_int > high):
+        what = "a positive integer" + (f" up to {high}" if high is not None else "")
+        what += " or None" if allow_none else ""
+        raise ValueError(f"{name} must be {what}, got {_short_repr(value)}")
+    return as_int
+
+
+def check_reward(name: str, value: Any) -> float:
+    """``value`` as a finite float, else ValueError naming ``name`` (a NaN reward would poison
+    every return it is summed into)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a finite number, got {_short_repr(value)}")
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise ValueError(f"{name} must be a finite number, got {_short_repr(value)}")
+    return as_float
 
 
 def legal_set(mask: np.ndarray) -> list[int]:

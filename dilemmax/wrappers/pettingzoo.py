@@ -49,7 +49,9 @@ from dilemmax.envs.registry import make
 from dilemmax.wrappers.legal import (
     LegalDiscrete,
     check_action,
+    check_count,
     check_mode,
+    check_reward,
     is_legal,
     jax_action,
     parse_action,
@@ -127,13 +129,11 @@ class DilemmaxParallelEnv(ParallelEnv):
         render_modes = [*self.env.render_modes, "human"]
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode {render_mode!r} is not one of {render_modes}")
-        if max_cycles is not None and (isinstance(max_cycles, bool) or int(max_cycles) < 1):
-            raise ValueError(f"max_cycles must be a positive integer or None, got {max_cycles!r}")
         self.render_mode = render_mode
         self.illegal_action = check_mode(illegal_action)
-        self.illegal_reward = float(illegal_reward)
+        self.illegal_reward = check_reward("illegal_reward", illegal_reward)
         self.mask_in_obs = bool(mask_in_obs)
-        self.max_cycles = None if max_cycles is None else int(max_cycles)
+        self.max_cycles = check_count("max_cycles", max_cycles, allow_none=True)
         self.keep_done_agents = bool(keep_done_agents)
         self.metadata = {
             "name": f"dilemmax/{env_id}",

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs.base import PyTree, typed_key
+from dilemmax.wrappers.legal import MAX_NUM_ENVS, check_count
 
 
 @struct.dataclass
@@ -42,7 +43,7 @@ class VecEnv:
 
     def __init__(self, env, num_envs: int):
         self.env = env
-        self.num_envs = int(num_envs)
+        self.num_envs = check_count("num_envs", num_envs, high=MAX_NUM_ENVS)
         self._base = getattr(env, "unwrapped", env)
 
     def __getattr__(self, name):

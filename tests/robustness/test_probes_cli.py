@@ -13,6 +13,7 @@ import per probe for the same stderr. One subprocess checks the real entry point
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,10 @@ from dilemmax.runlock import RunLock
 from dilemmax.train import cli as train_cli
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.run import TrainingDiverged, TrainingRun
+from dilemmax.wrappers.gymnasium import SingleSeatEnv, SingleSeatVectorEnv
+from dilemmax.wrappers.legal import MAX_NUM_ENVS, check_count, check_reward
+from dilemmax.wrappers.pettingzoo import parallel_env
+from dilemmax.wrappers.vec import VecEnv
 
 # Paths no command can write to, each with the words its one-line error must hold.
 UNWRITABLE = [
@@ -293,3 +298,44 @@ def test_step_names_a_missing_agent_and_checks_under_jit_and_vmap(game):
     keys = jax.random.split(jax.random.key(1), 1)
     with pytest.raises(ValueError, match="'agent_99'"):
         jax.vmap(env.step)(keys, batch, jax.tree.map(lambda x: jax.numpy.asarray([x]), extra))
+
+
+# ------------------------------------------------------------------ wrapper options
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=5),
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(value=_NUMBERS)
+def test_wrapper_counts_and_rewards_are_checked_totally(value):
+    try:
+        count = check_count("num_envs", value, high=MAX_NUM_ENVS)
+        assert isinstance(count, int) and 1 <= count <= MAX_NUM_ENVS
+    except ValueError as err:
+        assert str(err).startswith("num_envs must be a positive integer")
+    try:
+        reward = check_reward("illegal_reward", value)
+        assert math.isfinite(reward)
+    except ValueError as err:
+        assert str(err).startswith("illegal_reward must be a finite number")
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: VecEnv(dilemmax.make("consequence"), 2.5), "num_envs must be"),
+        (lambda: VecEnv(dilemmax.make("consequence"), float("nan")), "num_envs must be"),
+        (lambda: SingleSeatEnv("consequence", illegal_reward=float("nan")), "illegal_reward"),
+        (lambda: SingleSeatVectorEnv("consequence", num_envs=0), "num_envs must be"),
+        (lambda: parallel_env("consequence", max_cycles=1.5), "max_cycles must be"),
+        (lambda: parallel_env("consequence", illegal_reward="-1"), "illegal_reward"),
+    ],
+)
+def test_wrappers_refuse_nonsense_options(build, words):
+    with pytest.raises(ValueError, match=words):
+        build()
