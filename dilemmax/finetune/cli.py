@@ -240,6 +240,8 @@ def _cmd_reward(args) -> int:
     if args.max_records and len(records) > args.max_records:  # evenly spaced over the grid
         picks = np.linspace(0, len(records) - 1, args.max_records).round().astype(int)
         records = [records[i] for i in picks]
+    if baseline is not None:
+        _check_baseline(baseline, args, len(records))
     means = reward_on_records(
         args.model,
         args.adapter,
@@ -259,18 +261,33 @@ def _cmd_reward(args) -> int:
         **means,
     }
     if baseline is not None:
-        if baseline.get("split") != args.split or baseline.get("records") != len(records):
-            scored = f"{baseline.get('records')} {baseline.get('split')}"
-            raise UsageError(
-                f"--baseline {args.baseline} scored {scored} records; this run scores "
-                f"{len(records)} {args.split} records"
-            )
         row["vs_baseline"] = {"baseline": args.baseline, **paired_difference(row, baseline)}
     print(json.dumps({k: v for k, v in row.items() if k != "per_prompt"}, indent=2))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(row, indent=2))
     return 0
+
+
+def _check_baseline(baseline: dict, args, count: int) -> None:
+    """Raises UsageError unless the --baseline result scored the records this run will score
+    (checked before the model is loaded, not after the scoring)."""
+    if baseline.get("split") != args.split or baseline.get("records") != count:
+        scored = f"{baseline.get('records')} {baseline.get('split')}"
+        raise UsageError(
+            f"--baseline {args.baseline} scored {scored} records; this run scores "
+            f"{count} {args.split} records"
+        )
+    per_prompt = baseline.get("per_prompt")
+    if not (
+        isinstance(per_prompt, list)
+        and len(per_prompt) == count
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in per_prompt)
+    ):
+        raise UsageError(
+            f"--baseline {args.baseline}: 'per_prompt' must list {count} rewards, one per record "
+            "(a --json result of `dilemmax finetune reward`)"
+        )
 
 
 def _methods(specs) -> dict[str, str | None]:

@@ -26,6 +26,7 @@ import numpy as np
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.text import NoReply, TextProtocol
+from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest
 from dilemmax.llm.hf_client import TransformersClient
 from dilemmax.llm.play import BatchedPlay, Seat
@@ -203,7 +204,7 @@ def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) 
     try:
         import gepa  # optional gepa extra: without it, a one-line message says how to add it
     except ImportError as err:
-        raise SystemExit("GEPA needs the gepa package: pip install 'dilemmax[gepa]'") from err
+        raise UsageError("GEPA needs the gepa package: pip install 'dilemmax[gepa]'") from err
 
     if task_client is None:
         task_client = TransformersClient(

@@ -101,6 +101,18 @@ def check_adapter_folder(path, what: str = "hf seat adapter") -> Path:
     return folder
 
 
+def _check_device(torch, device: str) -> None:
+    """Raises ModelFolderError for a device torch cannot name or this machine does not have,
+    before the model is loaded (minutes for a large one)."""
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError, ValueError) as err:
+        text = " ".join(str(err).split())[:200]
+        raise ModelFolderError(f"hf seat device {device!r} is not a torch device: {text}") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ModelFolderError(f"hf seat device {device!r}: this machine has no CUDA device")
+
+
 def load_failure(what: str, folder, err: BaseException) -> ModelFolderError:
     """The one-line error of a folder that passed the file checks but would not load."""
     text = " ".join(str(err).split())
@@ -144,6 +156,7 @@ class TransformersClient:
         path = check_model_folder(model_path)
         if adapter is not None:
             check_adapter_folder(adapter)
+        _check_device(torch, device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path)
@@ -159,7 +172,11 @@ class TransformersClient:
                 model = PeftModel.from_pretrained(model, str(adapter))
             except LOAD_ERRORS as err:
                 raise load_failure("hf seat adapter", adapter, err) from None
-        self.model = model.to(device).eval()
+        try:
+            self.model = model.to(device).eval()
+        except (RuntimeError, AssertionError, ValueError) as err:  # torch's "no such device"
+            text = " ".join(str(err).split())[:200]
+            raise ModelFolderError(f"hf seat device {device!r} cannot be used: {text}") from None
         self.device = device
         self.max_new_tokens = int(max_new_tokens)
         self.temperature, self.top_p = float(temperature), float(top_p)

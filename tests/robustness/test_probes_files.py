@@ -462,6 +462,34 @@ def test_hf_seats_and_model_options_name_a_folder_that_is_not_a_model(capsys, tm
     assert not (tmp_path / "out").exists() and not (tmp_path / "a").exists()
 
 
+def test_a_folder_with_the_right_names_but_damaged_files_fails_by_name_not_traceback(tmp_path):
+    pytest.importorskip("transformers")
+    from dilemmax.llm.hf_client import TransformersClient
+
+    fake = _model_folder(
+        tmp_path / "fake",
+        config_dot_json='{"model_type": "llama"}',
+        model_dot_safetensors="not weights",
+        tokenizer_dot_json="{",
+    )
+    with pytest.raises(ModelFolderError, match="is not a torch device"):
+        TransformersClient(fake, device="tpu")  # refused before loading anything
+    with pytest.raises(ModelFolderError, match=f"{re.escape(str(fake))} cannot be loaded"):
+        TransformersClient(fake)
+
+
+def test_reward_checks_its_baseline_before_loading_a_model(capsys, tmp_path):
+    data = tmp_path / "heldout.jsonl"
+    data.write_text(json.dumps(RECORD) + "\n")
+    argv = ["finetune", "reward", "--model", "org/none", "--data", str(data), "--split", "heldout"]
+    for baseline, words in (
+        ({"split": "heldout", "records": 3, "per_prompt": [0, 0, 0]}, "scored 3 heldout records"),
+        ({"split": "heldout", "records": 1, "per_prompt": ["x"]}, "'per_prompt' must list 1"),
+    ):
+        (tmp_path / "b.json").write_text(json.dumps(baseline))
+        assert words in _fails_cleanly(capsys, [*argv, "--baseline", str(tmp_path / "b.json")])
+
+
 # ------------------------------------------------------------------------ as a user sees it
 def test_foreign_files_end_in_one_line_without_a_traceback_from_the_shell(files, tmp_path):
     (tmp_path / "bad.jsonl").write_text("{oops\n")
