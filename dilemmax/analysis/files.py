@@ -10,6 +10,7 @@ line with exit status 2 (a FileFormatError is a :class:`~dilemmax.errors.UsageEr
 
 from __future__ import annotations
 
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -22,7 +23,8 @@ from dilemmax.errors import UsageError
 # is not one of them, and unpacking it would only exhaust memory.
 MAX_UNPACKED_BYTES = 1 << 30
 
-# What numpy's and zipfile's readers raise on a damaged or foreign archive.
+# What numpy's and zipfile's readers raise on a damaged or foreign archive (numpy reads an
+# array's header with Python's tokenizer, hence the TokenError and SyntaxError).
 READ_ERRORS = (
     OSError,
     ValueError,
@@ -31,7 +33,10 @@ READ_ERRORS = (
     TypeError,
     MemoryError,
     NotImplementedError,
+    RuntimeError,  # zipfile: a member flagged as encrypted
     UnicodeError,
+    SyntaxError,
+    tokenize.TokenError,
     zipfile.BadZipFile,
     zlib.error,
 )

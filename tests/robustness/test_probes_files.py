@@ -58,6 +58,8 @@ def files(tmp_path_factory):
         {"fatality": np.zeros((1, 1, 2))}, {"AON": 0},
     )  # fmt: skip
     R.save_reference(reference, root / "ref.npz")
+    with np.load(root / "pop.npz") as saved:  # uncompressed: the array headers lie open to damage
+        np.savez(root / "plain.npz", **saved)
     good = (root / "pop.npz").read_bytes()
     (root / "random.npz").write_bytes(os.urandom(512))
     (root / "text.npz").write_text("rule_index,context_index\n0,1\n")
@@ -170,11 +172,9 @@ def test_any_bytes_load_or_fail_by_name(tmp_path, data):
 def test_truncated_or_damaged_saves_load_or_fail_by_name(files, tmp_path, cut, flip, byte):
     """A good file cut short or with one byte changed: loaded (the damage missed what is read)
     or a FileFormatError, never another exception."""
-    for good, load in (
-        (files / "pop.npz", S.Population.load),
-        (files / "ref.npz", R.load_reference),
-    ):
-        data = bytearray(good.read_bytes())
+    loads = [("pop.npz", S.Population.load), ("plain.npz", S.Population.load)]
+    for name, load in [*loads, ("ref.npz", R.load_reference)]:
+        data = bytearray((files / name).read_bytes())
         data[flip % len(data)] = byte
         damaged = tmp_path / "damaged.npz"
         damaged.write_bytes(bytes(data[: max(cut, len(data) // 2)]))
