@@ -160,7 +160,7 @@ def write_gap_report(
         _write_context_table(pop, ref[e], reference, out_dir / f"contexts_{slug}.csv")
     rules = populations[0].rules
     figures.heatmaps(
-        reference.ur_at(epsilon),
+        reference_for(populations[0], reference)[e],  # the reference's rows of these rules
         reference.resources,
         reference.thresholds,
         out_dir / "reference_ur",

@@ -67,6 +67,11 @@ def gap_inputs(args) -> tuple:
             reference_for(pop, reference)
         except ValueError as err:
             raise UsageError(f"--population {path} against --reference: {err}") from None
+        if pop.rules != pops[0].rules:  # rule contrasts and the population x rule test pair them
+            raise UsageError(
+                f"--population {path} has rules {list(pop.rules)}, {args.population[0]} has "
+                f"{list(pops[0].rules)}: populations are compared over the same rules"
+            )
     return reference, pops
 
 

@@ -131,15 +131,15 @@ def test_gap_checks_the_inputs_against_each_other_before_any_statistics(capsys, 
     assert exit.value.code == 2 and "--resamples" in capsys.readouterr().err
 
 
-def test_gap_refuses_per_rank_metrics_and_keeps_populations_of_one_name_apart(capsys, tmp_path):
+def test_gap_refuses_per_rank_metrics_and_other_rules_and_keeps_one_name_apart(capsys, tmp_path):
     cells = {"rules": ("AON",), "rule_index": [0, 0], "context_index": [0, 1], "num_contexts": 2}
     flat = S.Population("same", {"fatality": np.zeros(2)}, **cells)
     flat.save(tmp_path / "a.npz")
     flat.save(tmp_path / "b.npz")
     S.Population("ranked", {"fatality": np.zeros((2, 3))}, **cells).save(tmp_path / "r.npz")
-    reference = R.ReferenceTable(
-        (0.1,), ("AON",), np.full((2, 3), 4), np.array([9, 10]), 1,
-        {"fatality": np.zeros((1, 1, 2))}, {"AON": 0},
+    reference = R.ReferenceTable(  # more rules than the populations: theirs are picked out
+        (0.1,), ("AON", "RP"), np.full((2, 3), 4), np.array([9, 10]), 1,
+        {"fatality": np.zeros((1, 2, 2))}, {"AON": 0, "RP": 0},
     )  # fmt: skip
     R.save_reference(reference, tmp_path / "ref.npz")
     argv = ["redteam", "gap", "--reference", str(tmp_path / "ref.npz"), "--resamples", "20"]
@@ -149,6 +149,11 @@ def test_gap_refuses_per_rank_metrics_and_keeps_populations_of_one_name_apart(ca
     assert main([*argv, "--population", *both, "--out", str(tmp_path / "g")]) == 0
     report = json.loads((tmp_path / "g" / "report.json").read_text())
     assert sorted(report["populations"]) == [f"same ({both[0]})", f"same ({both[1]})"]
+    S.Population("rp", {"fatality": np.zeros(2)}, [0, 0], [0, 1], 2, ("RP",)).save(
+        tmp_path / "rp.npz"
+    )
+    mixed = [*argv, "--population", both[0], str(tmp_path / "rp.npz"), "--out", str(tmp_path / "m")]
+    assert "compared over the same rules" in _fails_cleanly(capsys, mixed)
 
 
 def test_a_model_run_folder_is_read_through_its_population_file(files, tmp_path):
