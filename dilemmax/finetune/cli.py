@@ -93,7 +93,7 @@ def _check_output_folder(path: str, option: str) -> None:
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
     _check_output_folder(args.out, "OUT")
-    with user_input("finetune data"):
+    with user_input("the condition grid"):
         spec = DatasetSpec(
             seed=args.seed,
             episodes_per_condition=args.episodes,
@@ -105,6 +105,7 @@ def _cmd_data(args) -> int:
             fractions=args.fractions,
             protocol_options=_protocol_options(args),
         )
+        sft_grid(spec)  # every condition's costs, weights, provenance and mapping, checked now
     paths = save_dataset(spec, args.out, progress=not args.no_progress)
     counts = json.loads((Path(args.out) / "spec.json").read_text())["counts"]
     for split, path in paths.items():
@@ -315,7 +316,11 @@ def _evaluated_methods(args) -> dict[str, str | None]:
 def _cmd_evaluate(args) -> int:
     _threads(args)
     methods = _evaluated_methods(args)
-    grid = sft_grid(read_spec(args.conditions, "--conditions")) if args.conditions else None
+    grid = None
+    if args.conditions:
+        spec = read_spec(args.conditions, "--conditions")
+        with user_input(f"--conditions {args.conditions}"):
+            grid = sft_grid(spec)
     _check_output_folder(args.out, "--out")
     results = evaluate_methods(
         args.model,

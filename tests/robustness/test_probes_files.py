@@ -366,6 +366,23 @@ def test_every_data_option_names_a_bad_dataset_before_loading_a_model(capsys, da
     assert not (datasets / "out").exists() and not (datasets / "tiny").exists()
 
 
+def test_a_condition_grid_the_game_refuses_is_named_before_any_episode(capsys, tmp_path):
+    out = tmp_path / "data"
+    err = _fails_cleanly(capsys, ["finetune", "data", str(out), "--costs", "nan"])
+    assert "cost must lie in [0, 1]" in err and not out.exists()
+    (tmp_path / "spec").mkdir()
+    for spec, words in (
+        ("{oops", "spec.json is not readable JSON"),
+        ('{"costs": [7]}', "cost must lie in [0, 1]"),
+        ('{"fractions": [1, 1, 1]}', "fractions must sum to 1"),
+        ('{"protocol_options": 5}', "protocol_options must be a JSON object"),
+    ):
+        (tmp_path / "spec" / "spec.json").write_text(spec)
+        argv = ["finetune", "evaluate", "--model", "org/m", "--conditions", str(tmp_path / "spec")]
+        assert words in _fails_cleanly(capsys, [*argv, "--out", str(tmp_path / "report")])
+    assert not (tmp_path / "report").exists()
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: (

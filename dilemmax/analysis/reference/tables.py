@@ -233,6 +233,8 @@ def load_reference(path, what: str = "reference file") -> ReferenceTable:
     epsilons = check.get("epsilons", "number", ndim=1)
     if not epsilons.size or ((epsilons < 0) | (epsilons > 1)).any():
         raise check.fail(f"epsilons {epsilons.tolist()}: expected one or more rates in [0, 1]")
+    if len(set(epsilons.tolist())) != len(epsilons):  # the gap report is keyed by epsilon
+        raise check.fail(f"epsilons {epsilons.tolist()} repeat a rate")
     rules = check.names("rules")
     unknown = [r for r in rules if r.upper() not in C.RULE_NAMES]
     if unknown:
