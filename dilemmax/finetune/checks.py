@@ -143,11 +143,12 @@ def read_spec(data, option: str = "--data") -> DatasetSpec:
 
 
 # ------------------------------------------------------------------------ model folders
-def check_model(name: str, option: str = "--model") -> str:
-    """``name`` if it is a local model folder that passes the client's checks, or else has the
-    form of a hub id (transformers then resolves it); a one-line error otherwise."""
+def check_model(name: str, option: str = "--model", local: bool = False) -> str:
+    """``name`` if it is a local model folder that passes the client's checks, or else (unless
+    ``local``: the play client loads folders only) has the form of a hub id, which transformers
+    then resolves; a one-line error otherwise."""
     path = Path(name)
-    if path.exists() or not HUB_ID.fullmatch(name):
+    if local or path.exists() or not HUB_ID.fullmatch(name):
         check_model_folder(path, option)
     return name
 

@@ -307,7 +307,7 @@ def _evaluated_methods(args) -> dict[str, str | None]:
         methods = _methods(args.adapter)
     except SystemExit as err:  # _methods' own callers expect SystemExit
         raise UsageError(str(err)) from None
-    check_model(args.model)
+    check_model(args.model, local=True)  # played through the local transformers client
     for name, folder in methods.items():
         check_adapter(folder, f"--adapter ({name})")
     return methods
@@ -342,9 +342,10 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_gepa(args) -> int:
+    check_model(args.model, local=True)  # played through the local transformers client
     _check_run(args)
     if args.reflection_model:
-        check_model(args.reflection_model, "--reflection-model")
+        check_model(args.reflection_model, "--reflection-model", local=True)
     settings = GEPASettings(
         model=args.model,
         adapter=args.adapter,

@@ -300,7 +300,14 @@ def test_output_options_are_checked_before_any_work(capsys, files, tmp_path):
         ["redteam", "ablate", "--policy", "fair_share", "--out", str(a_file)],
         ["redteam", "certify", "--population", pop, "--context", "4,4,4:9", "--out", "/proc/x/c"],
         ["finetune", "sft", "--model", "m", "--data", "d", "--out", str(a_file)],
-        ["finetune", "evaluate", "--model", "m", "--out", "/proc/x"],
+        [
+            "finetune",
+            "evaluate",
+            "--model",
+            str(_looks_like_a_model(tmp_path / "m")),
+            "--out",
+            "/proc/x",
+        ],
         ["finetune", "data", str(a_file)],
     ]
     # A population the reference file covers (AON on its two contexts), so gap reaches --out.
@@ -371,6 +378,7 @@ def test_a_condition_grid_the_game_refuses_is_named_before_any_episode(capsys, t
     err = _fails_cleanly(capsys, ["finetune", "data", str(out), "--costs", "nan"])
     assert "cost must lie in [0, 1]" in err and not out.exists()
     (tmp_path / "spec").mkdir()
+    _looks_like_a_model(tmp_path / "model")
     for spec, words in (
         ("{oops", "spec.json is not readable JSON"),
         ('{"costs": [7]}', "cost must lie in [0, 1]"),
@@ -378,7 +386,8 @@ def test_a_condition_grid_the_game_refuses_is_named_before_any_episode(capsys, t
         ('{"protocol_options": 5}', "protocol_options must be a JSON object"),
     ):
         (tmp_path / "spec" / "spec.json").write_text(spec)
-        argv = ["finetune", "evaluate", "--model", "org/m", "--conditions", str(tmp_path / "spec")]
+        model = str(tmp_path / "model")
+        argv = ["finetune", "evaluate", "--model", model, "--conditions", str(tmp_path / "spec")]
         assert words in _fails_cleanly(capsys, [*argv, "--out", str(tmp_path / "report")])
     assert not (tmp_path / "report").exists()
 
@@ -415,6 +424,16 @@ def _model_folder(root: Path, **files: str) -> Path:
     for name, text in files.items():
         (root / name.replace("_dot_", ".")).write_text(text)
     return root
+
+
+def _looks_like_a_model(root: Path) -> Path:
+    """A folder with the file names of a model (so it passes the checks) and nothing in them."""
+    return _model_folder(
+        root,
+        config_dot_json='{"model_type": "llama"}',
+        model_dot_safetensors="not weights",
+        tokenizer_dot_json="{",
+    )
 
 
 MODEL_FOLDERS = {
@@ -471,7 +490,9 @@ def test_hf_seats_and_model_options_name_a_folder_that_is_not_a_model(capsys, tm
         (["redteam", "play", "--policy", f"hf:{model}", "--out", str(tmp_path / "a")], "weights"),
         (["finetune", "sft", "--model", model, "--data", str(data)], "weights"),
         (["finetune", "evaluate", "--model", model], "weights"),
-        (["finetune", "evaluate", "--model", "org/m", "--adapter", f"sft={adapter}"], "peft_type"),
+        (["finetune", "evaluate", "--model", str(_looks_like_a_model(tmp_path / "m")),
+          "--adapter", f"sft={adapter}"], "peft_type"),
+        (["finetune", "evaluate", "--model", "org/m"], "no model at org/m"),
         (["finetune", "rloo", "--model", "org/m", "--adapter", adapter, "--data", str(data)],
          "peft_type"),
         (["finetune", "gepa", "--model", model], "weights"),
@@ -480,7 +501,7 @@ def test_hf_seats_and_model_options_name_a_folder_that_is_not_a_model(capsys, tm
         if argv[0] == "finetune":
             argv = [*argv, "--out", str(tmp_path / "out")]
         err = _fails_cleanly(capsys, argv)
-        assert words in err and ("not-model" in err or "not-adapter" in err), err
+        assert words in err and ("not-model" in err or "not-adapter" in err or "org/m" in err), err
     assert not (tmp_path / "out").exists() and not (tmp_path / "a").exists()
 
 
@@ -488,12 +509,7 @@ def test_a_folder_with_the_right_names_but_damaged_files_fails_by_name_not_trace
     pytest.importorskip("transformers")
     from dilemmax.llm.hf_client import TransformersClient
 
-    fake = _model_folder(
-        tmp_path / "fake",
-        config_dot_json='{"model_type": "llama"}',
-        model_dot_safetensors="not weights",
-        tokenizer_dot_json="{",
-    )
+    fake = _looks_like_a_model(tmp_path / "fake")
     with pytest.raises(ModelFolderError, match="is not a torch device"):
         TransformersClient(fake, device="tpu")  # refused before loading anything
     with pytest.raises(ModelFolderError, match=f"{re.escape(str(fake))} cannot be loaded"):
