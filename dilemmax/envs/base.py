@@ -305,9 +305,10 @@ class MultiAgentEnv(abc.ABC):
                 f"{self.name}.step: actions must be a dict agent -> action, got "
                 f"{type(actions).__name__}"
             )
-        if actions.keys() == self.agent_index.keys():
+        agents = set(self.agents)
+        if actions.keys() == agents:
             return
-        unknown = [str(k) for k in actions if k not in self.agent_index]
+        unknown = [str(k) for k in actions if k not in agents]
         missing = [a for a in self.agents if a not in actions]
         problems = []
         if unknown:

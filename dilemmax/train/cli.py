@@ -170,6 +170,7 @@ def _cmd_evaluate(args) -> int:
             values = apply_overrides(run.config.to_dict(), overrides)
             run.config.__dict__.update(type(run.config).from_dict(values).__dict__)
             run.config.validate()
+        _network_fits(run)
     if out is None:
         out = output_file(ckpt.parent.parent / "eval.json", "--json (default <run>/eval.json)")
     metrics = run.evaluate(state, jax.random.PRNGKey(args.seed), greedy=args.greedy)
@@ -196,6 +197,32 @@ def _same_network(config: TrainConfig, overrides: dict) -> None:
                 f"--set {key}={overrides[key]}: this run was trained as {config.algo} on "
                 f"{config.env}; evaluate plays its own network, so {key} cannot change"
             )
+
+
+def _network_fits(run) -> None:
+    """Refuses an evaluation env the run's network cannot play (``--set env_kwargs.num_agents=5``
+    on a 3-agent run): other agents, observation shapes or action counts than it trained on."""
+    trained, evaluated = run.trainer.env, run.trainer.eval_env()
+    if _seats(trained) != _seats(evaluated):
+        kwargs = {**run.config.env_kwargs, **run.config.eval_env_kwargs}
+        raise UsageError(
+            f"the evaluation env ({run.config.env} with {kwargs or 'no options'}) does not fit "
+            f"the run's network: it trained with {_describe(trained)}, the evaluation env has "
+            f"{_describe(evaluated)}"
+        )
+
+
+def _seats(env) -> list[tuple]:
+    """(agent, observation shape, number of actions) of each seat: what a network depends on."""
+    return [
+        (a, tuple(env.observation_space(a).shape), int(env.action_space(a).n)) for a in env.agents
+    ]
+
+
+def _describe(env) -> str:
+    first = env.agents[0]
+    obs, actions = tuple(env.observation_space(first).shape), env.action_space(first).n
+    return f"{env.num_agents} agents, observations {obs}, {actions} actions"
 
 
 def _held_out(run, split: str) -> str:

@@ -17,7 +17,6 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import jax
 import pytest
@@ -31,7 +30,7 @@ from dilemmax.commandline import int_in, output_file, output_folder
 from dilemmax.errors import UsageError
 from dilemmax.runlock import RunLock
 from dilemmax.train import cli as train_cli
-from dilemmax.train.config import TrainConfig
+from dilemmax.train.config import make_config
 from dilemmax.train.run import TrainingDiverged, TrainingRun
 from dilemmax.wrappers.gymnasium import SingleSeatEnv, SingleSeatVectorEnv
 from dilemmax.wrappers.legal import MAX_NUM_ENVS, check_count, check_reward
@@ -112,10 +111,11 @@ def test_evaluate_json_is_checked_before_the_checkpoint_is_read(
 
 
 def _fake_run(monkeypatch, ckpt: Path, algo: str = "ippo") -> list:
-    """A loaded run whose evaluation must not be reached; returns the list it would append to."""
+    """A loaded run (built, nothing trained) whose evaluation must not be reached; returns the
+    list its evaluation would append to."""
     evaluated = []
-    config = TrainConfig(env="moral_hazard", algo=algo)
-    run = SimpleNamespace(config=config, evaluate=lambda *a, **k: evaluated.append(1) or {})
+    run = TrainingRun(make_config("consequence", algo), ckpt.parent.parent)
+    monkeypatch.setattr(run, "evaluate", lambda *a, **k: evaluated.append(1) or {})
     monkeypatch.setattr(train_cli, "load_run", lambda path: (run, None, ckpt))
     return evaluated
 
@@ -262,6 +262,14 @@ def test_evaluate_refuses_to_change_the_runs_algo(capsys, monkeypatch, tmp_path)
     evaluated = _fake_run(monkeypatch, tmp_path / "checkpoints" / "ckpt_000000.msgpack")
     err = _fails_cleanly(capsys, ["evaluate", "somewhere", "--set", "algo=mappo"])
     assert "--set algo=mappo" in err and "trained as ippo" in err
+    assert not evaluated
+
+
+@pytest.mark.parametrize("key", ["env_kwargs", "eval_env_kwargs"])
+def test_evaluate_refuses_an_env_the_network_cannot_play(capsys, monkeypatch, tmp_path, key):
+    evaluated = _fake_run(monkeypatch, tmp_path / "checkpoints" / "ckpt_000000.msgpack")
+    err = _fails_cleanly(capsys, ["evaluate", "somewhere", "--set", f"{key}.num_agents=5"])
+    assert "does not fit the run's network" in err and "the evaluation env has 5 agents" in err
     assert not evaluated
 
 
