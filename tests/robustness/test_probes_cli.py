@@ -171,22 +171,49 @@ def test_bounded_int_refuses_in_argparse_terms(text):
 
 
 # ------------------------------------------------------------------ a race to check
-@pytest.fixture
-def other_start(monkeypatch):
+# Another process on the run folder: it takes the flock RunLock takes, on the same file, and
+# writes the lock file's "<what> pid <n>" line and its own config.json, then waits for stdin.
+_OTHER_PROCESS = """
+import fcntl, os, sys
+folder = sys.argv[1]
+fd = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, f"training pid {os.getpid()}\\n".encode())
+with open(os.path.join(folder, "config.json"), "w") as f:
+    f.write("{}\\n")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture(params=["another lock holder", "another process"])
+def other_start(monkeypatch, request):
     """Another start on the same folder that takes the lock just before this one does (the
     window between making the folder and locking it), and writes its config there."""
-    held = []
+    held, procs = [], []
     real_train = TrainingRun.train
 
     def train_after_another(self, resume=False, max_chunks=None):
-        held.append(RunLock(self.dir, "training").acquire())
-        (self.dir / "config.json").write_text("{}\n")
+        if request.param == "another process":
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _OTHER_PROCESS, str(self.dir)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            procs.append(proc)
+            assert proc.stdout.readline().strip() == "held"
+        else:
+            held.append(RunLock(self.dir, "training").acquire())
+            (self.dir / "config.json").write_text("{}\n")
         return real_train(self, resume, max_chunks)
 
     monkeypatch.setattr(TrainingRun, "train", train_after_another)
-    yield held
+    yield
     for lock in held:
         lock.release()
+    for proc in procs:
+        proc.communicate("", timeout=30)
 
 
 def test_a_start_that_lost_the_lock_leaves_the_other_runs_folder(capsys, tmp_path, other_start):
