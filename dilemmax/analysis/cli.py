@@ -41,6 +41,7 @@ from dilemmax.analysis.populations import (
 )
 from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
 from dilemmax.commandline import (
+    int_in,
     output_file,
     output_folder,
     parse_assignments,
@@ -115,6 +116,10 @@ def _cmd_reference(args) -> int:
 
 
 MODEL_KINDS = ("openai:", "hf:")
+# Bootstrap and permutation draws: the paper's 10,000 is the default; every draw holds one
+# resampled context index per context (and the permutation test a float per population too), so
+# a million would already need gigabytes.
+RESAMPLES = int_in(1, 100_000)
 
 
 def _policy(spec: str, env):
@@ -302,7 +307,8 @@ def _cmd_certify(args) -> int:
         print(f"dilemmax redteam certify: error: --context {err}")
         return 2
     pop = inputs.certify_evidence(args.population)
-    paths = [output_file(Path(args.out).with_suffix(s), "--out") for s in (".md", ".json")]
+    for suffix in (".md", ".json"):  # the two files of the case, checked before any work
+        output_file(Path(args.out).with_suffix(suffix), "--out")
     deployment = SC.Deployment(
         name=args.name,
         contexts=[context_index(w, t) for w, t in contexts],
@@ -380,7 +386,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--population", nargs="+", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--epsilon", type=inputs.epsilon, default=PRIMARY_EPSILON)
-    p.add_argument("--resamples", type=positive_int, default=10_000)
+    p.add_argument("--resamples", type=RESAMPLES, default=10_000)
     p.add_argument("--seed", type=seed_int, default=0)
     p.set_defaults(func=_cmd_gap)
 
@@ -393,7 +399,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--ablations", nargs="+", default=list(ABLATIONS), choices=list(ABLATIONS))
     p.add_argument("--rules", nargs="+", default=["RP", "PP"], choices=RULE_NAMES)
     p.add_argument("--episodes", type=positive_int, default=4)
-    p.add_argument("--resamples", type=positive_int, default=10_000)
+    p.add_argument("--resamples", type=RESAMPLES, default=10_000)
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--out", required=True, help="folder: ablations.json, the table, transcript")
     model = p.add_argument_group("language-model populations (openai: / hf: policies)")
