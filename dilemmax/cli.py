@@ -31,6 +31,7 @@ from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-e
     run_parsed,
     seed_int,
     user_input,
+    writing,
 )
 from dilemmax.envs.options import OptionSpec
 from dilemmax.envs.policies import policies_for
@@ -114,13 +115,16 @@ def _cmd_rollout(args) -> int:
     for name, value in summary.items():
         print(f"  {name:32s} {_format_metric(value)}")
     if args.gif:
-        print(f"  gif: {save_gif(result.frames, args.gif, fps=args.fps, scale=args.gif_scale)}")
+        with writing(args.gif, "--gif"):
+            gif = save_gif(result.frames, args.gif, fps=args.fps, scale=args.gif_scale)
+        print(f"  gif: {gif}")
     if args.out:
         print(f"  transcript: {args.out}")
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({k: np.asarray(v).tolist() for k, v in summary.items()}, indent=2)
-        )
+        with writing(args.json, "--json"):
+            Path(args.json).write_text(
+                json.dumps({k: np.asarray(v).tolist() for k, v in summary.items()}, indent=2)
+            )
     return 0
 
 

@@ -172,6 +172,17 @@ def output_file(path: str | Path, option: str) -> Path:
     return file
 
 
+@contextlib.contextmanager
+def writing(path: str | Path, option: str) -> Iterator[None]:
+    """Turns the OSError of writing a checked output (a full disk, a file removed meanwhile)
+    into a :class:`UsageError` naming ``option`` and ``path``."""
+    try:
+        yield
+    except OSError as err:
+        reason = err.strerror or err
+        raise UsageError(f"{option} {path}: writing it failed: {reason}") from None
+
+
 def _check_writable_folder(folder: Path) -> None:
     """Raises OSError unless a file can be created in ``folder`` (permission bits alone do not
     say: root passes them on read-only mounts)."""

@@ -37,6 +37,7 @@ from dilemmax.commandline import (
     run_parsed,
     seed_int,
     user_input,
+    writing,
 )
 from dilemmax.envs.options import env_option_specs
 from dilemmax.envs.registry import env_spec
@@ -183,7 +184,8 @@ def _cmd_evaluate(args) -> int:
     )
     for key, value in metrics.items():
         print(f"  {key:32s} {value}")
-    out.write_text(json.dumps({"checkpoint": str(ckpt), "metrics": metrics}, indent=2) + "\n")
+    with writing(out, "--json"):
+        out.write_text(json.dumps({"checkpoint": str(ckpt), "metrics": metrics}, indent=2) + "\n")
     print(f"written: {out}")
     return 0
 

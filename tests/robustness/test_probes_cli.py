@@ -17,6 +17,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import pytest
@@ -125,6 +126,15 @@ def test_evaluate_default_json_is_checked_before_evaluating(capsys, monkeypatch,
     err = _fails_cleanly(capsys, ["evaluate", "somewhere"])
     assert "--json (default <run>/eval.json)" in err and "is a file" in err
     assert not evaluated
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_write_that_fails_after_the_check_is_one_line(capsys, monkeypatch):
+    """A result that cannot be written once computed (a full disk) names the option."""
+    played = SimpleNamespace(summary=lambda: {"return": 1.0})
+    monkeypatch.setattr("dilemmax.cli.Arena.run", lambda *a, **k: played)
+    err = _fails_cleanly(capsys, ["rollout", "consequence", "--json", "/dev/full"])
+    assert "--json /dev/full: writing it failed" in err
 
 
 def test_real_entry_point_names_the_option(tmp_path, a_file):
