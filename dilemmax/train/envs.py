@@ -73,6 +73,10 @@ class ConfiguredEnv(MultiAgentEnv):
         self.grid = grid
         self.max_steps = env.max_steps
         self.render_modes = env.render_modes
+        # Only sample_config changes, so the game's auto-reset shortcuts (see MultiAgentEnv)
+        # still hold; this class's defaults (both False) would turn them off.
+        self.obs_from_state = env.obs_from_state
+        self.gathered_resets = env.gathered_resets
 
     def __getattr__(self, name):
         # Only reached for attributes this class lacks.

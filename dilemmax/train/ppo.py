@@ -222,12 +222,7 @@ class Trainer:
     # ------------------------------------------------------------------ envs, init
     def training_env(self, env_config: dict) -> LogWrapper:
         """The env on this run's configurations (built inside the traced program), logged."""
-        env = ConfiguredEnv(self.env, env_config, self.train_grid)
-        # ConfiguredEnv changes only sample_config, so the game's auto-reset shortcuts (see
-        # MultiAgentEnv) still hold for it; its class defaults would turn them off.
-        env.obs_from_state = self.env.obs_from_state
-        env.gathered_resets = self.env.gathered_resets
-        return LogWrapper(env)
+        return LogWrapper(ConfiguredEnv(self.env, env_config, self.train_grid))
 
     def default_env_config(self) -> dict:
         """The config's ``env_config`` overrides as arrays."""

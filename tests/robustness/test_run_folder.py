@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilemmax.train import checkpoint
-from dilemmax.train.checkpoint import CheckpointError
+from dilemmax.agents import checkpoint
+from dilemmax.agents.checkpoint import CheckpointError
 from dilemmax.train.config import make_config
 from dilemmax.train.run import (
     METRICS_FILE,
