@@ -10,8 +10,10 @@ parsed as that field's type (``env_kwargs.num_agents=3`` or ``env_config.cost=0.
 the dict options, typed by the env's options). Everything is checked before a run folder is made
 or anything compiles; a mistake is one line on stderr and exit status 2. A second training into
 a folder in use, or a fresh one into a folder that holds a run, is refused; ``--resume`` needs
-the folder's config.json. A training whose loss or parameters stop being finite stops with
-status 1, keeping its last good checkpoint.
+the folder's config.json. A start that fails before its first checkpoint removes the folder only
+if it made it and no other run holds it. A training whose loss or parameters stop being finite
+stops with status 1, keeping its last good checkpoint. ``--algo`` and ``--set algo=`` (or the env
+and ``--set env=``) that disagree are refused.
 
 ``evaluate`` plays the held-out configurations (``--split``, for the grid games, which have
 train / held-out pools of layouts and rules); the other games have no split and evaluate on their
@@ -76,11 +78,12 @@ def _cmd_train(args) -> int:
             config.progress = False
         run = TrainingRun(config, out)
     _, created = output_folder(out, "--out")
-    print(
-        f"training {config.algo} on {config.env}: {config.num_updates} updates x "
-        f"{config.num_envs} envs x {config.num_steps} steps, {config.num_seeds} seed(s) -> {out}"
-    )
     try:
+        print(
+            f"training {config.algo} on {config.env}: {config.num_updates} updates x "
+            f"{config.num_envs} envs x {config.num_steps} steps, {config.num_seeds} seed(s) "
+            f"-> {out}"
+        )
         run.train(resume=args.resume)
     except TrainingDiverged as err:
         print(f"dilemmax train: {err}", file=sys.stderr)
