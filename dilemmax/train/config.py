@@ -30,6 +30,7 @@ from dilemmax.envs.options import (
     spec_from_annotation,
 )
 from dilemmax.envs.registry import env_spec
+from dilemmax.train.envs import check_override_ranges
 
 
 @dataclass
@@ -416,7 +417,8 @@ def make_config(
 
 
 def _check_env_kwargs(config: TrainConfig) -> None:
-    """Checks env_kwargs and eval_env_kwargs against the env's options (without building it)."""
+    """Checks env_kwargs and eval_env_kwargs against the env's options, and env_config's values
+    against the ranges of the options they share a name with (without building the env)."""
     try:
         env_cls = env_spec(config.env).load()
     except ValueError:
@@ -431,3 +433,6 @@ def _check_env_kwargs(config: TrainConfig) -> None:
             )
     check_env_options(config.env, env_cls, config.env_kwargs)
     check_env_options(config.env, env_cls, {**config.env_kwargs, **config.eval_env_kwargs})
+    # env_config.cost=nan meets the same range as env_kwargs.cost=nan (the fields' shapes and
+    # dtypes need the built env: TrainingRun checks them).
+    check_override_ranges(config.env, env_cls, config.env_config)

@@ -43,9 +43,9 @@ from tqdm.auto import tqdm
 
 from dilemmax.agents import checkpoint
 from dilemmax.agents.checkpoint import CONFIG_FILE, CURVE_FILE, METRICS_FILE, find_checkpoint
-from dilemmax.envs.options import OptionError
 from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
 from dilemmax.train.config import TrainConfig
+from dilemmax.train.envs import check_env_config, check_fits
 from dilemmax.train.ppo import RunnerState, Trainer
 from dilemmax.train.sharding import data_mesh, place, runner_shardings
 
@@ -75,36 +75,6 @@ def read_records(path: Path, warn=print) -> list[dict]:
         else:
             warn(f"{path}: dropping line {number} (not a metrics record)")
     return out
-
-
-def check_env_config(env, overrides: dict) -> None:
-    """Checks ``env_config`` overrides against the env's configuration pytree (its structure
-    only, via ``jax.eval_shape``): every dotted name must be a field, every value a number or
-    array that broadcasts to the field's shape. Raises OptionError naming the field."""
-    if not overrides:
-        return
-    template = jax.eval_shape(env.sample_config, jax.random.PRNGKey(0))
-    for name, value in overrides.items():
-        node = template
-        for part in str(name).split("."):
-            fields = node if isinstance(node, dict) else getattr(node, "__dataclass_fields__", {})
-            if part not in fields:
-                raise OptionError(
-                    f"env_config: {type(env).__name__} configurations have no field {name!r}; "
-                    f"fields: {', '.join(sorted(fields))}"
-                )
-            node = node[part] if isinstance(node, dict) else getattr(node, part)
-        array = np.asarray(value) if not isinstance(value, str | bytes) else np.asarray(None)
-        ok = array.dtype.kind in "biuf"
-        if ok:
-            try:
-                np.broadcast_to(array, node.shape)
-            except ValueError:
-                ok = False
-        if not ok:
-            raise OptionError(
-                f"env_config: {name}={value!r} does not fit the field ({node.dtype}{node.shape})"
-            )
 
 
 def _all_finite(tree) -> jax.Array:
@@ -148,7 +118,10 @@ def summarize(metrics: dict, lead_axes: int) -> dict:
 class TrainingRun:
     """One run folder and the compiled programs that train and evaluate in it."""
 
-    def __init__(self, config: TrainConfig, out_dir: str | Path, env=None):
+    def __init__(self, config: TrainConfig, out_dir: str | Path, env=None, check_memory=True):
+        """``check_memory``: refuse (:class:`MemoryNeeded`) a run whose rollout buffer and env
+        batch cannot fit this machine's memory, before anything compiles (off for evaluation,
+        which allocates neither buffer)."""
         self.config = config
         self.dir = Path(out_dir)
         self.trainer = Trainer(config, env=env)
@@ -158,6 +131,8 @@ class TrainingRun:
         self._eval_fn = None
         self._init_fn = None
         self._finite_fn = jax.jit(_all_finite)
+        if check_memory:
+            check_fits(config, self.trainer, self.seed_keys(), self.mesh)
 
     # ------------------------------------------------------------------ programs
     def seed_keys(self) -> jax.Array:
@@ -226,7 +201,27 @@ class TrainingRun:
         if found is None:
             return None
         state, meta, path = found
+        self._check_progress(meta, path)
         return place(state, self.mesh), meta["chunk"] + 1
+
+    def _check_progress(self, meta: dict, path: Path) -> None:
+        """Refuses a checkpoint that config.json, edited since, no longer describes: one past
+        the run's total_timesteps (resuming would train nothing and say "done") or cut into
+        chunks of another log_every (resuming would count its updates wrongly)."""
+        c, chunks, updates = self.config, meta["chunk"] + 1, meta["update"]
+        where = f"cannot resume {self.dir}: {path.name} already trained {updates} updates"
+        if updates != chunks * c.log_every:
+            raise RunFolderError(
+                f"{where} in {chunks} chunks of {updates // max(chunks, 1)}, but config.json "
+                f"has log_every={c.log_every}; put back the log_every the run was trained with"
+            )
+        if updates > c.num_updates:
+            steps = updates * c.num_envs * c.num_steps
+            raise RunFolderError(
+                f"{where} ({steps} env steps), but config.json has total_timesteps="
+                f"{c.total_timesteps} ({c.num_updates} updates); raise total_timesteps to at "
+                f"least {steps} or start a fresh run"
+            )
 
     def warm_start(self, state: RunnerState, source: str | Path) -> RunnerState:
         """``state`` with the parameters of another run's newest checkpoint (a run folder) or of
@@ -482,7 +477,7 @@ def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
         raise RunFolderError(f"{config_path} is not valid JSON ({err})") from None
     config = TrainConfig.from_dict(values)
     config.validate()
-    run = TrainingRun(config, run_dir)
+    run = TrainingRun(config, run_dir, check_memory=False)
     if ckpt is not None:
         state, _ = checkpoint.restore(ckpt, run.template())
         return run, state, ckpt
