@@ -48,16 +48,27 @@ def _population(episodes: int = 4, collapse: float = 0.0) -> S.Population:
     return S.Population("demo", metrics, rule, context, GRID)
 
 
+def _save_reference(path: Path, rules=("AON",)) -> None:
+    """A reference of ``rules`` on two contexts, UR_ref 0 everywhere."""
+    fatality = np.zeros((1, len(rules), 2))
+    table = R.ReferenceTable((0.1,), rules, np.full((2, 3), 4), np.array([9, 10]), 1,
+                             {"fatality": fatality}, dict.fromkeys(rules, 0))  # fmt: skip
+    R.save_reference(table, path)
+
+
+def _argparse_refuses(capsys, argv, words: str) -> None:
+    """argparse's own refusal: exit 2, its usage line and an error naming ``words``."""
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2 and words in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A good population and reference, and foreign files of every kind."""
     root = tmp_path_factory.mktemp("files")
     _population().save(root / "pop.npz")
-    reference = R.ReferenceTable(
-        (0.1,), ("AON",), np.full((2, 3), 4), np.array([9, 10]), 1,
-        {"fatality": np.zeros((1, 1, 2))}, {"AON": 0},
-    )  # fmt: skip
-    R.save_reference(reference, root / "ref.npz")
+    _save_reference(root / "ref.npz")
     with np.load(root / "pop.npz") as saved:  # uncompressed: the array headers lie open to damage
         np.savez(root / "plain.npz", **saved)
     good = (root / "pop.npz").read_bytes()
@@ -67,21 +78,15 @@ def files(tmp_path_factory):
     (root / "empty.npz").write_bytes(b"")
     np.savez(root / "other.npz", weights=np.ones(3))
     np.save(root / "array.npy", np.arange(3))
-    np.savez(
-        root / "rule_out_of_range.npz",
-        rule_index=np.array([0, 7]), context_index=np.array([0, 1]), num_contexts=GRID,
-        rules=np.array(["AON", "RE"]), name="x", m_fatality=np.zeros(2),
-    )  # fmt: skip
-    np.savez(
-        root / "nan_metric.npz",
-        rule_index=np.array([0, 1]), context_index=np.array([0, 1]), num_contexts=GRID,
-        rules=np.array(["AON", "RE"]), name="x", m_fatality=np.array([0.0, np.nan]),
-    )  # fmt: skip
-    np.savez(
-        root / "short_metric.npz",
-        rule_index=np.array([0, 1]), context_index=np.array([0, 1]), num_contexts=GRID,
-        rules=np.array(["AON", "RE"]), name="x", m_fatality=np.zeros(5),
-    )  # fmt: skip
+    almost = {"context_index": [0, 1], "num_contexts": GRID, "rules": ["AON", "RE"], "name": "x"}
+    for name, changed in (
+        ("rule_out_of_range", {"rule_index": [0, 7], "m_fatality": [0.0, 0.0]}),
+        ("nan_metric", {"rule_index": [0, 1], "m_fatality": [0.0, np.nan]}),
+        ("short_metric", {"rule_index": [0, 1], "m_fatality": [0.0] * 5}),
+    ):
+        np.savez(
+            root / f"{name}.npz", **{k: np.asarray(v) for k, v in {**almost, **changed}.items()}
+        )
     (root / "folder").mkdir()
     return root
 
@@ -126,9 +131,7 @@ def test_gap_checks_the_inputs_against_each_other_before_any_statistics(capsys, 
     argv += [str(files / "pop.npz"), "--out", str(tmp_path / "g")]
     assert "reference has no rule(s)" in _fails_cleanly(capsys, argv)  # the file knows only AON
     assert "epsilons [0.1]" in _fails_cleanly(capsys, [*argv, "--epsilon", "0.3"])
-    with pytest.raises(SystemExit) as exit:  # argparse: its usage line, then the error
-        main([*argv, "--resamples", "0"])
-    assert exit.value.code == 2 and "--resamples" in capsys.readouterr().err
+    _argparse_refuses(capsys, [*argv, "--resamples", "0"], "--resamples")
 
 
 def test_gap_refuses_per_rank_metrics_and_other_rules_and_keeps_one_name_apart(capsys, tmp_path):
@@ -137,11 +140,7 @@ def test_gap_refuses_per_rank_metrics_and_other_rules_and_keeps_one_name_apart(c
     flat.save(tmp_path / "a.npz")
     flat.save(tmp_path / "b.npz")
     S.Population("ranked", {"fatality": np.zeros((2, 3))}, **cells).save(tmp_path / "r.npz")
-    reference = R.ReferenceTable(  # more rules than the populations: theirs are picked out
-        (0.1,), ("AON", "RP"), np.full((2, 3), 4), np.array([9, 10]), 1,
-        {"fatality": np.zeros((1, 2, 2))}, {"AON": 0, "RP": 0},
-    )  # fmt: skip
-    R.save_reference(reference, tmp_path / "ref.npz")
+    _save_reference(tmp_path / "ref.npz", ("AON", "RP"))  # more rules than the populations
     argv = ["redteam", "gap", "--reference", str(tmp_path / "ref.npz"), "--resamples", "20"]
     ranked = [*argv, "--population", str(tmp_path / "r.npz"), "--out", str(tmp_path / "g")]
     assert "m_fatality has shape (2, 3)" in _fails_cleanly(capsys, ranked)
@@ -261,9 +260,7 @@ def test_certify_refuses_budgets_and_levels_no_evidence_can_meet(
     capsys, files, tmp_path, extra, words
 ):
     argv = ["redteam", "certify", "--population", str(files / "pop.npz"), "--context", "1,5,6:10"]
-    with pytest.raises(SystemExit) as exit:  # argparse: one usage line and the error
-        main([*argv, "--out", str(tmp_path / "c"), *extra])
-    assert exit.value.code == 2 and words in capsys.readouterr().err
+    _argparse_refuses(capsys, [*argv, "--out", str(tmp_path / "c"), *extra], words)
 
 
 def test_certify_refuses_events_that_are_not_events(capsys, tmp_path):
@@ -283,9 +280,7 @@ def test_redteam_counts_and_rounds_outside_their_ranges_are_refused_first(capsys
         ["redteam", "reference", "--epsilons", "2", "--out", out],
         ["redteam", "ablate", "--policy", "fair_share", "--seed", "-1", "--out", out],
     ):
-        with pytest.raises(SystemExit) as exit:
-            main(argv)
-        assert exit.value.code == 2 and argv[-3] in capsys.readouterr().err
+        _argparse_refuses(capsys, argv, argv[-3])
     assert not Path(out).exists()
 
 
@@ -294,28 +289,20 @@ def test_output_options_are_checked_before_any_work(capsys, files, tmp_path):
     a_file = tmp_path / "taken"
     a_file.write_text("x")
     pop, ref = str(files / "pop.npz"), str(files / "ref.npz")
+    # A population the reference file covers (AON on its two contexts), so gap reaches --out.
+    aon = tmp_path / "aon.npz"
+    S.Population("aon", {"fatality": np.zeros(2)}, [0, 0], [0, 1], 2, ("AON",)).save(aon)
+    model = str(_looks_like_a_model(tmp_path / "m"))
     probes = [
         ["redteam", "reference", "--out", "/proc/x/ref.npz"],
         ["redteam", "play", "--policy", "fair_share", "--out", "/proc/x/pop.npz"],
         ["redteam", "ablate", "--policy", "fair_share", "--out", str(a_file)],
         ["redteam", "certify", "--population", pop, "--context", "4,4,4:9", "--out", "/proc/x/c"],
+        ["redteam", "gap", "--reference", ref, "--population", str(aon), "--out", str(a_file)],
         ["finetune", "sft", "--model", "m", "--data", "d", "--out", str(a_file)],
-        [
-            "finetune",
-            "evaluate",
-            "--model",
-            str(_looks_like_a_model(tmp_path / "m")),
-            "--out",
-            "/proc/x",
-        ],
+        ["finetune", "evaluate", "--model", model, "--out", "/proc/x"],
         ["finetune", "data", str(a_file)],
     ]
-    # A population the reference file covers (AON on its two contexts), so gap reaches --out.
-    S.Population("aon", {"fatality": np.zeros(2)}, [0, 0], [0, 1], 2, ("AON",)).save(
-        tmp_path / "aon.npz"
-    )
-    probes.append(["redteam", "gap", "--reference", ref, "--population", str(tmp_path / "aon.npz"),
-                   "--out", str(a_file)])  # fmt: skip
     for argv in probes:
         err = _fails_cleanly(capsys, argv)
         assert "cannot be written" in err or "is a file" in err, (argv, err)
