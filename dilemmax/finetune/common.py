@@ -187,6 +187,28 @@ def load_model(name: str, adapter: str | None = None, trainable: bool = True, pr
     return model, tokenizer
 
 
+def check_lora_modules(model, lora: LoraSettings) -> None:
+    """Raises UsageError naming every --lora-targets / --lora-save name that matches no module
+    of ``model``, before a trainer is built around it. The matches are PEFT's: a target is the
+    last part of a module's dotted path, a module to save any ending of it (``norm`` saves
+    every ``*norm``)."""
+    paths = [name for name, _ in model.named_modules() if name]
+    matches = {
+        "--lora-targets": (lora.target_modules, lambda p, w: p == w or p.endswith(f".{w}")),
+        "--lora-save": (lora.modules_to_save, lambda p, w: p.endswith(w)),
+    }
+    for option, (wanted, match) in matches.items():
+        if isinstance(wanted, str):  # "all-linear": PEFT's own choice
+            continue
+        missing = [w for w in wanted if not any(match(p, w) for p in paths)]
+        if missing:
+            leaves = sorted({p.rsplit(".", 1)[-1] for p in paths} - set(map(str, range(999))))
+            raise UsageError(
+                f"{option}: the model has no module {', '.join(missing)} "
+                f"(its module names include {', '.join(leaves[:20])})"
+            )
+
+
 def last_checkpoint(out: str | Path) -> str | None:
     """The newest ``checkpoint-<step>`` folder in ``out``, or None."""
     from transformers.trainer_utils import get_last_checkpoint  # optional llm extra

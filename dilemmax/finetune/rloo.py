@@ -18,6 +18,7 @@ from dilemmax.finetune.checks import RLOO_FIELDS, DatasetError
 from dilemmax.finetune.common import (
     RunSettings,
     check_config_fields,
+    check_lora_modules,
     configure_wandb,
     load_model,
     run_trainer,
@@ -55,6 +56,8 @@ def build_trainer(settings: RLOOSettings):
     except (ValueError, TypeError, KeyError) as err:  # a context or protocol the game refuses
         raise DatasetError(f"--data {settings.data}: {err}") from None
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
+    if not settings.adapter:  # a fresh adapter: its modules must exist in this model
+        check_lora_modules(model, settings.lora)
     tokenizer.padding_side = "left"  # generation pads on the left
     dataset = to_hf_dataset(
         records, columns=("prompt", "target", "context", "legal", "num_agents", "protocol")

@@ -15,6 +15,7 @@ from dilemmax.finetune.checks import SFT_FIELDS
 from dilemmax.finetune.common import (
     RunSettings,
     check_config_fields,
+    check_lora_modules,
     configure_wandb,
     load_model,
     run_trainer,
@@ -40,6 +41,8 @@ def build_trainer(settings: SFTSettings):
     records = training_records(settings, SFT_FIELDS)
     check_config_fields(SFTConfig, settings)
     model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
+    if not settings.adapter:  # a fresh adapter: its modules must exist in this model
+        check_lora_modules(model, settings.lora)
     dataset = to_hf_dataset(records, columns=("prompt", "completion"))
     config = SFTConfig(
         **trainer_arguments(settings),

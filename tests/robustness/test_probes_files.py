@@ -515,6 +515,27 @@ def test_reward_checks_its_baseline_before_loading_a_model(capsys, tmp_path):
         assert words in _fails_cleanly(capsys, [*argv, "--baseline", str(tmp_path / "b.json")])
 
 
+def test_lora_module_names_the_model_lacks_are_named_before_training():
+    torch = pytest.importorskip("torch")
+    from dilemmax.errors import UsageError
+    from dilemmax.finetune.common import LoraSettings, check_lora_modules
+
+    model = torch.nn.ModuleDict(
+        {"q_proj": torch.nn.Linear(2, 2), "input_layernorm": torch.nn.LayerNorm(2)}
+    )
+    check_lora_modules(model, LoraSettings(target_modules=("q_proj",), modules_to_save=("norm",)))
+    for lora, words in (
+        (
+            LoraSettings(target_modules=("q_proj", "k_proj")),
+            "--lora-targets: the model has no module k_proj",
+        ),
+        (LoraSettings(target_modules=("proj",)), "no module proj"),  # a target is a whole name
+        (LoraSettings(modules_to_save=("head",)), "--lora-save: the model has no module head"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            check_lora_modules(model, lora)
+
+
 # ------------------------------------------------------------------------ as a user sees it
 def test_foreign_files_end_in_one_line_without_a_traceback_from_the_shell(files, tmp_path):
     (tmp_path / "bad.jsonl").write_text("{oops\n")
