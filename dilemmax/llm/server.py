@@ -211,9 +211,10 @@ class LocalChatServer:
                 finally:
                     with server._lock:
                         server.in_flight -= 1
-                self._send(200, payload)
+                # Counted before the reply leaves: a client that has read it must find it counted.
                 with server._lock:
                     server.answered += 1
+                self._send(200, payload)
 
         return Handler
 
