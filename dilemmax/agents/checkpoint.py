@@ -134,6 +134,14 @@ def from_bytes(template: Any, data: bytes, where: str = "checkpoint") -> tuple[A
     if getattr(template, "memory", None) == {}:
         # Feed-forward checkpoints from before recurrent training lack the (empty) memory field.
         state.setdefault("memory", {})
+    return fit(template, state, where), meta
+
+
+def fit(template: Any, state: Any, where: str = "checkpoint") -> Any:
+    """The state dict ``state`` (a checkpoint's, or a part of one) as a tree shaped like
+    ``template`` (arrays, or ``jax.ShapeDtypeStruct`` from ``jax.eval_shape``): the one check
+    that a checkpoint belongs to the network or run it is loaded into. Raises
+    :class:`CheckpointError` naming ``where`` and the first part that does not fit."""
     try:
         restored = serialization.from_state_dict(_plain(template), state)
     except Exception as err:  # noqa: BLE001 - structure of another run or a damaged tree
@@ -149,7 +157,7 @@ def from_bytes(template: Any, data: bytes, where: str = "checkpoint") -> tuple[A
             )
         return jnp.asarray(r)
 
-    return jax.tree.map(rebuild, template, restored), meta
+    return jax.tree.map(rebuild, template, restored)
 
 
 def checkpoint_path(run_dir: str | Path, chunk: int) -> Path:

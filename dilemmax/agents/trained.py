@@ -25,9 +25,21 @@ import numpy as np
 
 import dilemmax
 from dilemmax.agents import carry as rl2
-from dilemmax.agents.checkpoint import CONFIG_FILE, find_checkpoint, read_raw
-from dilemmax.agents.networks import NetworkSpec, make_policy_net, masked_categorical
+from dilemmax.agents.checkpoint import CONFIG_FILE, CheckpointError, find_checkpoint, fit, read_raw
+from dilemmax.agents.networks import (
+    NetworkSpec,
+    make_policy_net,
+    masked_categorical,
+    recurrent_extras_size,
+)
+from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.envs.rollout import Observation
+from dilemmax.errors import UsageError
+
+
+class TrainedRunError(UsageError, ValueError):
+    """A run folder that cannot be seated: no usable config or checkpoint, a checkpoint of
+    another network, or a run trained for another game than the one it is asked to play."""
 
 
 def make_policy_fn(
@@ -163,50 +175,186 @@ class TrainedPolicy:
 
     @classmethod
     def load(
-        cls, path: str | Path, seed: int = 0, greedy: bool = False
+        cls, path: str | Path, seed: int = 0, greedy: bool = False, env=None
     ) -> TrainedPolicy | RecurrentPolicy:
         """The policy of training seed ``seed`` from a run folder or one of its checkpoints
-        (a :class:`RecurrentPolicy` when the run trained a recurrent actor)."""
-        ckpt, run_dir = find_checkpoint(path)
-        config = json.loads((run_dir / CONFIG_FILE).read_text())
-        env = dilemmax.make(config["env"], **config.get("env_kwargs", {}))
-        learners = config.get("learners")
-        learners = list(range(env.num_agents)) if learners is None else learners
-        first = env.agents[learners[0]]
-        space = env.observation_space(first)
-        num_actions = int(env.action_space(first).n)
+        (a :class:`RecurrentPolicy` when the run trained a recurrent actor).
+
+        Everything is checked before the policy plays: the run's config.json, the checkpoint
+        against the network that config builds (the same fit ``dilemmax evaluate`` restores
+        through), and, given ``env`` (the env the policy is to play in), that env against the
+        one the run trained on: its id, number of agents, the learners' observation shapes and
+        numbers of actions. A mistake is a :class:`TrainedRunError` (a UsageError) naming the
+        run folder and what does not match."""
+        ckpt, run_dir = _find(path)
+        config = _read_config(run_dir)
+        trained = _trained_env(run_dir, config)
+        learners = _learners(run_dir, config, trained.num_agents)
+        if env is not None:
+            check_same_game(run_dir, config, trained, env, learners)
+        first = trained.agents[learners[0]]
+        space = trained.observation_space(first)
+        num_actions = int(trained.action_space(first).n)
         recurrent = bool(config.get("recurrent", False))
-        actor = make_policy_net(
-            NetworkSpec.from_dict(config),
-            space,
-            num_actions,
-            env.num_agents,
-            recurrent,
-            config.get("gru_hidden", 64),
-        )
-        raw = read_raw(ckpt)  # checksum verified, the file named if bad
-        stacked = raw["runner_state"]["params"]["actor"]  # leaves [seeds, ...]
-        num_seeds = jax.tree.leaves(stacked)[0].shape[0]
-        if not 0 <= seed < num_seeds:
-            raise ValueError(f"seed {seed} not in this run's {num_seeds} seed(s)")
-        params = jax.tree.map(lambda x: jnp.asarray(x[seed]), stacked)
+        shared = bool(config.get("shared_params", True))
+        try:
+            actor = make_policy_net(
+                NetworkSpec.from_dict(config),
+                space,
+                num_actions,
+                trained.num_agents,
+                recurrent,
+                config.get("gru_hidden", 64),
+            )
+        except (TypeError, ValueError, KeyError) as err:
+            reason = f"its {CONFIG_FILE} builds no network ({err})"
+            raise TrainedRunError(f"{run_dir}: {reason}") from None
+        params = _actor_params(ckpt, actor, space, num_actions, recurrent, learners, shared, seed)
+        n = trained.num_agents
         if recurrent:
             policy = RecurrentPolicy(
                 actor,
                 params,
                 learners,
-                config["shared_params"],
-                env.num_agents,
+                shared,
+                n,
                 num_actions,
                 greedy,
                 config.get("reward", "individual"),
                 config.get("reward_scale", 1.0),
             )
         else:
-            policy = cls(actor, params, learners, config["shared_params"], env.num_agents, greedy)
+            policy = cls(actor, params, learners, shared, n, greedy)
         policy.config = config
         policy.env_id = config["env"]
         return policy
 
     def __repr__(self) -> str:
         return f"TrainedPolicy(env={self.env_id!r}, greedy={self.greedy})"
+
+
+# ----------------------------------------------------------------------------- loading checks
+def _find(path: str | Path) -> tuple[Path, Path]:
+    """(checkpoint, run folder) of a run folder or a checkpoint file, else TrainedRunError."""
+    try:
+        ckpt, run_dir = find_checkpoint(path)
+    except (FileNotFoundError, OSError) as err:
+        raise TrainedRunError(f"{path}: not a trained run ({err})") from None
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise TrainedRunError(f"{run_dir}: no {CONFIG_FILE}, so not a run folder (dilemmax train)")
+    return ckpt, run_dir
+
+
+def _read_config(run_dir: Path) -> dict:
+    """The run's config.json as a dict with the keys loading reads, each of the right kind."""
+    try:
+        config = json.loads((run_dir / CONFIG_FILE).read_text())
+    except (OSError, ValueError) as err:  # unreadable, not UTF-8, not JSON
+        raise TrainedRunError(f"{run_dir}: unreadable {CONFIG_FILE} ({err})") from None
+    if not isinstance(config, dict):
+        raise TrainedRunError(f"{run_dir}: its {CONFIG_FILE} is not a JSON object")
+    kinds = {"env": str, "env_kwargs": dict, "learners": (list, type(None))}
+    for key, kind in kinds.items():
+        if (key == "env" or key in config) and not isinstance(config.get(key), kind):
+            shown = repr(config.get(key))[:60]
+            raise TrainedRunError(
+                f"{run_dir}: {CONFIG_FILE} key {key!r} is {shown}, not a "
+                f"{getattr(kind, '__name__', 'list or null')}"
+            )
+    return config
+
+
+def _trained_env(run_dir: Path, config: dict):
+    """The env the run trained on, built from its config (an unknown id or a bad option named)."""
+    try:
+        return dilemmax.make(config["env"], **config.get("env_kwargs", {}))
+    except (ValueError, TypeError) as err:  # OptionError is a ValueError
+        reason = f"its {CONFIG_FILE} names no playable env ({err})"
+        raise TrainedRunError(f"{run_dir}: {reason}") from None
+
+
+def _learners(run_dir: Path, config: dict, num_agents: int) -> list[int]:
+    learners = config.get("learners")
+    if learners is None:
+        return list(range(num_agents))
+    ok = learners and all(isinstance(i, int) and 0 <= i < num_agents for i in learners)
+    if not ok or len(set(learners)) != len(learners):
+        raise TrainedRunError(
+            f"{run_dir}: learners {learners} are not distinct seats of its "
+            f"{num_agents}-agent {config['env']}"
+        )
+    return list(learners)
+
+
+def _env_id(env) -> str:
+    """The registered id of ``env``'s class (its class name if unregistered)."""
+    base = getattr(env, "inner", env)
+    for env_id in registered_envs():
+        if env_spec(env_id).load() is type(base):
+            return env_id
+    return type(base).__name__
+
+
+def check_same_game(run_dir: Path, config: dict, trained, env, learners: list[int]) -> None:
+    """Refuses to seat a run in ``env`` unless it is the game the run trained on, as far as its
+    network sees: the env id, the number of agents (the agent-id input and the learners'
+    seats) and every learner's observation shape and dtype and number of actions."""
+    where = f"{run_dir} cannot play this game"
+    played = _env_id(env)
+    if played != config["env"]:
+        raise TrainedRunError(f"{where}: it was trained on {config['env']}, not {played}")
+    if env.num_agents != trained.num_agents:
+        raise TrainedRunError(
+            f"{where}: it was trained with {trained.num_agents} agents (learners {learners}), "
+            f"this {played} has {env.num_agents}; play it with its own env options "
+            f"({config.get('env_kwargs') or 'the defaults'})"
+        )
+    for seat in learners:
+        ours, theirs = trained.agents[seat], env.agents[seat]
+        mine, other = trained.observation_space(ours), env.observation_space(theirs)
+        if (tuple(mine.shape), mine.dtype) != (tuple(other.shape), other.dtype):
+            raise TrainedRunError(
+                f"{where}: {ours} saw observations {mine.dtype}{tuple(mine.shape)}, here "
+                f"{other.dtype}{tuple(other.shape)}; play it with its own env options "
+                f"({config.get('env_kwargs') or 'the defaults'})"
+            )
+        n, m = int(trained.action_space(ours).n), int(env.action_space(theirs).n)
+        if n != m:
+            raise TrainedRunError(f"{where}: {ours} had {n} actions, here {m}")
+
+
+def _actor_params(ckpt, actor, space, num_actions, recurrent, learners, shared, seed):
+    """Seed ``seed``'s actor parameters from ``ckpt``, fitted to the network the config builds
+    (checkpoint.fit, as evaluation restores a run): a checkpoint of another network is named."""
+    try:
+        raw = read_raw(ckpt)  # checksum verified, the file named if bad
+    except OSError as err:
+        raise TrainedRunError(f"{ckpt}: cannot be read ({err.strerror})") from None
+    stacked = raw["runner_state"].get("params", {})
+    stacked = stacked.get("actor") if isinstance(stacked, dict) else None
+    leaves = jax.tree.leaves(stacked) if isinstance(stacked, dict) else []
+    first = np.asarray(leaves[0]) if leaves else None
+    if first is None or first.ndim == 0:
+        raise CheckpointError(f"{ckpt}: holds no actor parameters (not a training checkpoint)")
+    num_seeds = first.shape[0]
+    if not isinstance(seed, int) or not 0 <= seed < num_seeds:
+        raise TrainedRunError(f"{ckpt}: seed {seed!r} not in this run's {num_seeds} seed(s)")
+    try:  # shapes only: a network option the builder accepts may still fail here
+        template = jax.eval_shape(lambda: _init_actor(actor, space, num_actions, recurrent))
+    except (TypeError, ValueError, KeyError) as err:
+        reason = f"its run's {CONFIG_FILE} builds no network ({err})"
+        raise TrainedRunError(f"{ckpt}: {reason}") from None
+    if not shared:  # one parameter set per learner, stacked
+        template = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct((len(learners), *x.shape), x.dtype), template
+        )
+    one = jax.tree.map(lambda x: np.asarray(x)[seed], stacked)
+    return fit(template, one, f"{ckpt} (its actor, for the network of its {CONFIG_FILE})")
+
+
+def _init_actor(actor, space, num_actions: int, recurrent: bool):
+    obs = jnp.zeros(space.shape, space.dtype)
+    if not recurrent:
+        return actor.init(jax.random.key(0), obs, jnp.int32(0))
+    extras = jnp.zeros((recurrent_extras_size(num_actions),), jnp.float32)
+    return actor.init(jax.random.key(0), actor.initial_memory(), obs, extras, jnp.bool_(True), 0)

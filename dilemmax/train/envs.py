@@ -103,7 +103,8 @@ def _numbers(name: str, value: Any, expected: str) -> np.ndarray:
     except (ValueError, TypeError):  # a ragged list, an object numpy cannot hold
         array = None
     if array is None or array.dtype.kind not in "biuf":
-        raise OptionError(f"env_config: {name}={_shown(value)} is not allowed: expected {expected}")
+        shown = f"env_config.{name}={_shown(value)}"
+        raise OptionError(f"option {shown} is not allowed: expected {expected}")
     return array
 
 
@@ -127,12 +128,12 @@ def check_field_value(name: str, value: Any, node) -> None:
         np.broadcast_to(array, shape)
     except ValueError:
         raise OptionError(
-            f"env_config: {name}={_shown(value)} does not fit the field ({dtype}{shape})"
+            f"option env_config.{name}={_shown(value)} does not fit the field ({dtype}{shape})"
         ) from None
     bad = _unfit(array, dtype)
     if bad is not None:
         raise OptionError(
-            f"env_config: {name}={_shown(bad)} is not allowed: expected {_fit_words(dtype)}"
+            f"option env_config.{name}={_shown(bad)} is not allowed: expected {_fit_words(dtype)}"
         )
 
 
@@ -203,9 +204,10 @@ def check_env_config(env: MultiAgentEnv, overrides: Mapping[str, Any] | None) ->
         return
     template = jax.eval_shape(env.sample_config, jax.random.PRNGKey(0))
     owner = type(env).__name__
+    fields = {name: _field(template, str(name), owner) for name in overrides}
+    check_override_ranges(owner, type(env), overrides)  # the declared range says most
     for name, value in overrides.items():
-        check_field_value(str(name), value, _field(template, str(name), owner))
-    check_override_ranges(owner, type(env), overrides)
+        check_field_value(str(name), value, fields[name])
 
 
 class ConfiguredEnv(MultiAgentEnv):
