@@ -87,7 +87,7 @@ def resolve_policy(spec: str, env=None):
     if Path(spec).is_file():
         raise ValueError("is a file; a trained policy is a run folder (dilemmax train)")
     if Path(spec).exists():
-        return TrainedPolicy.load(spec)
+        return TrainedPolicy.load(spec, env=env)
     raise ValueError(
         f"unknown policy {spec!r}: give one of {sorted(scripted)}, reference[@EPS], "
         "or a trained run folder"

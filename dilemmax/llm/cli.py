@@ -153,13 +153,13 @@ def build_seat(spec: str, env, args, cache: dict):
         seat = Seat(spec, choices[target])
     else:  # trained
         try:
+            # With env=, the run is checked against the game it is to play (its id, agents,
+            # observations and actions) before any call is made.
             policy = TrainedPolicy.load(
-                target, seed=options.get("seed", 0), greedy="greedy" in options
+                target, seed=options.get("seed", 0), greedy="greedy" in options, env=env
             )
         except (FileNotFoundError, ValueError, KeyError, OSError) as error:
             raise UsageError(f"cannot load trained seat {target!r}: {error}") from error
-        if policy.env_id != args.env:
-            raise UsageError(f"{target} was trained on {policy.env_id}, not {args.env}")
         seat = Seat(spec, policy)
     cache[spec] = seat
     return seat
