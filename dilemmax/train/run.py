@@ -294,6 +294,13 @@ class TrainingRun:
         if restored is None:
             if resume:
                 print(f"no checkpoint in {self.dir}: starting afresh")
+            elif (self.dir / CONFIG_FILE).exists():
+                # Checked again under the lock: a run that finished between the command's own
+                # check and this lock must not have its config and metrics overwritten.
+                raise RunFolderError(
+                    f"{self.dir} already holds a run: continue it with --resume or choose "
+                    "another --out"
+                )
             self.write_config()
             (self.dir / METRICS_FILE).write_text("")
             state = self.init_state()

@@ -247,3 +247,15 @@ def test_non_finite_loss_is_named(toy_run):
     metrics = {"loss/actor": np.array([0.1, np.nan]), "loss/value": 1.0, "return/mean": np.nan}
     assert non_finite_losses(metrics) == ["loss/actor"]
     assert json.loads(json.dumps(non_finite_losses({"loss/x": np.inf}))) == ["loss/x"]
+
+
+def test_a_fresh_start_under_the_lock_refuses_a_folder_that_holds_a_run(toy_run, tmp_path):
+    """The command checks for config.json before it locks; the run checks again once it holds
+    the lock, so a run that finished in between keeps its config and metrics."""
+    run, _ = toy_run
+    run = _into(run, tmp_path / "held")
+    run.train(max_chunks=1)
+    metrics = (run.dir / METRICS_FILE).read_text()
+    with pytest.raises(RunFolderError, match="already holds a run"):
+        run.train()
+    assert (run.dir / METRICS_FILE).read_text() == metrics
