@@ -25,20 +25,12 @@ from dilemmax.llm import sampling
 from dilemmax.llm.client import ChatRequest
 from dilemmax.llm.openai_client import OpenAIClient, parse_retry_after
 from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.test_resume import reply  # the same planted moral-hazard replies
 from dilemmax.llm.transcript import Transcript, TranscriptError, _json_line, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = ChatRequest(({"role": "user", "content": "go"},))
 MH = ["play", "moral_hazard", "--no-progress", "--episodes", "1", "--envs", "2"]
-
-
-def reply(body) -> str:
-    text = body["messages"][-1]["content"]
-    if "(work)" in text:
-        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
-    if "(note)" in text:
-        return "NOTE CASE 2 UNSAFE C"
-    return "FINAL D"
 
 
 @pytest.fixture(scope="module")
