@@ -52,8 +52,8 @@ from dilemmax.envs.consequence.constants import RULE_NAMES
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
-from dilemmax.llm.cli import add_model_arguments, build_seat
 from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.seats import add_model_arguments, build_seat
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch
 from dilemmax.runlock import RunLock
 

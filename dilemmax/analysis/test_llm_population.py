@@ -112,7 +112,7 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
     client swapped for a scripted one: no network); ``--resume`` replays every call."""
     from dilemmax.analysis.statistics import Population
     from dilemmax.cli import main
-    from dilemmax.llm import cli as llm_cli
+    from dilemmax.llm import seats as llm_seats
 
     clients = []
 
@@ -121,7 +121,7 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
         clients.append(ScriptedClient(everything))
         return clients[-1]
 
-    monkeypatch.setattr(llm_cli, "_model_client", scripted_client)
+    monkeypatch.setattr(llm_seats, "_model_client", scripted_client)
     argv = ["redteam", "play", "--policy", "openai:m", "--base-url", "http://localhost:1/v1",
             "--contexts", "2", "--rules", "RP", "AON", "--episodes", "1", "--rounds", "1",
             "--no-progress", "--out", str(tmp_path / "run")]  # fmt: skip
@@ -143,7 +143,7 @@ def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, mon
     import json
 
     from dilemmax.cli import main
-    from dilemmax.llm import cli as llm_cli
+    from dilemmax.llm import seats as llm_seats
     from dilemmax.runlock import RunLock
 
     clients = []
@@ -152,7 +152,7 @@ def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, mon
         clients.append(ScriptedClient(lambda request: "CONTRIBUTION: 0"))
         return clients[-1]
 
-    monkeypatch.setattr(llm_cli, "_model_client", scripted_client)
+    monkeypatch.setattr(llm_seats, "_model_client", scripted_client)
     out = tmp_path / "ablate"
     argv = ["redteam", "ablate", "--policy", "openai:m", "--ablations", "anonymous_one_shot",
             "--episodes", "1", "--resamples", "100", "--no-progress",

@@ -51,6 +51,9 @@ class Seat:
 
     name: str
     policy: Any
+    # Text-protocol options of this seat alone (``role=cooperator`` in its spec), on top of the
+    # run's ``--protocol`` options; empty for most seats.
+    protocol_options: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_model(self) -> bool:

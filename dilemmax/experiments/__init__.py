@@ -1,0 +1,1 @@
+"""The papers' experiments as named designs, run by ``dilemmax experiment <game>/<design>``."""
