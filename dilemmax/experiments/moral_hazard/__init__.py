@@ -1,0 +1,3 @@
+"""The moral-hazard paper's designs (filled in as they land)."""
+
+DESIGNS: tuple = ()
