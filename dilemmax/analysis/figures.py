@@ -39,11 +39,16 @@ def write_table(path: Path, header: Sequence[str], rows: Sequence[Sequence]) -> 
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
+    md_path.write_text(markdown_table(header, rows))
+    return [csv_path, md_path]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """A markdown table; floats with 4 decimals (cells already formatted stay as given)."""
     fmt = lambda v: f"{v:.4f}" if isinstance(v, float | np.floating) else str(v)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    md_path.write_text("\n".join(lines) + "\n")
-    return [csv_path, md_path]
+    return "\n".join(lines) + "\n"
 
 
 def split_labels(resources: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -1,0 +1,406 @@
+"""Label the rationales of consequence-game runs and report the label shares (Appendix 12).
+
+A run played with ``ask_rationale`` (``dilemmax redteam play --protocol ask_rationale=true``,
+``dilemmax play consequence --protocol ask_rationale=true``, ``dilemmax experiment
+consequence/...``) keeps every reply in its ``transcript.jsonl``. :func:`read_traces` turns each
+``act`` call whose reply holds reasoning beside its move into a :class:`Trace`: who wrote it
+(population = the seat's name unless given), under which rule and prompt arm, in which round and
+phase, whether an elimination had already happened (read from the prompt the model saw), the
+game's outcome (the transcript's episode line), and the labels of
+:mod:`dilemmax.analysis.rationale_lexicon`.
+
+:func:`rationale_report` gives, with 95% bootstrap CIs over games (a game's traces are resampled
+together, so correlated traces within a game do not narrow the interval):
+
+* the share of traces carrying each label per rule, per population, per round, per population
+  and rule, and per prompt arm and rule (ablation runs);
+* rule inference as the paper quantifies it: among post-first-elimination traces, the share
+  classified as inferring (rule-target x inference / elimination terms), and the games with at
+  least one inferring trace (RP: 85 / 131 traces, 43 / 44 games);
+* round-one traces of failing games (the fatalism and positional shares Section 13 quotes:
+  RE 49% fatalism, PP 55% positional).
+
+Reading is total: rows that are not calls, calls without a reply, prompts that do not parse are
+skipped or read as unknown; nothing a model wrote can raise here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import dilemmax
+from dilemmax.analysis.figures import write_table
+from dilemmax.analysis.rationale_lexicon import LABELS, label_rationale, text_of
+from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.consequence.render import participant_label
+from dilemmax.envs.consequence.text import CLAUSES, ConsequenceTextProtocol
+from dilemmax.envs.text import Prompt
+from dilemmax.errors import UsageError
+from dilemmax.llm.transcript import read_lines
+
+TRANSCRIPT = "transcript.jsonl"
+UNKNOWN = "?"
+NUM_RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One rationale and what it was written in.
+
+    Attributes:
+        population: who wrote it (the seat's name, or the name the caller gave the run).
+        part: the transcript part (``rule=RP``, ``R=1,anonymous,competitive,rule/rule=RP``).
+        arm: the part without its ``rule=`` component ("" when the part is only the rule).
+        rule: AON / RE / DV / RP / PP, or ``"?"`` when neither the part nor the prompt says.
+        game: the episode's id (``part|e<episode>``), the unit the bootstrap resamples.
+        round: 1-based round the move was asked in (0 if the prompt does not say).
+        phase: ``contribute`` or ``vote``.
+        after_elimination: an elimination had happened before this prompt.
+        writer: the writer's participant letter ("" if unknown).
+        failed: the game ended short of the threshold (None without its episode line).
+        rationale: the reply without its move line.
+        labels: label -> carried (every label of ``LABELS``).
+    """
+
+    population: str
+    part: str
+    arm: str
+    rule: str
+    game: str
+    round: int
+    phase: str
+    after_elimination: bool
+    writer: str
+    failed: bool | None
+    rationale: str
+    labels: Mapping[str, bool] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- the prompt
+def _between(text: str, start: str, end: str) -> str | None:
+    """The text after the first ``start`` up to the next ``end`` (None if absent); linear."""
+    i = text.find(start)
+    if i < 0:
+        return None
+    i += len(start)
+    j = text.find(end, i)
+    return text[i:j] if j >= 0 else None
+
+
+def _small_int(text: str | None) -> int:
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 4 else 0
+
+
+def prompt_facts(prompt: str) -> dict:
+    """round, phase, writer, participants and whether someone was already eliminated, from a
+    consequence prompt's own sentences (every field has a default when a sentence is missing)."""
+    prompt = text_of(prompt)
+    vote = "it is time to vote." in prompt
+    round_text = (
+        _between(prompt, "Round ", " of ") if vote else _between(prompt, "It is round ", " of ")
+    )
+    writer = (_between(prompt, "You are participant ", " in a group") or "").strip()
+    group = _small_int(_between(prompt, "in a group of ", " participants"))
+    lines = prompt.split("\n")
+    gone = any(
+        line.startswith("- ") and line.endswith(".") and " after round " in line
+        and (" was eliminated" in line or " was out of the game" in line)
+        for line in lines
+    )  # fmt: skip
+    return {
+        "round": _small_int(round_text),
+        "phase": "vote" if vote else "contribute",
+        "writer": writer if len(writer) <= 4 else "",
+        "participants": group,
+        "after_elimination": gone,
+    }
+
+
+class _RuleClauses:
+    """Which rule a prompt states, from its rule sentence (each rule's sentence under every
+    clause variant and endgame), for runs whose part does not name the rule."""
+
+    def __init__(self):
+        self._by_rounds: dict[int, list[tuple[str, str]]] = {}
+
+    def rule_of(self, prompt: str, rounds: int) -> str:
+        if rounds not in self._by_rounds:
+            self._by_rounds[rounds] = self._sentences(rounds)
+        found = {rule for sentence, rule in self._by_rounds[rounds] if sentence in prompt}
+        return found.pop() if len(found) == 1 else UNKNOWN
+
+    @staticmethod
+    def _sentences(rounds: int) -> list[tuple[str, str]]:
+        out = []
+        for endgame in ("all", "rule"):
+            env = dilemmax.make("consequence", num_rounds=max(rounds, 1), endgame=endgame)
+            for clause in CLAUSES:
+                protocol = ConsequenceTextProtocol(env, clause=clause)
+                for rule, name in enumerate(C.RULE_NAMES):
+                    out.append(("4. " + protocol.rule_clause(rule, max(rounds, 1)), name))
+        return out
+
+
+def _prompt_rounds(prompt: str) -> int:
+    return _small_int(_between(prompt, "There are at most ", " round"))
+
+
+def split_part(part: str) -> tuple[str, str]:
+    """(arm, rule) of a part name: its ``rule=XX`` component and the rest, joined by ``/``."""
+    pieces = part.split("/")
+    rule = ""
+    for piece in pieces:
+        if piece.startswith("rule=") and piece[5:].upper() in C.RULE_NAMES:
+            rule = piece[5:].upper()
+    arm = "/".join(p for p in pieces if not p.startswith("rule="))
+    return arm, rule
+
+
+# ---------------------------------------------------------------------------- the transcript
+def _rationale(protocol, reply: str, vote: bool, participants: int) -> str:
+    """The reply without its move line (the protocol's own parse; total)."""
+    context = {"vote": vote, "held": 10**9 - 1, "alive": (True,) * max(participants, 1)}
+    parsed = protocol.parse_reply(reply, Prompt("", "", "act", (), context))
+    return parsed.rationale.strip()
+
+
+def _failed(row: Mapping) -> bool | None:
+    metrics = row.get("metrics")
+    if not isinstance(metrics, Mapping):
+        return None
+    for name, failed_when in (("success", 0.0), ("fatality", None)):
+        value = metrics.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value == failed_when if failed_when is not None else value > 0
+    return None
+
+
+def transcripts_in(run: str | Path) -> list[Path]:
+    """The transcripts of a run folder (its ``transcript.jsonl``, and shards' ``*.jsonl`` with
+    a run header below it), or the file itself; UsageError naming the path when there is none."""
+    path = Path(run)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"{run}: no such run folder or transcript")
+    files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+    if not files:
+        raise UsageError(f"{run}: holds no {TRANSCRIPT} (a play / redteam / experiment run)")
+    return files
+
+
+def read_traces(run: str | Path, population: str | None = None) -> list[Trace]:
+    """Every rationale of a run folder (or transcript file), labelled; see the module docstring.
+
+    Args:
+        population: the name every trace of this run goes under (default: the call's seat).
+    """
+    env = dilemmax.make("consequence")
+    protocol = ConsequenceTextProtocol(env)
+    clauses = _RuleClauses()
+    traces = []
+    for path in transcripts_in(run):
+        rows, _ = read_lines(path)
+        outcome = {str(r.get("id")): _failed(r) for r in rows if r.get("type") == "episode"}
+        for row in rows:
+            trace = _trace(row, population, protocol, clauses, outcome)
+            if trace is not None:
+                traces.append(trace)
+    return traces
+
+
+def _trace(row, population, protocol, clauses, outcome) -> Trace | None:
+    if row.get("type") != "call" or row.get("kind") != "act" or row.get("error"):
+        return None
+    prompt, reply = text_of(row.get("prompt")), text_of(row.get("reply"))
+    facts = prompt_facts(prompt)
+    rationale = _rationale(protocol, reply, facts["phase"] == "vote", facts["participants"])
+    if not rationale:
+        return None
+    part = str(row.get("part", ""))[:200]
+    arm, rule = split_part(part)
+    if not rule:
+        rule = clauses.rule_of(prompt, _prompt_rounds(prompt))
+    episode = row.get("episode")
+    game = f"{part}|e{episode}" if isinstance(episode, int) else f"{part}|{row.get('key', '')}"
+    letters = [participant_label(i) for i in range(max(facts["participants"], 0))]
+    others = [x for x in letters if x != facts["writer"]]
+    return Trace(
+        population=population or str(row.get("seat", UNKNOWN))[:200],
+        part=part,
+        arm=arm,
+        rule=rule,
+        game=game,
+        round=facts["round"],
+        phase=facts["phase"],
+        after_elimination=facts["after_elimination"],
+        writer=facts["writer"],
+        failed=outcome.get(game),
+        rationale=rationale,
+        labels=label_rationale(rationale, others),
+    )
+
+
+# ---------------------------------------------------------------------------- shares
+def share_ci(
+    labelled: np.ndarray,
+    games: Sequence[str],
+    rng: np.random.Generator,
+    num_resamples: int = NUM_RESAMPLES,
+) -> dict:
+    """Share of ``labelled`` (bool[N]) with a 95% percentile bootstrap CI over games.
+
+    Each resample draws games with replacement and takes labelled traces / traces over them.
+    """
+    labelled = np.asarray(labelled, bool)
+    if labelled.size == 0:
+        return {"share": None, "low": None, "high": None, "count": 0, "traces": 0, "games": 0}
+    names, index = np.unique(np.asarray(games, dtype=object).astype(str), return_inverse=True)
+    hits = np.bincount(index, weights=labelled, minlength=len(names))
+    sizes = np.bincount(index, minlength=len(names)).astype(np.float64)
+    picks = rng.integers(0, len(names), size=(num_resamples, len(names)))
+    resampled = hits[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    low, high = np.quantile(resampled, [0.025, 0.975])
+    return {
+        "share": float(labelled.mean()),
+        "low": float(low),
+        "high": float(high),
+        "count": int(labelled.sum()),
+        "traces": int(labelled.size),
+        "games": int(len(names)),
+    }
+
+
+def _groups(traces: Sequence[Trace], key) -> dict[str, list[Trace]]:
+    out: dict[str, list[Trace]] = {}
+    for trace in traces:
+        out.setdefault(key(trace), []).append(trace)
+    return dict(sorted(out.items()))
+
+
+GROUPINGS = {
+    "rule": lambda t: t.rule,
+    "population": lambda t: t.population,
+    "round": lambda t: str(t.round),
+    "population/rule": lambda t: f"{t.population}/{t.rule}",
+    "arm/rule": lambda t: f"{t.arm or 'main'}/{t.rule}",
+}
+
+
+def _label_shares(group: Sequence[Trace], labels, rng, num_resamples) -> dict:
+    games = [t.game for t in group]
+    return {
+        label: share_ci([t.labels.get(label, False) for t in group], games, rng, num_resamples)
+        for label in labels
+    }
+
+
+def rule_inference(traces: Sequence[Trace], rng, num_resamples=NUM_RESAMPLES) -> dict:
+    """Per rule (and per arm and rule): post-first-elimination traces classified as inferring,
+    with the games that hold at least one such trace (the paper's "43 / 44 games")."""
+    after = [t for t in traces if t.after_elimination]
+    out = {}
+    for grouping in ("rule", "arm/rule"):
+        rows = {}
+        for name, group in _groups(after, GROUPINGS[grouping]).items():
+            inferring = [t.labels.get("rule_inference", False) for t in group]
+            entry = share_ci(inferring, [t.game for t in group], rng, num_resamples)
+            entry["games_inferring"] = len({t.game for t in group if t.labels["rule_inference"]})
+            rows[name] = entry
+        out[grouping] = rows
+    return out
+
+
+def rationale_report(
+    traces: Sequence[Trace], seed: int = 0, num_resamples: int = NUM_RESAMPLES
+) -> dict:
+    """Label shares per rule, population, round, population / rule and arm / rule with CIs;
+    rule inference after the first elimination; round-one traces of failing games."""
+    rng = np.random.default_rng(seed)
+    report: dict = {"traces": len(traces), "labels": list(LABELS), "shares": {}}
+    for grouping, key in GROUPINGS.items():
+        report["shares"][grouping] = {
+            name: _label_shares(group, LABELS, rng, num_resamples)
+            for name, group in _groups(traces, key).items()
+        }
+    report["rule_inference_after_first_elimination"] = rule_inference(traces, rng, num_resamples)
+    failing = [t for t in traces if t.failed and t.round == 1]
+    report["round_one_failing_games"] = {
+        rule: _label_shares(group, ("fatalism", "positional", "exploitative"), rng, num_resamples)
+        for rule, group in _groups(failing, GROUPINGS["rule"]).items()
+    }
+    return report
+
+
+# ---------------------------------------------------------------------------- files
+def _cell(entry: Mapping) -> str:
+    if entry.get("share") is None:
+        return "–"
+    return f"{100 * entry['share']:.0f}% [{100 * entry['low']:.0f}, {100 * entry['high']:.0f}]"
+
+
+def shares_table(report: Mapping) -> tuple[list[str], list[list]]:
+    """(header, rows): one row per grouping and group, traces, games, each label's share in %
+    with its 95% CI."""
+    header = ["grouping", "group", "traces", "games", *LABELS]
+    rows = []
+    for grouping, groups in report["shares"].items():
+        for name, shares in groups.items():
+            first = next(iter(shares.values()))
+            rows.append(
+                [grouping, name, first["traces"], first["games"]]
+                + [_cell(shares[label]) for label in LABELS]
+            )
+    return header, rows
+
+
+def inference_table(report: Mapping) -> tuple[list[str], list[list]]:
+    """(header, rows) of rule inference after the first elimination, per rule and arm / rule."""
+    header = ["grouping", "group", "inferring traces", "share [95% CI]", "games inferring"]
+    rows = []
+    for grouping, groups in report["rule_inference_after_first_elimination"].items():
+        for name, e in groups.items():
+            rows.append(
+                [
+                    grouping,
+                    name,
+                    f"{e['count']}/{e['traces']}",
+                    _cell(e),
+                    f"{e['games_inferring']}/{e['games']}",
+                ]
+            )
+    return header, rows
+
+
+def write_traces_csv(traces: Iterable[Trace], path: Path) -> Path:
+    """One row per trace with its labels, for checking the labeller by hand."""
+    fields = [f for f in Trace.__dataclass_fields__ if f != "labels"]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([*fields, *LABELS])
+        for trace in traces:
+            row = asdict(trace)
+            writer.writerow([row[k] for k in fields] + [int(trace.labels[k]) for k in LABELS])
+    return path
+
+
+def write_rationale_report(
+    traces: Sequence[Trace], out: Path, seed: int = 0, num_resamples: int = NUM_RESAMPLES
+) -> dict:
+    """``rationales.json``, ``rationale_labels.md`` / ``.csv``, ``rule_inference.md`` / ``.csv``
+    and ``traces.csv`` under ``out``; returns the report."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = rationale_report(traces, seed, num_resamples)
+    (out / "rationales.json").write_text(json.dumps(report, indent=1))
+    write_table(out / "rationale_labels", *shares_table(report))
+    write_table(out / "rule_inference", *inference_table(report))
+    write_traces_csv(traces, out / "traces.csv")
+    return report
