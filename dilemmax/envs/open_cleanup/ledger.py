@@ -12,7 +12,10 @@ import collections
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
+
 from dilemmax.envs.open_cleanup import constants as C
+from dilemmax.envs.open_cleanup.dynamics import CLEARED, LIGHTENED, OUTCOME
 from dilemmax.envs.open_cleanup.rendering import waste_name
 from dilemmax.envs.osj.memory import AgentMemory, Sighting
 
@@ -20,6 +23,24 @@ from dilemmax.envs.osj.memory import AgentMemory, Sighting
 def pair_text(pair: int) -> str:
     """``[2, 0]`` for a pick-up pair index (first pick-up, then second)."""
     return f"[{pair // C.NUM_TOOLS}, {pair % C.NUM_TOOLS}]"
+
+
+def own_beam_after(pair_effect, shot_pair: int, before) -> list[int]:
+    """What one agent's OWN shot did to each of its beam cells: the codes they would have after
+    it alone (``before`` codes of the beam, ``shot_pair`` -1 without a full window).
+
+    The env's ``beam_after`` is the grid after every shot of the step, so a cell another agent's
+    beam changed in the same step would show that agent's work. A cell code can be changed by
+    one effect only (a hue's cleaner for light waste, "mid -> light", "dark -> mid"), so the
+    shooter's own outcome is its effect's entry in the env's outcome table; these are exactly the
+    cells the env credits to it (``infos["cleared"]`` / ``infos["lightened"]``).
+    """
+    effect = C.NO_EFFECT if shot_pair < 0 else int(np.asarray(pair_effect)[shot_pair])
+    after = []
+    for code in (int(b) for b in before):
+        outcome = int(OUTCOME[effect, code])
+        after.append(C.WATER if outcome == CLEARED else code - 1 if outcome == LIGHTENED else code)
+    return after
 
 
 @dataclass

@@ -31,6 +31,7 @@ from dilemmax.envs.open_cleanup.ledger import (
     CleanupMemory,
     CleanupSighting,
     effect_phrases,
+    own_beam_after,
     pair_text,
     trial_summary,
 )
@@ -146,10 +147,11 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         pos = np.asarray(state.positions)
         facings = np.asarray(state.orientations)
         before_view = view_cells(pos[i], int(facings[i]), tuple(np.asarray(state.grid).shape))
+        pair_effect = np.asarray(state.config.pair_effect)
         self._record_own(memory, i, step, state, actions, next_state, info)
 
         def saw(j: int, sighting: CleanupSighting, cell) -> None:
-            self._saw_shot(memory, j, sighting, info, before_view)
+            self._saw_shot(memory, j, sighting, info, before_view, pair_effect)
 
         self.track_others(memory, i, step, pos, facings, before_view, saw)
 
@@ -179,7 +181,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
             stats.ate += 1
         if bool(info["fired"][i]):
             stats.fired += 1
-            outcome = self._record_shot(memory, i, info)
+            outcome = self._record_shot(memory, i, info, np.asarray(state.config.pair_effect))
         stats.cleared += int(info["cleared"][i])
         stats.river_steps += _near_river(before, state)
         memory.last_step = f"Last step ({step}): " + " -> ".join(
@@ -189,11 +191,13 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         memory.recent.append(f"t{step} {short}" + (f" -> {after}" if before != after else ""))
 
     @staticmethod
-    def _record_shot(memory: CleanupMemory, i: int, info) -> str:
-        """The agent's own shot: into the ledger (with a full window) and LAST STEP."""
+    def _record_shot(memory: CleanupMemory, i: int, info, pair_effect) -> str:
+        """The agent's own shot: into the ledger (with a full window) and LAST STEP. Both say
+        what this agent's beam did (:func:`own_beam_after`), not what the cells became after
+        every shot of the step."""
         pair = int(info["shot_pair"][i])
         before = [int(v) for v in info["beam_before"][i]]
-        after = [int(v) for v in info["beam_after"][i]]
+        after = own_beam_after(pair_effect, pair, before)
         cells = [tuple(int(v) for v in cell) for cell in info["beam_cells"][i]]
         hits = [
             (cell, b, a) for cell, b, a in zip(cells, before, after, strict=True) if is_waste(b)
@@ -210,16 +214,18 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         return f"fired with {held}: " + "; ".join(parts)
 
     @staticmethod
-    def _saw_shot(memory: CleanupMemory, j: int, sighting: CleanupSighting, info, view) -> None:
-        """What the agent saw of agent ``j``'s beam, inside its own view."""
+    def _saw_shot(
+        memory: CleanupMemory, j: int, sighting: CleanupSighting, info, view, pair_effect
+    ) -> None:
+        """What the agent saw agent ``j``'s own beam do, inside its own view (a cell two beams
+        hit in one step is credited to the beam whose effect changed it)."""
         if not bool(info["fired"][j]):
             return
         sighting.fired += 1
+        before = [int(b) for b in info["beam_before"][j]]
+        after = own_beam_after(pair_effect, int(info["shot_pair"][j]), before)
         hit_any = False
-        for cell, b, a in zip(
-            info["beam_cells"][j], info["beam_before"][j], info["beam_after"][j], strict=True
-        ):
-            b, a = int(b), int(a)
+        for cell, b, a in zip(info["beam_cells"][j], before, after, strict=True):
             if (int(cell[0]), int(cell[1])) not in view or not is_waste(b):
                 continue
             hit_any = True
@@ -228,10 +234,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
                 memory.stats.cleared_by_others += 1
         if not hit_any:
             sighting.empty_shots += 1
-        elif all(
-            int(b) == int(a)
-            for b, a in zip(info["beam_before"][j], info["beam_after"][j], strict=True)
-        ):
+        elif all(b == a for b, a in zip(before, after, strict=True)):
             sighting.no_effect_shots += 1
 
 
