@@ -4,7 +4,9 @@
 :class:`~dilemmax.analysis.reference.ReferenceTable` into a JSON-able dict: raw outcomes per rule
 with CIs, IAG per rule with CIs and sign-flip p-values (at every epsilon, with sign stability),
 paired rule contrasts, decisive rules per context, the RP targeting fingerprint, and the
-population x rule permutation test. :func:`write_gap_report` also writes the figures and tables.
+population x rule permutation test. :func:`write_gap_report` also writes the figures and tables
+(the paper's Tables 2 and 3 as ``table2.md`` / ``table3.md``, from
+:mod:`dilemmax.analysis.paper_tables`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dilemmax.analysis import figures
+from dilemmax.analysis import figures, paper_tables
 from dilemmax.analysis import statistics as S
 from dilemmax.analysis.reference import PRIMARY_EPSILON, ReferenceTable
 from dilemmax.envs.consequence import constants as C
@@ -172,6 +174,8 @@ def write_gap_report(
         figures.stakes_profiles(stakes_survivors, out_dir / "stakes_survivors", "survivors", rules)
     figures.ranking_bars(counts, out_dir / "rule_ranking", rules)
     _write_iag_table(report, out_dir / "iag_table", epsilon)
+    (out_dir / "table2.md").write_text(paper_tables.table2(report, epsilon))
+    (out_dir / "table3.md").write_text(paper_tables.table3(report))
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=_jsonable))
     return report
 

@@ -19,8 +19,10 @@ Labels:
 * ``positional_or_exploitative``: either of the two (the paper's combined share, 44% vs 48%
   under RP vs PP for its deep-dive population).
 * ``fatalism``: "contributing cannot reduce my risk" (the RE lottery fatalism of Section 13). A
-  sentence holds a contribution term (``CONTRIBUTE``), a risk / protection term (``RISK``) and a
-  negation (``NEGATION``: not, cannot, no, regardless, "no matter", "either way", ...).
+  sentence holds a contribution term (``CONTRIBUTE``), a negation (``NEGATION``: not, cannot,
+  regardless, "no matter", ...), an effect verb (``EFFECT``: reduce, change, help, protect,
+  matter, "the same", ...) and a risk term (``RISK``: risk, chance, odds, elimination, draw,
+  ...). All four are needed: "if I do not contribute I may be eliminated" is no fatalism.
 * ``rule_inference``: the rule-target x inference / elimination classification the paper
   applies to post-first-elimination traces (Appendix 12: RP 65% of traces). A sentence holds a
   rule-target term (``TARGET``: the ranks, "fewest units", ...) and an inference or elimination
@@ -30,12 +32,12 @@ Labels:
 
 Parsing is total and linear: any value is accepted (a non-string is the empty text), the text
 is capped at :data:`MAX_CHARS` characters, tokens come from one character class with no
-backtracking, and phrases are matched by a dictionary lookup on their first token (a bounded list of bounded
-phrases), so the work is at most a constant per token.
+backtracking, and phrases are matched by a dictionary lookup on their first token (a bounded
+list of bounded phrases), so the work is at most a constant per token.
 
-The lists are a lexical reading, not an understanding: a sentence such as "I will not
-contribute, the risk is too high" counts as fatalism, and exploitation phrased without any
-listed word is missed. The optional model judge (:mod:`dilemmax.analysis.rationale_judge`)
+The lists are a lexical reading, not an understanding: a sentence such as "not paying will
+not protect me from the draw" counts as fatalism, and exploitation phrased without any listed
+word is missed. The optional model judge (:mod:`dilemmax.analysis.rationale_judge`)
 reads the same traces when a lexical reading is not enough.
 """
 
@@ -108,15 +110,22 @@ CONTRIBUTE = frozenset(
 RISK = frozenset(
     {
         "risk", "risks", "chance", "chances", "odds", "probability", "likelihood", "safety",
-        "safe", "protect", "protects", "protection", "elimination", "eliminated", "lottery",
-        "draw", "random", "survive", "survival", "fate",
+        "safe", "elimination", "eliminated", "lottery", "draw", "random", "survive", "survival",
+        "fate", "dying", "death",
+    }
+)  # fmt: skip
+EFFECT = frozenset(
+    {
+        "reduce", "reduces", "lower", "lowers", "change", "changes", "affect", "affects", "help",
+        "helps", "protect", "protects", "improve", "improves", "matter", "matters", "save",
+        "saves", "buy", "buys", "make a difference", "influence", "influences", "alter",
+        "guarantee", "guarantees", "the same", "equally",
     }
 )  # fmt: skip
 NEGATION = frozenset(
     {
-        "not", "no", "cannot", "can't", "can't", "don't", "doesn't", "won't", "isn't",
-        "wouldn't", "never", "nothing", "regardless", "no matter", "either way",
-        "irrelevant", "pointless", "useless",
+        "not", "no", "cannot", "can't", "don't", "doesn't", "won't", "isn't", "wouldn't",
+        "never", "regardless", "no matter", "either way", "irrelevant", "pointless", "useless",
     }
 )  # fmt: skip
 
@@ -137,7 +146,7 @@ INFERENCE = frozenset(
 # Every phrase of two or more words, by its first word: the matcher's table.
 _ALL_TERMS = (
     RANK | ELIMINATION | OTHERS | STEER | PROTECT | EXPLOIT_PHRASES | CONTRIBUTE
-    | RISK | NEGATION | TARGET | INFERENCE
+    | RISK | EFFECT | NEGATION | TARGET | INFERENCE
 )  # fmt: skip
 _PHRASES: dict[str, list[tuple[str, ...]]] = {}
 for _term in _ALL_TERMS:
@@ -192,7 +201,7 @@ def sentence_labels(found: set[str]) -> set[str]:
         labels.add("exploitative")
     if labels:
         labels.add("positional_or_exploitative")
-    if found & CONTRIBUTE and found & RISK and found & NEGATION:
+    if found & CONTRIBUTE and found & NEGATION and found & EFFECT and found & RISK:
         labels.add("fatalism")
     if found & TARGET and found & INFERENCE:
         labels.add("rule_inference")
