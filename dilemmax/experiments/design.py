@@ -20,36 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dilemmax.llm.play import PlayResult
-
-
-@dataclass(frozen=True)
-class Part:
-    """One batch of episodes the runner plays with one env and one seating.
-
-    Attributes:
-        name: unique within a plan; the transcript's part key (``"k=0.10/w_T=0.3"``).
-        env: the dilemmax env of this part.
-        configs: batched env configurations (leading axis C) or None for the env's default.
-        config_names: C names, one per configuration (None without configs).
-        seats: agent -> seat spec (``"openai:m"``, ``"scripted:teacher"``) for seats the design
-            fixes; the user's ``--seat`` / ``--seats`` fill the rest.
-        episodes: episodes per configuration.
-        protocol_options: text-protocol options of this part, over the user's ``--protocol``.
-        seat_protocol_options: agent -> protocol options of that seat alone (a Schelling role).
-        rotate: play every seating rotation (``dilemmax play --rotate``).
-        calls_per_episode: model calls one episode is expected to make, for call counts.
-    """
-
-    name: str
-    env: Any
-    configs: Any = None
-    config_names: Sequence[str] | None = None
-    seats: Mapping[str, str] = field(default_factory=dict)
-    episodes: int = 1
-    protocol_options: Mapping[str, Any] = field(default_factory=dict)
-    seat_protocol_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    rotate: bool = False
-    calls_per_episode: float = 0.0
+from dilemmax.llm.session import Part  # noqa: F401 (the session plays parts; designs import it here)
 
 
 @dataclass(frozen=True)

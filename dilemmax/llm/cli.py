@@ -5,46 +5,44 @@
     dilemmax play consequence --seats hf:./my-model --grid --out runs/ca   # 228 x 5 sweep
     dilemmax play moral_hazard --seats openai:my-model --grid --episodes 3 --out runs/grid
 
+    dilemmax play moral_hazard --seats openai:my-model --grid --shard 0/4 --out runs/grid.0
+    dilemmax play merge runs/grid.0 runs/grid.1 runs/grid.2 runs/grid.3 --out runs/grid
+
 A seat is ``openai:<model>``, ``hf:<model folder>[,adapter=<folder>]``, ``scripted:<name>`` or
 ``trained:<run folder>[,seed=<k>][,greedy]``. ``--seats`` fills every seat not named by
 ``--seat``. The same model spec on several seats is one client, so their prompts are batched
-together. Re-running a command with ``--resume`` continues it from its transcript.
+together. Re-running a command with ``--resume`` continues it from its transcript. ``--shard i/N``
+plays every N-th episode of the run (each shard with its own --out, transcript and resume);
+``play merge`` joins the N shards into the results the unsharded run gives.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
-from tqdm import tqdm
 
-from dilemmax.commandline import output_file, output_folder, parse_assignments
+from dilemmax.commandline import parse_assignments
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.envs.registry import env_spec, make
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
-from dilemmax.llm import sampling
+from dilemmax.llm import shards
 from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.play import BatchedPlay, PlayResult, rotate_seats
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.results import format_calls, format_summary, summarize
 from dilemmax.llm.seats import (  # add_model_arguments, build_seat: imported from here by users
     add_model_arguments,
     check_specs,
     seat_specs,
-    seats_for,
 )
-from dilemmax.llm.transcript import Transcript, TranscriptMismatch
-from dilemmax.runlock import RunFolderError, RunLock
+from dilemmax.llm.session import Part, Shard, check_run_options, model_identity, play_parts
+from dilemmax.llm.transcript import TranscriptMismatch
 
 
 # --------------------------------------------------------------------------- env and grids
@@ -93,7 +91,7 @@ def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, lis
 
 # --------------------------------------------------------------------------- the command
 def _identity(args, options, protocol_options, specs) -> dict:
-    return {
+    identity = {
         "env": args.env,
         "env_options": options,
         "protocol": protocol_options,
@@ -107,125 +105,79 @@ def _identity(args, options, protocol_options, specs) -> dict:
         "rotate": args.rotate,
         "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
     }
+    # Options that change replies or moves, named only when set, so the run key of a run
+    # without them (and so its resume) is what it always was.
+    model = model_identity(args, MODEL_DEFAULTS)
+    if model:
+        identity["model_options"] = model
+    if args.on_call_error != "stop":
+        identity["on_call_error"] = args.on_call_error
+    return identity
 
 
-PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
+def _model_defaults() -> dict:
+    parser = argparse.ArgumentParser(add_help=False)
+    add_model_arguments(parser)
+    return vars(parser.parse_args([]))
 
 
-def _output_paths(args) -> tuple[Path | None, bool]:
-    """(the run folder or None without --out, whether this call created it), checked with --json
-    before any work: a file in the way, a place that cannot be written, or a --resume with
-    nothing to continue is refused."""
-    if args.json:
-        output_file(args.json, "--json")
-    if not args.out:
-        return None, False
-    out = Path(args.out)
-    if args.resume and not (out / "transcript.jsonl").is_file():
-        raise RunFolderError(
-            f"--resume: {out} holds no transcript.jsonl, so there is no run to continue; "
-            "drop --resume to start one"
-        )
-    return output_folder(out, "--out")
-
-
-@contextlib.contextmanager
-def _removed_if_nothing_played(out: Path, created: bool, opened: list) -> Iterator[None]:
-    """Undoes a fresh start that fails before anything was recorded (a seat that does not load, a
-    refused model): the folder this command created is removed, or else the new transcript, so
-    the corrected command needs no --resume. Entered while the folder is locked, so nobody else
-    is using it; ``opened`` holds the transcript once it is open."""
-    try:
-        yield
-    except BaseException:
-        transcript = opened[0] if opened else None
-        if transcript is None or not (transcript.recorded or transcript.episodes_written):
-            if created:
-                shutil.rmtree(out, ignore_errors=True)
-            elif transcript is not None and not transcript.resumed:
-                transcript.path.unlink(missing_ok=True)
-        raise
+MODEL_DEFAULTS = _model_defaults()
 
 
 def _cmd_play(args) -> int:
     try:
+        if args.env == "merge":
+            return _merge(args)
+        if args.dirs:
+            raise UsageError(f"unexpected argument(s) {args.dirs}: only `play merge` takes folders")
         return _play(args)
     except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
         print(f"dilemmax play: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
 
 
-def _play(args) -> int:
+def _parts(args) -> tuple[list[Part], dict]:
+    """The parts ``args`` asks for (the grid's, or one) and the run's identity."""
+    check_run_options(args)
     if args.episodes < 1 or args.envs < 1:
         raise UsageError("--episodes and --envs must be >= 1")
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be >= 1")
-    if args.resume and not args.out:
-        raise UsageError("--resume needs the --out folder of the run to continue")
     if args.grid and args.env not in GRID_ENVS:
         raise UsageError(f"{args.env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
-    sampling.check_option(args.seed, PLAY_SEED, "--seed")
-    sampling.check_flags(args)
     options = _env_options(args.env, parse_assignments(args.set))
     protocol_options = parse_assignments(args.protocol, "--protocol")
     env = _make_env(args.env, options)
     specs = seat_specs(env, args)
     check_specs(env, specs, args.seats, args)
-    cache: dict = {}
-    parts = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
-    out, created = _output_paths(args)
-    identity = _identity(args, options, protocol_options, specs)
-    with contextlib.ExitStack() as stack:
-        transcript = None
-        if out is not None:
-            stack.enter_context(RunLock(out, "play"))
-            opened: list[Transcript] = []
-            stack.enter_context(_removed_if_nothing_played(out, created, opened))
-            transcript = stack.enter_context(
-                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
-            )
-            opened.append(transcript)
-        total = sum(
-            args.episodes
-            * (1 if c is None else jax.tree.leaves(c)[0].shape[0])
-            * (e.num_agents if args.rotate else 1)
-            for _, e, c, _ in parts
-        )
-        bar = stack.enter_context(
-            tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
-        )
-        results: list[tuple[PlayResult, list[str] | None]] = []
-        key = jax.random.key(args.seed)
-        for part_name, part_env, configs, names in parts:
-            try:
-                protocol = part_env.text_protocol(**protocol_options)
-            except NotImplementedError:
-                protocol = None
-            except (TypeError, ValueError) as error:
-                raise UsageError(f"--protocol: {error}") from error
-            base = seats_for(part_env, specs, args.seats, args, cache)
-            shifts = range(part_env.num_agents) if args.rotate else [0]
-            for shift in shifts:
-                seats = rotate_seats(base, shift)
-                if protocol is None and any(s.is_model for s in seats):
-                    raise UsageError(f"{args.env} has no text protocol; a model cannot play it")
-                runner = BatchedPlay(
-                    part_env,
-                    seats,
-                    protocol,
-                    args.envs,
-                    args.max_steps,
-                    transcript,
-                    bar,
-                    on_call_error=args.on_call_error,
-                )
-                name = part_name if not args.rotate else f"{part_name}/rot{shift}"
-                result = runner.run(key, args.episodes, configs, part=name)
-                for info in result.episodes:
-                    label = names[info["config_index"]] if names else None
-                    info["group"] = (label or name) if args.grid else "all"
-                results.append((result, names))
-    return _report(args, results, out)
+    grid = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
+    parts = [
+        Part(name, part_env, configs, names, episodes=args.episodes, rotate=args.rotate)
+        for name, part_env, configs, names in grid
+    ]
+    return parts, _identity(args, options, protocol_options, specs)
+
+
+def _play(args) -> int:
+    parts, identity = _parts(args)
+    session = play_parts(parts, args, identity, "play")
+    results = []
+    for part, result in zip(parts, session.results, strict=True):
+        names = part.config_names
+        for info in result.episodes:
+            label = names[info["config_index"]] if names else None
+            info["group"] = (label or info["part"]) if args.grid else "all"
+        results.append((result, names))
+    payload = _report(args, results, session.out)
+    if Shard.parse(args.shard).sharded:
+        shards.write_record(session, "play", identity, args, extra={})
+        print(f"shard {args.shard}: merge the shards with `dilemmax play merge DIR... --out DIR`")
+    return payload
+
+
+def _merge(args) -> int:
+    """``dilemmax play merge SHARD_DIR... --out DIR``: the shards' episodes as one run."""
+    merged = shards.merge(args.dirs, args.out, "play")
+    results = [(r, None) for r in merged.results]
+    return _report(merged.args, results, merged.out)
 
 
 def _report(args, results, out) -> int:
@@ -257,7 +209,7 @@ def _report(args, results, out) -> int:
     if out is not None:
         (out / "results.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
         print(f"transcript: {out / 'transcript.jsonl'}  results: {out / 'results.json'}")
-    if args.json:  # checked writable before the run (_output_paths)
+    if getattr(args, "json", None):  # checked writable before the run (output_paths)
         Path(args.json).write_text(json.dumps(payload, indent=1, default=str) + "\n")
     return 0
 
@@ -270,7 +222,8 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("env", help="environment id (see `dilemmax list`)")
+    p.add_argument("env", help="environment id (see `dilemmax list`), or merge")
+    p.add_argument("dirs", nargs="*", metavar="SHARD_DIR", help="play merge: the shards' --out")
     p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
     p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
     add_model_arguments(p)
@@ -295,4 +248,5 @@ def add_commands(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--shard", help="play shard i of N (i/N) of the run's episodes; merge later")
     p.set_defaults(func=_cmd_play)

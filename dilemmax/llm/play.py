@@ -22,8 +22,7 @@ are replayed and only the missing ones reach the model.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,16 +32,16 @@ import numpy as np
 
 from dilemmax.agents.policy import is_jittable
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.loop import EpisodeLoop, Played, StepHook
+from dilemmax.envs.loop import EpisodeLoop, Played
 from dilemmax.envs.rollout import (  # episode_jobs: re-exported, batched play's users import it
     EpisodeJob,
     episode_jobs,
     num_configs_of,
 )
-from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-from dilemmax.llm.client import Completion, FatalClientError
-from dilemmax.llm.policy import CallStats, LLMPolicy, parse_safely
-from dilemmax.llm.transcript import Transcript, call_key, prompt_hash
+from dilemmax.envs.text import TextProtocol
+from dilemmax.llm.model_seats import CallsFailed, ModelSeats  # noqa: F401 (CallsFailed: re-exported)
+from dilemmax.llm.policy import CallStats, LLMPolicy
+from dilemmax.llm.transcript import Transcript
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,35 @@ def rotate_seats(seats: Sequence[Seat], shift: int) -> list[Seat]:
 CALL_ERROR_POLICIES = ("stop", "invalid")
 
 
-class CallsFailed(FatalClientError):
-    """Calls that failed after all their retries stopped a run (``on_call_error="stop"``)."""
+def options_key(options: Mapping[str, Any]) -> tuple:
+    """A hashable form of a set of protocol options (one protocol instance per distinct set)."""
+    return tuple(sorted((str(k), repr(v)) for k, v in options.items()))
+
+
+def seat_protocols(
+    env: MultiAgentEnv,
+    seats: Sequence[Seat],
+    run_options: Mapping[str, Any],
+    made: dict[tuple, TextProtocol],
+) -> dict[str, TextProtocol]:
+    """agent -> the text protocol of that model seat: ``env.text_protocol(**{**run_options,
+    **seat.protocol_options})``, one instance per distinct option set (``made`` holds them, so
+    several rotations reuse them). A protocol option such as ``role`` is thereby per seat without
+    the protocol knowing about seats. Raises what ``text_protocol`` raises for an option it
+    refuses (TypeError / ValueError), or NotImplementedError for a game without one."""
+    return {
+        agent: protocol_with(env, {**run_options, **seat.protocol_options}, made)
+        for agent, seat in zip(env.agents, seats, strict=True)
+        if seat.is_model
+    }
+
+
+def protocol_with(env: MultiAgentEnv, options: Mapping[str, Any], made: dict) -> TextProtocol:
+    """``env.text_protocol(**options)``, built once per distinct ``options`` (kept in ``made``)."""
+    key = options_key(options)
+    if key not in made:
+        made[key] = env.text_protocol(**options)
+    return made[key]
 
 
 # --------------------------------------------------------------------------- compiled steps
@@ -120,6 +146,10 @@ class BatchedPlay:
         env: a dilemmax env.
         seats: one :class:`Seat` per agent, in ``env.agents`` order.
         protocol: the game's text protocol (default ``env.text_protocol()``).
+        protocols: agent -> that model seat's own protocol instance (:func:`seat_protocols`),
+            used for its turns, parses and memory; agents missing from it use ``protocol``. A
+            seat with ``protocol_options`` needs its instance here unless ``protocol`` is the
+            default, which then builds ``env.text_protocol(**seat.protocol_options)``.
         num_envs: environments stepped together (a wave); the last wave is padded with inactive
             copies so every wave runs the same compiled programs.
         max_steps: stop each episode after this many steps (default ``env.max_steps``); a
@@ -144,6 +174,7 @@ class BatchedPlay:
         transcript: Transcript | None = None,
         progress=None,
         on_call_error: str = "stop",
+        protocols: Mapping[str, TextProtocol] | None = None,
     ):
         if on_call_error not in CALL_ERROR_POLICIES:
             raise ValueError(
@@ -156,9 +187,11 @@ class BatchedPlay:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.env = env
         self.seats = list(seats)
+        default_protocol = protocol is None
         if protocol is None and any(s.is_model for s in seats):
             protocol = env.text_protocol()
         self.protocol = protocol
+        self.protocols = self._protocols_of_seats(protocols or {}, default_protocol)
         self.num_envs = int(num_envs)
         self.num_steps = env.max_steps if max_steps is None else min(int(max_steps), env.max_steps)
         if self.num_steps < 1:
@@ -169,28 +202,65 @@ class BatchedPlay:
         self._loop = _loop_for(env, self.seats, self.num_steps)
         self._model_agents = [a for a, s in zip(env.agents, self.seats, strict=True) if s.is_model]
 
+    def _protocols_of_seats(self, given, default_protocol: bool) -> dict[str, TextProtocol]:
+        """agent -> protocol of each model seat: ``given``, else the instance of the seat's own
+        options (over the default protocol only), else the run's ``protocol``."""
+        out, made = {}, {options_key({}): self.protocol}
+        for agent, seat in zip(self.env.agents, self.seats, strict=True):
+            if not seat.is_model:
+                continue
+            if agent in given:
+                out[agent] = given[agent]
+            elif seat.protocol_options and not default_protocol:
+                raise ValueError(
+                    f"seat {seat.name!r} at {agent} has protocol options "
+                    f"{dict(seat.protocol_options)}: pass its protocol in protocols= "
+                    "(seat_protocols builds them)"
+                )
+            else:
+                out[agent] = protocol_with(self.env, seat.protocol_options, made)
+        return out
+
     # ------------------------------------------------------------------ public
-    def run(self, key: jax.Array, num_episodes: int, configs=None, part="main") -> PlayResult:
+    def run(
+        self,
+        key: jax.Array,
+        num_episodes: int,
+        configs=None,
+        part="main",
+        select: Collection[int] | None = None,
+    ) -> PlayResult:
         """``num_episodes`` episodes (per configuration when ``configs`` is batched [C, ...]).
 
         ``part`` names this run in call keys (a rotation, a condition group), so several parts
-        share one transcript.
+        share one transcript. ``select`` (positions in :func:`episode_jobs`' list) plays only
+        those episodes (a shard of a sweep): each keeps its key, its call keys and its env slot
+        (the slot it has when every episode is played), so its calls and metrics are those of
+        the full run. Given, the result may hold no episode (and then no metrics).
         """
         if num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
         start = time.perf_counter()
         jobs = episode_jobs(key, num_episodes, num_configs_of(configs))
+        slotted = [(p % self.num_envs, job) for p, job in enumerate(jobs)]
+        if select is not None:
+            chosen = set(select)
+            slotted = [item for p, item in enumerate(slotted) if p in chosen]
         per_wave = []
         memories: dict[tuple[int, str], Any] = {}
-        for first in range(0, len(jobs), self.num_envs):
-            wave = jobs[first : first + self.num_envs]
+        for first in range(0, len(slotted), self.num_envs):
+            wave = slotted[first : first + self.num_envs]
             per_wave.append(self._play_wave(wave, configs, part, memories))
-        metrics = {k: np.concatenate([m[k] for m, _ in per_wave]) for k in per_wave[0][0]}
+        keys = per_wave[0][0] if per_wave else {}
+        metrics = {k: np.concatenate([m[k] for m, _ in per_wave]) for k in keys}
         episodes = [e for _, infos in per_wave for e in infos]
         return PlayResult(metrics, episodes, dict(self.stats), time.perf_counter() - start)
 
     # ------------------------------------------------------------------ one wave
-    def _play_wave(self, wave: list[EpisodeJob], configs, part: str, memories):
+    def _play_wave(self, slotted: list[tuple[int, EpisodeJob]], configs, part: str, memories):
+        """One wave: ``slotted`` holds (env slot of the full run, job) per env of the batch."""
+        wave = [job for _, job in slotted]
+        slots = [slot for slot, _ in slotted]
         n = len(wave)
         padded = wave + [wave[0]] * (self.num_envs - n)  # inactive copies keep shapes fixed
         keys = jnp.stack([job.key for job in padded])
@@ -199,7 +269,7 @@ class BatchedPlay:
             index = jnp.asarray([job.config_index for job in padded])
             batch_configs = jax.tree.map(lambda x: x[index], configs)
         memory = self._episode_memories(wave, memories)
-        hook = _ModelSeats(self, wave, part, memory) if self._model_agents else None
+        hook = ModelSeats(self, wave, slots, part, memory) if self._model_agents else None
         played = self._loop.play(keys, batch_configs, np.arange(self.num_envs) < n, hook)
         return self._finish(wave, part, played, memory, memories)
 
@@ -209,10 +279,11 @@ class BatchedPlay:
         for e in range(len(wave)):
             for agent in self._model_agents:
                 old = memories.get((e, agent), _MISSING)
+                protocol = self.protocols[agent]
                 memory[(e, agent)] = (
-                    self.protocol.new_memory(agent)
+                    protocol.new_memory(agent)
                     if old is _MISSING
-                    else self.protocol.next_memory(old, agent)
+                    else protocol.next_memory(old, agent)
                 )
         return memory
 
@@ -237,7 +308,8 @@ class BatchedPlay:
         host_final = jax.device_get(played.final_state) if self._model_agents else None
         for e in range(n):
             for agent in self._model_agents:
-                self.protocol.after_episode(memory[(e, agent)], agent, _index(host_final, e))
+                final = _index(host_final, e)
+                self.protocols[agent].after_episode(memory[(e, agent)], agent, final)
                 memories[(e, agent)] = memory[(e, agent)]
         episodes = []
         ends = np.asarray(played.rollout.dones["__all__"])
@@ -261,173 +333,8 @@ class BatchedPlay:
         return metrics, episodes
 
 
-# --------------------------------------------------------------------------- the model seats
-class _ModelSeats(StepHook):
-    """One wave's model seats, outside JAX between acting and stepping: each live env's turns
-    (one batch per model), the reflect prompts after each step, transcripts and replays."""
-
-    def __init__(self, runner: BatchedPlay, wave: list[EpisodeJob], part: str, memory: dict):
-        self.runner, self.wave, self.part, self.memory = runner, wave, part, memory
-        self.protocol = runner.protocol
-        self._host_state = None  # the state this step's turns were rendered from
-
-    def fill(self, t, step_key, playing, actions, live) -> dict:
-        """Every seat's actions with the model seats' filled in."""
-        self._host_state = host_state = jax.device_get(playing.state)
-        actions = {a: np.array(v) for a, v in actions.items()}
-        asks: list[tuple[int, str, Prompt]] = []
-        for e in np.flatnonzero(live):
-            single = _index(host_state, e)
-            for agent in self.runner._model_agents:
-                turn = self.protocol.turn(single, agent, self.memory[(e, agent)])
-                if isinstance(turn, NoReply):
-                    actions[agent][e] = int(turn.action)
-                else:
-                    asks.append((int(e), agent, turn))
-        replies = self._exchange(t, asks)
-        for (e, agent, _), parsed in zip(asks, replies, strict=True):
-            actions[agent][e] = int(parsed.action)
-        return {a: jnp.asarray(v, jnp.int32) for a, v in actions.items()}
-
-    def observe(self, t, before, step, after, live) -> None:
-        host_next = jax.device_get(after.state)
-        actions, _, _, infos = step
-        asks: list[tuple[int, str, Prompt]] = []
-        for e in np.flatnonzero(live):
-            state, next_state = _index(self._host_state, e), _index(host_next, e)
-            acts, info = _index(actions, e), _index(infos, e)
-            for agent in self.runner._model_agents:
-                memory = self.memory[(e, agent)]
-                prompts = self.protocol.after_step(memory, agent, state, acts, info, next_state)
-                asks += [(int(e), agent, p) for p in prompts or []]
-        # Reflect prompts of one agent are answered in order; ordinals keep their keys apart.
-        self._exchange(t, asks)
-
-    def _exchange(self, t, asks) -> list[ParsedReply]:
-        """Answers ``asks`` (replayed or from the clients, one batch per model); feeds memory."""
-        if not asks:
-            return []
-        runner = self.runner
-        seat_of = dict(zip(runner.env.agents, runner.seats, strict=True))
-        keys, ordinals = [], {}
-        for e, agent, prompt in asks:
-            slot = (e, agent, prompt.kind)
-            ordinals[slot] = ordinals.get(slot, -1) + 1
-            episode = self.wave[e].episode
-            keys.append(call_key(self.part, episode, e, t, agent, prompt.kind, ordinals[slot]))
-        replies: list[tuple[Completion, bool] | None] = [None] * len(asks)
-        missing: dict[str, list[int]] = {}
-        for i, (_, agent, prompt) in enumerate(asks):
-            row = runner.transcript.replay(keys[i], prompt) if runner.transcript else None
-            if row is not None:
-                replies[i] = (_completion_from_row(row), True)
-            else:
-                missing.setdefault(seat_of[agent].name, []).append(i)
-        parsed: list[ParsedReply | None] = [None] * len(asks)
-
-        failed: dict[int, Completion] = {}
-
-        def record(i: int, completion: Completion) -> None:
-            # Runs as each call returns (possibly on a client thread): parse and write it now.
-            if completion.error and runner.on_call_error == "stop":
-                failed[i] = completion  # not written: a resumed run asks it again
-                return
-            parsed[i] = parse_safely(self.protocol, completion.text, asks[i][2])
-            replies[i] = (completion, False)
-            self._record(keys[i], t, asks[i], completion, parsed[i])
-
-        def ask(seat_name: str, indices: list[int]) -> None:
-            policy = next(s.policy for s in runner.seats if s.name == seat_name)
-            prompts = [asks[i][2] for i in indices]
-            completions = policy.ask(prompts, lambda j, c: record(indices[j], c))
-            for i, completion in zip(indices, completions, strict=True):
-                if parsed[i] is None and i not in failed:  # a client that did not report it
-                    record(i, completion)
-
-        if len(missing) == 1:
-            ask(*next(iter(missing.items())))
-        elif missing:  # different models answer at the same time
-            with ThreadPoolExecutor(len(missing)) as pool:
-                for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
-                    future.result()
-        if failed:
-            raise CallsFailed(_failure_message(failed, keys, runner.transcript))
-        for i, (e, agent, prompt) in enumerate(asks):
-            completion, replayed = replies[i]
-            if parsed[i] is None:
-                parsed[i] = parse_safely(self.protocol, completion.text, prompt)
-            memory = self.memory[(e, agent)]
-            self.protocol.after_reply(memory, agent, prompt, completion.text, parsed[i])
-            stats = runner.stats.setdefault(seat_of[agent].name, CallStats())
-            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed)
-        runner._update_progress()
-        return parsed
-
-    def _record(self, key, t, ask, completion: Completion, parsed) -> None:
-        """Writes one call (prompt, reply, what it parsed to) to the transcript, flushed."""
-        e, agent, prompt = ask
-        runner = self.runner
-        if runner.transcript is None:
-            return
-        seat = runner.seats[runner.env.agent_index[agent]]
-        runner.transcript.record_call(
-            {
-                "key": key,
-                "part": self.part,
-                "seat": seat.name,
-                "agent": agent,
-                "env": e,
-                "episode": self.wave[e].episode,
-                "step": t,
-                "kind": prompt.kind,
-                "prompt_hash": prompt_hash(prompt),
-                "system": prompt.system,
-                "prompt": prompt.user,
-                "reply": completion.text,
-                "action": int(parsed.action),
-                "valid": bool(parsed.valid),
-                "recovered": bool(parsed.recovered),
-                "parse_error": parsed.error,
-                "fields": dict(parsed.fields),
-                "error": completion.error,
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "latency_s": round(completion.latency_s, 6),
-                "retries": completion.retries,
-            }
-        )
-
-
 _MISSING = object()
-
-
-def _failure_message(failed: dict[int, Completion], keys: list[str], transcript) -> str:
-    """What stopped the run: how many calls failed, the first one's error and attempts, and
-    how to go on."""
-    first = failed[min(failed)]
-    attempts = first.retries + 1
-    kept = (
-        "every answered call is in the transcript, so the same command with --resume continues "
-        "from here"
-        if transcript is not None
-        else "run with --out to keep the answered calls and --resume later"
-    )
-    return (
-        f"{len(failed)} model call(s) failed (first: {keys[min(failed)]}: {first.error}, after "
-        f"{attempts} attempt{'s' if attempts != 1 else ''}); {kept}"
-    )
 
 
 def _index(tree, i: int):
     return jax.tree.map(lambda x: x[i], tree)
-
-
-def _completion_from_row(row: Mapping[str, Any]) -> Completion:
-    return Completion(
-        str(row.get("reply") or ""),
-        prompt_tokens=int(row.get("prompt_tokens") or 0),
-        completion_tokens=int(row.get("completion_tokens") or 0),
-        latency_s=float(row.get("latency_s") or 0.0),
-        retries=int(row.get("retries") or 0),
-        error=str(row.get("error") or ""),
-    )

@@ -1,0 +1,200 @@
+"""The model seats of a batched wave (:class:`ModelSeats`): the episode loop's hook that asks
+each live env's model seats for their turns (one batch per model), sends the reflect prompts
+after each step, writes every call to the transcript as it returns and replays recorded ones.
+
+Each model seat's turns, parses and memory go through that seat's own protocol instance
+(``runner.protocols``), so per-seat protocol options (a role) need nothing from the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs.loop import StepHook
+from dilemmax.envs.rollout import EpisodeJob
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt
+from dilemmax.llm.client import Completion, FatalClientError
+from dilemmax.llm.policy import CallStats, parse_safely
+from dilemmax.llm.transcript import call_key, prompt_hash
+
+
+class CallsFailed(FatalClientError):
+    """Calls that failed after all their retries stopped a run (``on_call_error="stop"``)."""
+
+
+class ModelSeats(StepHook):
+    """One wave's model seats, outside JAX between acting and stepping: each live env's turns
+    (one batch per model), the reflect prompts after each step, transcripts and replays."""
+
+    def __init__(self, runner, wave: list[EpisodeJob], slots, part: str, memory):
+        self.runner, self.wave, self.part, self.memory = runner, wave, part, memory
+        self.slots = slots  # env e of this batch is env slots[e] of the full run (call keys)
+        self.protocols = runner.protocols
+        self._host_state = None  # the state this step's turns were rendered from
+
+    def fill(self, t, step_key, playing, actions, live) -> dict:
+        """Every seat's actions with the model seats' filled in."""
+        self._host_state = host_state = jax.device_get(playing.state)
+        actions = {a: np.array(v) for a, v in actions.items()}
+        asks: list[tuple[int, str, Prompt]] = []
+        for e in np.flatnonzero(live):
+            single = _index(host_state, e)
+            for agent in self.runner._model_agents:
+                turn = self.protocols[agent].turn(single, agent, self.memory[(e, agent)])
+                if isinstance(turn, NoReply):
+                    actions[agent][e] = int(turn.action)
+                else:
+                    asks.append((int(e), agent, turn))
+        replies = self._exchange(t, asks)
+        for (e, agent, _), parsed in zip(asks, replies, strict=True):
+            actions[agent][e] = int(parsed.action)
+        return {a: jnp.asarray(v, jnp.int32) for a, v in actions.items()}
+
+    def observe(self, t, before, step, after, live) -> None:
+        host_next = jax.device_get(after.state)
+        actions, _, _, infos = step
+        asks: list[tuple[int, str, Prompt]] = []
+        for e in np.flatnonzero(live):
+            state, next_state = _index(self._host_state, e), _index(host_next, e)
+            acts, info = _index(actions, e), _index(infos, e)
+            for agent in self.runner._model_agents:
+                memory = self.memory[(e, agent)]
+                protocol = self.protocols[agent]
+                prompts = protocol.after_step(memory, agent, state, acts, info, next_state)
+                asks += [(int(e), agent, p) for p in prompts or []]
+        # Reflect prompts of one agent are answered in order; ordinals keep their keys apart.
+        self._exchange(t, asks)
+
+    def _exchange(self, t, asks) -> list[ParsedReply]:
+        """Answers ``asks`` (replayed or from the clients, one batch per model); feeds memory."""
+        if not asks:
+            return []
+        runner = self.runner
+        seat_of = dict(zip(runner.env.agents, runner.seats, strict=True))
+        keys, ordinals = [], {}
+        for e, agent, prompt in asks:
+            slot = (e, agent, prompt.kind)
+            ordinals[slot] = ordinals.get(slot, -1) + 1
+            episode = self.wave[e].episode
+            ordinal = ordinals[slot]
+            keys.append(call_key(self.part, episode, self.slots[e], t, agent, prompt.kind, ordinal))
+        replies: list[tuple[Completion, bool] | None] = [None] * len(asks)
+        missing: dict[str, list[int]] = {}
+        for i, (_, agent, prompt) in enumerate(asks):
+            row = runner.transcript.replay(keys[i], prompt) if runner.transcript else None
+            if row is not None:
+                replies[i] = (_completion_from_row(row), True)
+            else:
+                missing.setdefault(seat_of[agent].name, []).append(i)
+        parsed: list[ParsedReply | None] = [None] * len(asks)
+
+        failed: dict[int, Completion] = {}
+
+        def record(i: int, completion: Completion) -> None:
+            # Runs as each call returns (possibly on a client thread): parse and write it now.
+            if completion.error and runner.on_call_error == "stop":
+                failed[i] = completion  # not written: a resumed run asks it again
+                return
+            parsed[i] = parse_safely(self.protocols[asks[i][1]], completion.text, asks[i][2])
+            replies[i] = (completion, False)
+            self._record(keys[i], t, asks[i], completion, parsed[i])
+
+        def ask(seat_name: str, indices: list[int]) -> None:
+            policy = next(s.policy for s in runner.seats if s.name == seat_name)
+            prompts = [asks[i][2] for i in indices]
+            completions = policy.ask(prompts, lambda j, c: record(indices[j], c))
+            for i, completion in zip(indices, completions, strict=True):
+                if parsed[i] is None and i not in failed:  # a client that did not report it
+                    record(i, completion)
+
+        if len(missing) == 1:
+            ask(*next(iter(missing.items())))
+        elif missing:  # different models answer at the same time
+            with ThreadPoolExecutor(len(missing)) as pool:
+                for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
+                    future.result()
+        if failed:
+            raise CallsFailed(_failure_message(failed, keys, runner.transcript))
+        for i, (e, agent, prompt) in enumerate(asks):
+            completion, replayed = replies[i]
+            protocol = self.protocols[agent]
+            if parsed[i] is None:
+                parsed[i] = parse_safely(protocol, completion.text, prompt)
+            memory = self.memory[(e, agent)]
+            protocol.after_reply(memory, agent, prompt, completion.text, parsed[i])
+            stats = runner.stats.setdefault(seat_of[agent].name, CallStats())
+            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed)
+        runner._update_progress()
+        return parsed
+
+    def _record(self, key, t, ask, completion: Completion, parsed) -> None:
+        """Writes one call (prompt, reply, what it parsed to) to the transcript, flushed."""
+        e, agent, prompt = ask
+        runner = self.runner
+        if runner.transcript is None:
+            return
+        seat = runner.seats[runner.env.agent_index[agent]]
+        runner.transcript.record_call(
+            {
+                "key": key,
+                "part": self.part,
+                "seat": seat.name,
+                "agent": agent,
+                "env": self.slots[e],
+                "episode": self.wave[e].episode,
+                "step": t,
+                "kind": prompt.kind,
+                "prompt_hash": prompt_hash(prompt),
+                "system": prompt.system,
+                "prompt": prompt.user,
+                "reply": completion.text,
+                "action": int(parsed.action),
+                "valid": bool(parsed.valid),
+                "recovered": bool(parsed.recovered),
+                "parse_error": parsed.error,
+                "fields": dict(parsed.fields),
+                "error": completion.error,
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "latency_s": round(completion.latency_s, 6),
+                "retries": completion.retries,
+            }
+        )
+
+
+def _failure_message(failed: dict[int, Completion], keys: list[str], transcript) -> str:
+    """What stopped the run: how many calls failed, the first one's error and attempts, and
+    how to go on."""
+    first = failed[min(failed)]
+    attempts = first.retries + 1
+    kept = (
+        "every answered call is in the transcript, so the same command with --resume continues "
+        "from here"
+        if transcript is not None
+        else "run with --out to keep the answered calls and --resume later"
+    )
+    return (
+        f"{len(failed)} model call(s) failed (first: {keys[min(failed)]}: {first.error}, after "
+        f"{attempts} attempt{'s' if attempts != 1 else ''}); {kept}"
+    )
+
+
+def _index(tree, i: int):
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def _completion_from_row(row: Mapping[str, Any]) -> Completion:
+    return Completion(
+        str(row.get("reply") or ""),
+        prompt_tokens=int(row.get("prompt_tokens") or 0),
+        completion_tokens=int(row.get("completion_tokens") or 0),
+        latency_s=float(row.get("latency_s") or 0.0),
+        retries=int(row.get("retries") or 0),
+        error=str(row.get("error") or ""),
+    )

@@ -1,0 +1,364 @@
+"""A play session: a list of parts played through the batched harness under one transcript.
+
+The run core of ``dilemmax play`` and ``dilemmax experiment``. A :class:`Part` is one batch of
+episodes (an env, its configurations, the seats it fixes over the user's ``--seat`` /
+``--seats``, its protocol options, its rotations); :func:`play_parts` checks every seat, takes the
+run folder's lock, opens the transcript (or resumes it), plays each part with a progress bar over
+all of them and gives one :class:`~dilemmax.llm.play.PlayResult` per part. A fresh folder where
+nothing was recorded when the run failed is removed again, so the corrected command needs no
+``--resume``.
+
+Protocols: each part's run options are the user's ``--protocol`` under the part's own; each model
+seat plays with ``env.text_protocol(**{**run_options, **seat_options})``, one instance per
+distinct option set, where a seat's options are its spec's (``Seat.protocol_options``) under the
+part's for its agent (``Part.seat_protocol_options``). The options travel with the seat, so a
+rotated seat keeps its role.
+
+Shards (``--shard i/N``): the episodes of every part and rotation, counted in play order, are
+dealt round-robin (episode g goes to shard g mod N). A shard plays its own with the keys, call
+keys and env slots they have in the whole run, so shards merged (:mod:`dilemmax.llm.shards`) give
+the whole run's results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from dilemmax.commandline import output_file, output_folder, parse_assignments
+from dilemmax.envs.rollout import num_configs_of
+from dilemmax.envs.text import TextProtocol
+from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
+from dilemmax.llm import sampling
+from dilemmax.llm.play import (
+    BatchedPlay,
+    PlayResult,
+    Seat,
+    options_key,
+    rotate_seats,
+    seat_protocols,
+)
+from dilemmax.llm.policy import CallStats
+from dilemmax.llm.seats import check_specs, seat_specs, seats_for
+from dilemmax.llm.transcript import Transcript
+from dilemmax.runlock import RunFolderError, RunLock
+
+
+@dataclass(frozen=True)
+class Part:
+    """One batch of episodes a session plays with one env and one seating.
+
+    Attributes:
+        name: unique within a plan; the transcript's part key (``"k=0.10/w_T=0.3"``).
+        env: the dilemmax env of this part.
+        configs: batched env configurations (leading axis C) or None for the env's default.
+        config_names: C names, one per configuration (None without configs).
+        seats: agent -> seat spec (``"openai:m"``, ``"scripted:teacher"``) for seats the design
+            fixes; the user's ``--seat`` / ``--seats`` fill the rest.
+        episodes: episodes per configuration.
+        protocol_options: text-protocol options of this part, over the user's ``--protocol``.
+        seat_protocol_options: agent -> protocol options of that seat alone (a Schelling role).
+        rotate: play every seating rotation (``dilemmax play --rotate``).
+        calls_per_episode: model calls one episode is expected to make, for call counts.
+    """
+
+    name: str
+    env: Any
+    configs: Any = None
+    config_names: Sequence[str] | None = None
+    seats: Mapping[str, str] = field(default_factory=dict)
+    episodes: int = 1
+    protocol_options: Mapping[str, Any] = field(default_factory=dict)
+    seat_protocol_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    rotate: bool = False
+    calls_per_episode: float = 0.0
+
+    @property
+    def rotations(self) -> int:
+        return self.env.num_agents if self.rotate else 1
+
+    @property
+    def num_jobs(self) -> int:
+        """Episodes of one rotation: configurations x episodes."""
+        return self.episodes * (num_configs_of(self.configs) or 1)
+
+
+# --------------------------------------------------------------------------- shards
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (``--shard i/N``): episode g of the whole run is its when
+    g mod count == index."""
+
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str | None) -> Shard:
+        """``"i/N"`` with 0 <= i < N (None: the whole run). Total: a one-line error otherwise."""
+        if text is None:
+            return cls()
+        index, sep, count = str(text).partition("/")
+        if not (sep and index.strip().isdigit() and count.strip().isdigit()):
+            raise UsageError(f"--shard {text!r}: expected i/N, e.g. 0/4 (shards 0/4 .. 3/4)")
+        i, n = int(index), int(count)
+        if n < 1 or i >= n or n > 1_000_000:
+            raise UsageError(f"--shard {text!r}: need 0 <= i < N <= 1000000")
+        return cls(i, n)
+
+    @property
+    def sharded(self) -> bool:
+        return self.count > 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+# --------------------------------------------------------------------------- checks
+PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
+
+# Model options that decide how calls travel, not what they answer: left out of a run's
+# identity, so a shard may use its own server and a resume may change them.
+TRANSPORT_WORDS = ("url", "key", "timeout", "attempts", "concurrency")
+
+
+def check_run_options(args) -> None:
+    """The options every session reads, checked before anything is built or written."""
+    if args.envs < 1:
+        raise UsageError("--envs must be >= 1")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be >= 1")
+    if args.resume and not args.out:
+        raise UsageError("--resume needs the --out folder of the run to continue")
+    sampling.check_option(args.seed, PLAY_SEED, "--seed")
+    sampling.check_flags(args)
+    if Shard.parse(getattr(args, "shard", None)).sharded and not args.out:
+        raise UsageError("--shard needs --out: a shard's transcript and record are merged later")
+
+
+def model_identity(args, defaults: Mapping[str, Any]) -> dict:
+    """The model options (``add_model_arguments``'s) that differ from their defaults and may
+    change replies: what a run's identity must add to the sampling values it names."""
+    named = {"temperature", "top_p", "max_tokens", "model_seed"}
+    return {
+        name: getattr(args, name)
+        for name, default in defaults.items()
+        if name not in named
+        and not any(word in name for word in TRANSPORT_WORDS)
+        and getattr(args, name, default) != default
+    }
+
+
+def output_paths(args) -> tuple[Path | None, bool]:
+    """(the run folder or None without --out, whether this call created it), checked with --json
+    before any work: a file in the way, a place that cannot be written, or a --resume with
+    nothing to continue is refused."""
+    if getattr(args, "json", None):
+        output_file(args.json, "--json")
+    if not args.out:
+        return None, False
+    out = Path(args.out)
+    if args.resume and not (out / "transcript.jsonl").is_file():
+        raise RunFolderError(
+            f"--resume: {out} holds no transcript.jsonl, so there is no run to continue; "
+            "drop --resume to start one"
+        )
+    return output_folder(out, "--out")
+
+
+def user_specs(parts: Sequence[Part], args) -> dict[str, str]:
+    """agent -> spec of the user's ``--seat`` entries, checked against the widest part's agents
+    and, with every spec a part fixes, checked well formed before any folder is written."""
+    widest = max((p.env for p in parts), key=lambda env: env.num_agents)
+    specs = seat_specs(widest, args)
+    for part in parts:
+        check_specs(part.env, {**specs, **part.seats}, args.seats, args)
+    return specs
+
+
+# --------------------------------------------------------------------------- the session
+@dataclass
+class SessionResult:
+    """What a session played.
+
+    Attributes:
+        names: the parts' names, in plan order.
+        results: one PlayResult per part, in plan order (rotations one after another).
+        orders: per part, the position in the whole run's play order of each of its episodes
+            (a shard's record: merging sorts by it).
+        total: episodes of the whole (unsharded) run.
+        out: the run folder (None without --out).
+        transcript_run: the transcript's run key (None without --out).
+    """
+
+    names: list[str]
+    results: list[PlayResult]
+    orders: list[list[int]]
+    total: int
+    out: Path | None
+    transcript_run: str | None = None
+
+
+def play_parts(
+    parts: Sequence[Part], args, identity: Mapping[str, Any], command: str = "play"
+) -> SessionResult:
+    """Plays ``parts`` as one run of ``args`` (seat, model, run and --out options of ``dilemmax
+    play``); ``identity`` is what the transcript is keyed by (the shard is added to it)."""
+    check_run_options(args)
+    shard = Shard.parse(getattr(args, "shard", None))
+    for part in parts:
+        if part.episodes < 1:
+            raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
+        _protocol(part, run_options(part, args))  # a refused --protocol before any folder
+    specs = user_specs(parts, args)
+    out, created = output_paths(args)
+    identity = {**identity, **({"shard": str(shard)} if shard.sharded else {})}
+    total = sum(p.num_jobs * p.rotations for p in parts)
+    with contextlib.ExitStack() as stack:
+        transcript = None
+        if out is not None:
+            stack.enter_context(RunLock(out, command))
+            opened: list[Transcript] = []
+            stack.enter_context(_removed_if_nothing_played(out, created, opened))
+            transcript = stack.enter_context(
+                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+            )
+            opened.append(transcript)
+        mine = len(range(shard.index, total, shard.count))
+        bar = stack.enter_context(
+            tqdm(total=mine, unit="episode", disable=args.no_progress, file=sys.stderr)
+        )
+        player = _Player(args, specs, transcript, bar, shard)
+        results, orders = [], []
+        for part in parts:
+            result, order = player.play(part)
+            results.append(result)
+            orders.append(order)
+    run = transcript.run if transcript is not None else None
+    return SessionResult([p.name for p in parts], results, orders, total, out, run)
+
+
+class _Player:
+    """Plays one part after another, counting the whole run's episodes for the shard."""
+
+    def __init__(self, args, specs, transcript, bar, shard: Shard):
+        self.args, self.specs, self.transcript, self.bar = args, specs, transcript, bar
+        self.shard = shard
+        self.cache: dict = {}  # spec -> Seat: one client per model spec, batched together
+        self.played = 0  # episodes of the whole run before the part being played
+
+    def play(self, part: Part) -> tuple[PlayResult, list[int]]:
+        args = self.args
+        options = run_options(part, args)
+        protocol = _protocol(part, options)
+        made = {options_key(options): protocol}
+        base = self._seats(part)
+        rotations, order = [], []
+        for shift in range(part.rotations):
+            seats = rotate_seats(base, shift)
+            protocols = self._protocols(part, seats, options, made, protocol)
+            runner = BatchedPlay(
+                part.env,
+                seats,
+                protocol,
+                args.envs,
+                args.max_steps,
+                self.transcript,
+                self.bar,
+                on_call_error=args.on_call_error,
+                protocols=protocols,
+            )
+            select = self._select(part.num_jobs)
+            name = part.name if not part.rotate else f"{part.name}/rot{shift}"
+            key = jax.random.key(args.seed)
+            rotations.append(runner.run(key, part.episodes, part.configs, name, select))
+            positions = range(part.num_jobs) if select is None else select
+            order += [self.played + p for p in positions]
+            self.played += part.num_jobs
+        return merge_results(rotations), order
+
+    def _seats(self, part: Part) -> list[Seat]:
+        """The part's seats (its own over the user's), each with its agent's protocol options."""
+        specs = {**self.specs, **part.seats}
+        seats = seats_for(part.env, specs, self.args.seats, self.args, self.cache)
+        for i, agent in enumerate(part.env.agents):
+            extra = part.seat_protocol_options.get(agent)
+            if extra:
+                options = {**seats[i].protocol_options, **extra}
+                seats[i] = dataclasses.replace(seats[i], protocol_options=options)
+        return seats
+
+    def _protocols(self, part, seats, run_options, made, protocol) -> dict[str, TextProtocol]:
+        if not any(s.is_model for s in seats):
+            return {}
+        if protocol is None:
+            raise UsageError(f"{part.env.name} has no text protocol; a model cannot play it")
+        try:
+            return seat_protocols(part.env, seats, run_options, made)
+        except (TypeError, ValueError) as error:
+            named = [f"{s.name} {dict(s.protocol_options)}" for s in seats if s.protocol_options]
+            raise UsageError(f"protocol options of seat(s) {named}: {error}") from error
+
+    def _select(self, num_jobs: int) -> list[int] | None:
+        """This shard's positions among the next ``num_jobs`` episodes (None: all of them)."""
+        if not self.shard.sharded:
+            return None
+        first = (self.shard.index - self.played) % self.shard.count
+        return list(range(first, num_jobs, self.shard.count))
+
+
+def run_options(part: Part, args) -> dict[str, Any]:
+    """The part's protocol options over the user's ``--protocol``."""
+    return {**parse_assignments(args.protocol, "--protocol"), **part.protocol_options}
+
+
+def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None:
+    """The part's protocol under its run options (None: the game has none)."""
+    try:
+        return part.env.text_protocol(**run_options)
+    except NotImplementedError:
+        return None
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"--protocol: {error}") from error
+
+
+def merge_results(results: Sequence[PlayResult]) -> PlayResult:
+    """Several runs' results as one, in order (a part's rotations; a merged part's shards)."""
+    if len(results) == 1:
+        return results[0]
+    played = [r for r in results if r.episodes]
+    keys = played[0].metrics if played else {}
+    metrics = {k: np.concatenate([r.metrics[k] for r in played]) for k in keys}
+    stats: dict[str, CallStats] = {}
+    for result in results:
+        for seat, s in result.stats.items():
+            stats[seat] = stats.get(seat, CallStats()).merged(s)
+    episodes = [e for r in results for e in r.episodes]
+    return PlayResult(metrics, episodes, stats, sum(r.wall_s for r in results))
+
+
+@contextlib.contextmanager
+def _removed_if_nothing_played(out: Path, created: bool, opened: list) -> Iterator[None]:
+    """Undoes a fresh start that fails before anything was recorded (a seat that does not load, a
+    refused model): the folder this command created is removed, or else the new transcript, so
+    the corrected command needs no --resume. Entered while the folder is locked, so nobody else
+    is using it; ``opened`` holds the transcript once it is open."""
+    try:
+        yield
+    except BaseException:
+        transcript = opened[0] if opened else None
+        if transcript is None or not (transcript.recorded or transcript.episodes_written):
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            elif transcript is not None and not transcript.resumed:
+                transcript.path.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,300 @@
+"""Shards of a play run and their merge.
+
+A shard (``--shard i/N``, :class:`~dilemmax.llm.session.Shard`) plays every N-th episode of the
+whole run with that episode's own keys and call keys, and writes ``shard.json`` beside its
+transcript: the run's identity (the shard left out), which shard it is, and each part's episodes
+with their metrics, their position in the whole run's play order and the seats' call counts.
+
+:func:`merge` reads the shards' records, each checked totally (a foreign, damaged or
+inconsistent file is a one-line error naming it), checks that they are the N shards of one run
+(same identity, every shard once, every episode of the run exactly once), and gives the whole
+run's results: each part's episodes back in play order, with the metrics' own dtypes and shapes,
+so what is computed from them equals what the unsharded run gives. It also writes the shards'
+transcripts as one, under the unsharded run's header, so the merged folder reads (and resumes)
+as the run played on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dilemmax.commandline import output_folder
+from dilemmax.errors import UsageError
+from dilemmax.llm.play import PlayResult
+from dilemmax.llm.policy import CallStats
+from dilemmax.llm.transcript import run_key
+from dilemmax.runlock import RunLock
+
+RECORD = "shard.json"
+FORMAT = "dilemmax-shard"
+VERSION = 1
+STATS_FIELDS = tuple(vars(CallStats()))
+DTYPE_KINDS = "biuf"  # bool, int, unsigned, float: the dtypes an episode metric has
+
+
+class ShardError(UsageError):
+    """A shard record that cannot be merged (missing, damaged, foreign, or not this run's)."""
+
+
+# --------------------------------------------------------------------------- writing
+def write_record(session, command: str, identity: Mapping[str, Any], args, extra: dict) -> Path:
+    """``<out>/shard.json`` for a finished shard (written whole, then renamed into place)."""
+    parts = []
+    for name, result, order in zip(session.names, session.results, session.orders, strict=True):
+        metrics = {k: np.asarray(v) for k, v in result.metrics.items()}
+        episodes = [
+            {**info, "order": g, "metrics": {k: v[i].tolist() for k, v in metrics.items()}}
+            for i, (info, g) in enumerate(zip(result.episodes, order, strict=True))
+        ]
+        parts.append(
+            {
+                "name": name,
+                "episodes": episodes,
+                "metric_dtypes": {k: v.dtype.str for k, v in metrics.items()},
+                "metric_shapes": {k: list(v.shape[1:]) for k, v in metrics.items()},
+                "stats": {seat: vars(s) for seat, s in result.stats.items()},
+                "wall_s": result.wall_s,
+            }
+        )
+    shard = [int(x) for x in str(args.shard).split("/")]
+    record = {
+        "format": FORMAT,
+        "version": VERSION,
+        "command": command,
+        "run": run_key(identity),
+        "identity": dict(identity),
+        "shard": shard,
+        "total": session.total,
+        "options": options_of(args),
+        "extra": extra,
+        "parts": parts,
+    }
+    path = session.out / RECORD
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    os.replace(temporary, path)
+    return path
+
+
+def options_of(args) -> dict:
+    """The command's options as JSON (what a merge rebuilds the namespace from)."""
+    options = {k: v for k, v in vars(args).items() if not callable(v)}
+    return json.loads(json.dumps(options, default=str))
+
+
+# --------------------------------------------------------------------------- reading
+@dataclass
+class Merged:
+    """The shards of one run as that run.
+
+    Attributes:
+        results: one PlayResult per part, episodes in the whole run's order.
+        args: the first shard's options as a namespace (``out`` the merge's folder, no shard).
+        identity: the run's identity (without the shard); ``extra``: shard 0's extra results.
+        out: the merge's folder.
+    """
+
+    results: list[PlayResult]
+    args: argparse.Namespace
+    identity: dict
+    extra: dict
+    out: Path
+
+
+def merge(dirs: Sequence[str], out: str | None, command: str) -> Merged:
+    """The shards in ``dirs`` merged into ``out`` (its merged transcript written there)."""
+    if not dirs:
+        raise ShardError(f"{command} merge: name the shards' folders (SHARD_DIR...)")
+    if not out:
+        raise ShardError(f"{command} merge needs --out DIR for the merged run")
+    records = [(Path(d), read_record(Path(d), command)) for d in dirs]
+    check_same_run(records)
+    results = [_merged_part(records, p) for p in range(len(records[0][1]["parts"]))]
+    folder, _ = output_folder(out, "--out")
+    first = records[0][1]
+    with RunLock(folder, f"{command} merge"):
+        for name in ("transcript.jsonl", "results.json"):
+            if (folder / name).exists():
+                raise ShardError(f"--out {folder} already holds {name}; choose a new folder")
+        _merge_transcripts([d for d, _ in records], folder, first)
+    options = {**first["options"], "out": str(folder), "shard": None, "resume": False}
+    options["json"] = None
+    extra = next(r["extra"] for _, r in records if r["shard"][0] == 0)
+    return Merged(results, argparse.Namespace(**options), first["identity"], extra, folder)
+
+
+def read_record(folder: Path, command: str) -> dict:
+    """A shard's record, every field checked (one-line :class:`ShardError` naming the file)."""
+    path = folder / RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ShardError(f"{path}: no shard record (run the shard to its end)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ShardError(f"{path}: not a readable shard record ({str(error)[:120]})") from None
+    problem = _record_problem(data, command)
+    if problem:
+        raise ShardError(f"{path}: {problem}")
+    return data
+
+
+def _record_problem(data: Any, command: str) -> str:
+    """What is wrong with a record ('' when nothing): format, fields, their types and ranges."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return "not a dilemmax shard record"
+    if data.get("version") != VERSION:
+        return f"shard record version {data.get('version')!r}, this dilemmax reads {VERSION}"
+    if data.get("command") != command:
+        return f"a shard of `dilemmax {data.get('command')}`, not of `dilemmax {command}`"
+    shard, total = data.get("shard"), data.get("total")
+    if not (_ints(shard, 2) and 0 <= shard[0] < shard[1]):
+        return f"shard {shard!r} is not [i, N] with 0 <= i < N"
+    if not (_is_int(total) and total >= 0):
+        return f"total {total!r} is not a count"
+    for name, kind in (("identity", dict), ("options", dict), ("extra", dict), ("parts", list)):
+        if not isinstance(data.get(name), kind):
+            return f"{name} is not a {kind.__name__}"
+    if not isinstance(data.get("run"), str):
+        return "run is not a run key"
+    for p, part in enumerate(data["parts"]):
+        problem = _part_problem(part)
+        if problem:
+            return f"part {p}: {problem}"
+    return ""
+
+
+def _part_problem(part: Any) -> str:
+    if not isinstance(part, dict):
+        return "not an object"
+    dtypes, shapes = part.get("metric_dtypes"), part.get("metric_shapes")
+    if not (isinstance(dtypes, dict) and isinstance(shapes, dict) and dtypes.keys() == shapes):
+        return "metric_dtypes / metric_shapes do not name the same metrics"
+    for name, dtype in dtypes.items():
+        if not (isinstance(dtype, str) and len(dtype) <= 8 and _dtype_ok(dtype)):
+            return f"metric {name!r}: dtype {str(dtype)[:20]!r} is not a number type"
+        if not (isinstance(shapes[name], list) and all(_is_int(d) for d in shapes[name])):
+            return f"metric {name!r}: shape {str(shapes[name])[:40]} is not a list of sizes"
+    stats = part.get("stats")
+    if not isinstance(stats, dict):
+        return "stats is not an object"
+    for seat, counts in stats.items():
+        if not (isinstance(counts, dict) and set(counts) == set(STATS_FIELDS)):
+            return f"stats of {str(seat)[:60]!r} do not hold {list(STATS_FIELDS)}"
+        if not all(_is_number(v) for v in counts.values()):
+            return f"stats of {str(seat)[:60]!r} are not numbers"
+    if not (isinstance(part.get("episodes"), list) and _is_number(part.get("wall_s"))):
+        return "episodes is not a list or wall_s not a number"
+    for e, episode in enumerate(part["episodes"]):
+        if not (isinstance(episode, dict) and _is_int(episode.get("order"))):
+            return f"episode {e} has no order"
+        if not (isinstance(episode.get("id"), str) and isinstance(episode.get("metrics"), dict)):
+            return f"episode {e} has no id or metrics"
+        if set(episode["metrics"]) != set(dtypes):
+            return f"episode {e}'s metrics are not the part's ({sorted(dtypes)})"
+    return ""
+
+
+def check_same_run(records: Sequence[tuple[Path, dict]]) -> None:
+    """The records are the N shards of one run: same identity and sizes, each shard once, and
+    every episode of the run exactly once, each in the shard it belongs to."""
+    first_dir, first = records[0]
+    count = first["shard"][1]
+    seen: dict[int, Path] = {}
+    for folder, record in records:
+        for name in ("run", "identity", "total"):
+            if record[name] != first[name]:
+                raise ShardError(
+                    f"{folder} is a shard of another run than {first_dir} ({name} differs)"
+                )
+        names = [p.get("name") for p in record["parts"]]
+        if names != [p.get("name") for p in first["parts"]]:
+            raise ShardError(f"{folder} plays other parts than {first_dir}")
+        index, n = record["shard"]
+        if n != count:
+            raise ShardError(f"{folder} is shard {index}/{n}, {first_dir} one of {count}")
+        if index in seen:
+            raise ShardError(f"{folder} and {seen[index]} are both shard {index}/{count}")
+        seen[index] = folder
+    missing = sorted(set(range(count)) - set(seen))
+    if missing:
+        raise ShardError(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} not given")
+    orders: dict[int, Path] = {}
+    for folder, record in records:
+        index = record["shard"][0]
+        for part in record["parts"]:
+            for episode in part["episodes"]:
+                g = episode["order"]
+                if g in orders:
+                    raise ShardError(f"episode {episode['id']} is in both {orders[g]} and {folder}")
+                if not 0 <= g < first["total"] or g % count != index:
+                    raise ShardError(f"{folder}: episode {episode['id']} is not shard {index}'s")
+                orders[g] = folder
+    if len(orders) != first["total"]:
+        lost = first["total"] - len(orders)
+        raise ShardError(f"{lost} of the run's {first['total']} episodes are in no shard given")
+
+
+def _merged_part(records, p: int) -> PlayResult:
+    """Part ``p`` of the run: every shard's episodes in play order, metrics in their dtypes."""
+    parts = [record["parts"][p] for _, record in records]
+    episodes = sorted((e for part in parts for e in part["episodes"]), key=lambda e: e["order"])
+    typed = next((part for part in parts if part["episodes"]), parts[0])
+    metrics = {}
+    for name, dtype in typed["metric_dtypes"].items():
+        shape = (len(episodes), *typed["metric_shapes"][name])
+        try:
+            values = np.asarray([e["metrics"][name] for e in episodes], dtype=np.dtype(dtype))
+        except (TypeError, ValueError, OverflowError):
+            values = None
+        if values is None or values.shape != shape:
+            raise ShardError(f"part {p}: metric {name!r} of an episode is not of shape {shape[1:]}")
+        metrics[name] = values
+    stats: dict[str, CallStats] = {}
+    for part in parts:
+        for seat, counts in part["stats"].items():
+            stats[seat] = stats.get(seat, CallStats()).merged(CallStats(**counts))
+    infos = [{k: v for k, v in e.items() if k not in ("order", "metrics")} for e in episodes]
+    return PlayResult(metrics, infos, stats, float(sum(part["wall_s"] for part in parts)))
+
+
+def _merge_transcripts(dirs: Sequence[Path], folder: Path, first: dict) -> None:
+    """The shards' call and episode lines, copied byte for byte, under the whole run's header,
+    in shard order (a partial last line of a shard, which resuming would cut, is left out)."""
+    header = {"type": "run", "run": first["run"], "identity": first["identity"]}
+    with open(folder / "transcript.jsonl", "wb") as handle:
+        handle.write((json.dumps(header, default=str) + "\n").encode())
+        for shard_dir in dirs:
+            path = shard_dir / "transcript.jsonl"
+            try:
+                data = path.read_bytes()
+            except OSError as error:
+                raise ShardError(f"{path}: cannot read the shard's transcript ({error})") from None
+            lines = data[: data.rfind(b"\n") + 1].split(b"\n")[1:]  # its own header dropped
+            handle.writelines(line + b"\n" for line in lines if line.strip())
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _ints(value: Any, length: int) -> bool:
+    return isinstance(value, list) and len(value) == length and all(_is_int(v) for v in value)
+
+
+def _dtype_ok(text: str) -> bool:
+    try:
+        return np.dtype(text).kind in DTYPE_KINDS
+    except TypeError:
+        return False
