@@ -37,7 +37,7 @@ by default) in both arms with CIs and whether its sign holds (same sign, or both
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import jax
@@ -120,25 +120,39 @@ def arena_population(policies_for: Callable) -> PlayFn:
 
 def run_arm(play: PlayFn, arm: Arm, rules, contexts, episodes: int, seed: int) -> S.Population:
     """Plays one arm on ``contexts`` under every rule; same keys in every arm (paired seeds)."""
-    metrics: dict[str, list] = {}
-    rule_index, context_index = [], []
+    per_rule = []
     for k, rule in enumerate(rules):
         configs = configs_for(contexts, rule)
         key = jax.random.fold_in(jax.random.PRNGKey(seed), k)
-        m = play(arm, rule, configs, episodes, key)
-        for name, values in m.items():
-            metrics.setdefault(name, []).append(np.asarray(values))
-        rule_index.append(np.full(len(contexts) * episodes, k))
-        context_index.append(np.repeat(np.arange(len(contexts)), episodes))
+        per_rule.append(play(arm, rule, configs, episodes, key))
+    where = [np.repeat(np.arange(len(contexts)), episodes)] * len(rules)
+    return stack_rules(f"{arm}", per_rule, where, len(contexts), rules, {"arm": asdict(arm)})
+
+
+def stack_rules(
+    name: str,
+    per_rule: Sequence[dict],
+    context_index: Sequence[np.ndarray],
+    num_contexts: int,
+    rules: Sequence[str],
+    meta: dict | None = None,
+) -> S.Population:
+    """One population from each rule's per-episode metrics (``per_rule[k]``: metric -> [N_k,
+    ...]) and each episode's context index (``context_index[k]``: int[N_k])."""
+    metrics: dict[str, list] = {}
+    for m in per_rule:
+        for metric, values in m.items():
+            metrics.setdefault(metric, []).append(np.asarray(values))
+    rule_index = [np.full(len(c), k) for k, c in enumerate(context_index)]
     return S.Population(
-        f"{arm}",
-        {k: np.concatenate(v) for k, v in metrics.items()},
-        np.concatenate(rule_index),
-        np.concatenate(context_index),
-        len(contexts),
+        name,
+        {k: np.concatenate(v) for k, v in metrics.items() if len(v) == len(per_rule)},
+        np.concatenate(rule_index).astype(np.int64),
+        np.concatenate([np.asarray(c) for c in context_index]).astype(np.int64),
+        num_contexts,
         tuple(rules),
-        {"arm": asdict(arm)},
-    )
+        dict(meta or {}),
+    )  # fmt: skip
 
 
 def compare_arms(
@@ -213,16 +227,28 @@ def run_ablations(
     :func:`compare_arms` output.
     """
     contexts = ablation_contexts() if contexts is None else np.asarray(contexts)
-    rng = np.random.default_rng(seed)
     played: dict[Arm, S.Population] = {}
+    for name in names:
+        for arm in ABLATIONS[name]:
+            if arm not in played:
+                played[arm] = run_arm(play, arm, rules, contexts, episodes, seed)
+    return ablation_report(played, names, rules, contexts, episodes, seed, num_resamples)
 
-    def arm_population(arm: Arm) -> S.Population:
-        if arm not in played:
-            played[arm] = run_arm(play, arm, rules, contexts, episodes, seed)
-        return played[arm]
 
+def ablation_report(
+    played: Mapping[Arm, S.Population],
+    names: Sequence[str],
+    rules: Sequence[str],
+    contexts: np.ndarray,
+    episodes: int,
+    seed: int = 0,
+    num_resamples: int = S.NUM_RESAMPLES,
+) -> dict:
+    """:func:`run_ablations`' report from arms already played (``played``: arm -> population
+    on the same contexts, indexed 0..len(contexts) - 1), e.g. by ``dilemmax experiment``."""
+    rng = np.random.default_rng(seed)
     report = {
-        "contexts": contexts.tolist(),
+        "contexts": np.asarray(contexts).tolist(),
         "rules": list(rules),
         "episodes": episodes,
         "ablations": {},
@@ -230,10 +256,7 @@ def run_ablations(
     for name in names:
         ablated_arm, control_arm = ABLATIONS[name]
         result = compare_arms(
-            arm_population(ablated_arm),
-            arm_population(control_arm),
-            rng,
-            num_resamples=num_resamples,
+            played[ablated_arm], played[control_arm], rng, num_resamples=num_resamples
         )
         report["ablations"][name] = {
             "ablated": asdict(ablated_arm),
