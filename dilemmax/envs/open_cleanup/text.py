@@ -60,6 +60,8 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         env: the :class:`~dilemmax.envs.open_cleanup.env.OpenCleanupEnv`.
         role: None, or "cooperator" / "defector": item 1.5 of the system prompt used by the
             paper's Schelling-diagram runs (Listing 5).
+        reveal: show the episode's recipes under HIDDEN RULES from the first turn (off by
+            default; the reference harness's upper bound).
     """
 
     package = "dilemmax.envs.open_cleanup"
@@ -68,8 +70,8 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
     goal_types = GOAL_TYPES
     stay = C.STAY_ACTION
 
-    def __init__(self, env, role: str | None = None):
-        super().__init__(env, env.num_actions, role)
+    def __init__(self, env, role: str | None = None, reveal: bool = False):
+        super().__init__(env, env.num_actions, role, reveal)
         self.names = C.ACTION_NAMES[: env.num_actions]
         self.name_map = {n.replace("_", "").upper(): a for a, n in enumerate(self.names)}
         self.name_map.update(_EXTRA_NAMES)
@@ -101,6 +103,9 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
 
     def rules_block(self, memory: CleanupMemory) -> str:
         return memory.ledger.block()
+
+    def revealed_block(self, state) -> str:
+        return revealed_recipes(np.asarray(state.config.pair_effect))
 
     def look(self, memory: CleanupMemory, s: V.Snap, i: int) -> None:
         V.look(memory.seen, s, i)
@@ -236,6 +241,26 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
             sighting.empty_shots += 1
         elif all(b == a for b, a in zip(before, after, strict=True)):
             sighting.no_effect_shots += 1
+
+
+def revealed_recipes(pair_effect) -> str:
+    """HIDDEN RULES: every recipe of the episode and what its working tool does (``pair_effect``
+    int[16], the env's effect of each pick-up pair)."""
+    lines = ["HIDDEN RULES (given to you; the same for every trial of this episode)"]
+    for effect in range(C.NUM_EFFECTS):
+        pairs = [p for p, e in enumerate(pair_effect) if int(e) == effect]
+        if not pairs:
+            continue
+        if effect == C.EFFECT_MID_TO_LIGHT:
+            does = "makes mid waste of any hue one shade lighter (mid -> light)"
+        elif effect == C.EFFECT_DARK_TO_MID:
+            does = "makes dark waste of any hue one shade lighter (dark -> mid)"
+        else:
+            light = C.WASTE_BASE + effect * C.NUM_SHADES + C.LIGHT
+            does = f"clears {waste_name(light)} waste to water"
+        lines.append(", ".join(pair_text(p) for p in pairs) + f" -> {does}")
+    lines.append("Every other pick-up order does nothing to waste.")
+    return "\n".join(lines)
 
 
 def _near_river(cell, state) -> int:

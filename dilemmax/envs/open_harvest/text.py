@@ -62,6 +62,8 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
         reply_format: "action_line" (``ACTION <name>``) or "json" (``{"action": <number>}``):
             the last line of the stateless ``render``; the parser accepts both either way.
         role: None, or "cooperator" / "defector" (item 1.5 of the system prompt).
+        reveal: show the episode's pay table and regrowth multipliers under HIDDEN RULES from
+            the first turn (off by default; the reference harness's upper bound).
     """
 
     package = "dilemmax.envs.open_harvest"
@@ -71,11 +73,17 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
     stay = c.STAY
     name_map = _NAMES
 
-    def __init__(self, env, reply_format: str = "action_line", role: str | None = None):
+    def __init__(
+        self,
+        env,
+        reply_format: str = "action_line",
+        role: str | None = None,
+        reveal: bool = False,
+    ):
         if reply_format not in REPLY_FORMATS:
             raise ValueError(f"reply_format must be 'action_line' or 'json', got {reply_format!r}")
         self.reply_format = reply_format
-        super().__init__(env, c.NUM_ACTIONS, role)
+        super().__init__(env, c.NUM_ACTIONS, role, reveal)
 
     def legal_mask(self, state) -> np.ndarray:
         return V.legal_mask(state)
@@ -147,6 +155,9 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
 
     def rules_block(self, memory: HarvestMemory) -> str:
         return memory.ledger.block()
+
+    def revealed_block(self, state) -> str:
+        return revealed_rules(state.config)
 
     def look(self, memory: HarvestMemory, s: V.Snapshot, i: int) -> None:
         V.look(memory, s, i)
@@ -230,6 +241,25 @@ class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
             stats.zapped += 1
         memory.last_step = f"Last step ({step}): {text}."
         memory.recent.append(short)
+
+
+def revealed_rules(config) -> str:
+    """HIDDEN RULES: per colour on the map, what each stage pays and how fast a cell eaten at
+    that stage comes back (its multiplier on the regrowth chance)."""
+    pay = np.asarray(config.pay)
+    multiplier = np.asarray(config.regrowth_multiplier)
+    lines = ["HIDDEN RULES (given to you; the same for every trial of this episode)"]
+    for colour in sorted({int(k) for k in np.asarray(config.patch_colours)}):
+        stages = "; ".join(
+            f"{name} pays {pay[colour, g]:g}, a cell eaten then regrows x{multiplier[colour, g]:g}"
+            for g, name in enumerate(c.STAGE_NAMES)
+        )
+        lines.append(f"{c.COLOUR_NAMES[colour]}: {stages}")
+    lines.append(
+        "x2 comes back twice as fast as x1, x0.5 half as fast; the apples near a cell (2.3) "
+        "still decide whether it can come back at all."
+    )
+    return "\n".join(lines)
 
 
 def _saw_other(memory: HarvestMemory, i, j, sighting: HarvestSighting, cell, step, info) -> None:

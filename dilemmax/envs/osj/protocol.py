@@ -13,7 +13,13 @@ subclass that fills the hooks (as an XLand-MiniGrid env fills its step):
   TRIALS);
 - the system prompt (``system_values``, from the game's ``prompts/system.md``), the stateless
   ``render``, the ``legal_mask`` and the parser's ``name_map``, ``parse_context`` and
-  ``illegal_reason``.
+  ``illegal_reason``;
+- ``revealed_block(state)``: the episode's hidden rules in words, shown every turn when the
+  protocol's ``reveal`` option is on (the reference harness's upper bound; off by default).
+
+Options (``env.text_protocol(**options)``; a harness builds one instance per distinct option
+set, so a seat's own options, such as its role, are options of its instance): ``role`` (item 1.5
+of the system prompt) and ``reveal``.
 
 A frozen agent is not called (it stays); an invalid reply stays; a trial end that another trial
 follows asks every agent to rewrite its notes (a ``kind="reflect"`` prompt).
@@ -65,6 +71,9 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         num_actions: the size of the game's action space.
         role: None, or "cooperator" / "defector": item 1.5 of the system prompt used by the
             paper's Schelling-diagram runs (Listing 5).
+        reveal: tell the agent the episode's hidden rules from its first turn (the system
+            prompt says so in item 1.6 and every turn shows them under HIDDEN RULES after
+            RULES YOU KNOW). Off by default, as in the paper's runs.
     """
 
     package: ClassVar[str]  # the game's package, whose prompts/ folder holds its prompt texts
@@ -74,12 +83,15 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     stay: ClassVar[int]  # the action of an invalid reply and of a frozen agent
     name_map: Mapping[str, int]  # upper-case action names without spaces / underscores -> action
 
-    def __init__(self, env, num_actions: int, role: str | None = None):
+    def __init__(self, env, num_actions: int, role: str | None = None, reveal: bool = False):
         if role not in ROLES:
             raise ValueError(f"role must be None, 'cooperator' or 'defector', got {role!r}")
+        if not isinstance(reveal, bool):
+            raise ValueError(f"reveal must be true or false, got {reveal!r}")
         self.env = env
         self.num_actions = num_actions
         self.role = role
+        self.reveal = reveal
         self._systems: dict[str, str] = {}
         self.schema = reply_schema(self.modes, self.goal_types, num_actions)
 
@@ -115,6 +127,11 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
 
     def look(self, memory: MemoryT, s: SnapT, i: int) -> None:
         """Adds what agent ``i`` sees now to its memory of the map (nothing by default)."""
+
+    def revealed_block(self, state) -> str:
+        """HIDDEN RULES: the episode's hidden rules in words, read from ``state.config`` (only
+        with ``reveal``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot reveal its rules")
 
     @abc.abstractmethod
     def now_block(self, s: SnapT, i: int, memory: MemoryT | None) -> str:
@@ -161,6 +178,7 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
                 "steps": env.trial_steps,
                 "trials": env.num_trials,
                 "role": self._role_item(),
+                "reveal": self._reveal_item(),
             }
             values.update(self.system_values(agent))
             self._systems[agent] = fill(self.package, "system.md", **values)
@@ -169,6 +187,10 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     def _role_item(self) -> str:
         """Item 1.5 of the system prompt when a role is set (on a line of its own), else ""."""
         return f"\n{prompt_text(self.package, f'role_{self.role}.md')}" if self.role else ""
+
+    def _reveal_item(self) -> str:
+        """Item 1.6 of the system prompt when the rules are revealed (a line of its own)."""
+        return f"\n{prompt_text(self.package, 'reveal.md')}" if self.reveal else ""
 
     # ------------------------------------------------------------------ parsing
     def parse(self, reply: str, state, agent: str) -> ParsedReply:
@@ -214,6 +236,7 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         blocks = [
             self.progress(s, i),
             self.rules_block(memory),
+            self.revealed_block(state) if self.reveal else "",
             B.notes_block(memory),
             B.earlier_trials_block(memory),
             self.others_block(memory, s.step),

@@ -17,10 +17,12 @@ from dilemmax.envs.osj import agent_letter
 from dilemmax.envs.osj.prompts import fill
 
 PACKAGES = {
-    "dilemmax.envs.open_cleanup": {"system.md", "role_cooperator.md", "role_defector.md", "zap.md"},
+    "dilemmax.envs.open_cleanup": {
+        "system.md", "role_cooperator.md", "role_defector.md", "zap.md", "reveal.md",
+    },
     "dilemmax.envs.open_harvest": {
         "system.md", "role_cooperator.md", "role_defector.md", "costly_pay.md",
-        "shared_pay_order.md",
+        "shared_pay_order.md", "reveal.md",
     },
 }  # fmt: skip
 
