@@ -1,0 +1,114 @@
+"""Incentive isolation against a planted model that queries exactly when alpha > alpha*(k) + 0.02:
+the boundaries, bars, contrasts and probes the pipeline recovers are the planted ones."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dilemmax.experiments.moral_hazard import isolation, probes
+from dilemmax.experiments.moral_hazard.common import table_columns
+from dilemmax.experiments.moral_hazard.conftest import play
+
+EPISODES = 2
+ARGV = ["--costs", "0.10,0.30", "--replicates", "1", "--episodes", str(EPISODES)]
+
+
+@pytest.fixture(scope="module")
+def run(planted_server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("isolation")
+    argv = [*ARGV, "--seats", "openai:planted", "--base-url", planted_server.base_url]
+    before = planted_server.answered
+    plan, results, extra, report = play(isolation.DESIGN, argv, out=out)
+    return plan, report, out, argv, planted_server.answered - before
+
+
+def test_the_paper_cells_and_call_counts():
+    from dilemmax.experiments.moral_hazard.conftest import parse
+
+    plan = isolation.DESIGN.plan(parse(isolation.DESIGN, []))
+    assert len(plan.context["cells"]) == 67  # the paper's 67 cells, 45 decisions each
+    assert len(plan.parts[0].config_names) == 67 * 3 and plan.parts[0].episodes == 15
+    assert plan.calls == 67 * 45 * 3  # at most work, note and final per decision
+    assert plan.context["probe_items"] == 67 * 16
+    tiny = plan_of(ARGV)
+    # k = 0.10: 0, .25, .40, .45, .50, .75, 1 (alpha* + 0.05 = 0.5 coincides); k = 0.30: eight.
+    assert [c["share"] for c in tiny.context["cells"]] == [
+        0.0, 0.25, 0.4, 0.45, 0.5, 0.75, 1.0, 0.0, 0.25, 0.5, 0.6, 0.65, 0.7, 0.75, 1.0,
+    ]  # fmt: skip
+
+
+def plan_of(argv):
+    from dilemmax.experiments.moral_hazard.conftest import parse
+
+    return isolation.DESIGN.plan(parse(isolation.DESIGN, argv))
+
+
+def test_boundary_mae_and_bars_recover_the_planted_threshold(run):
+    _, report, _, _, _ = run
+    results = report.results
+    # The planted switch sits at alpha* + 0.02; the grid sees 0% at alpha* and 100% at
+    # alpha* + 0.05, so the interpolated crossing is alpha* + 0.025 at every cost.
+    for found, star in zip(results["boundaries"], (0.45, 0.65), strict=True):
+        assert found["alpha_star"] == pytest.approx(star)
+        assert found["boundary"] == pytest.approx(star + 0.025)
+    assert results["boundary_mae"] == pytest.approx(0.025)
+    assert abs(results["boundary_mae"] - 0.02) <= 0.05  # 0.02 +- one grid step
+    bars = results["bars"]
+    assert (bars["below"]["rate"], bars["at"]["rate"], bars["above"]["rate"]) == (0.0, 0.0, 1.0)
+    assert bars["below"]["decisions"] == bars["above"]["decisions"] == 2 * EPISODES
+    assert bars["below"]["low"] == 0.0 and 0.0 < bars["below"]["high"] < 0.61
+    assert results["format_validity"] == 1.0
+
+
+def test_paired_contrasts(run):
+    contrasts = run[1].results["contrasts"]
+    # Shares both costs play: 0, .25, .5, .75, 1. Only at 0.5 do they differ (query at k = 0.10,
+    # local at k = 0.30): a mean of -1/5 over the matched pairs.
+    assert contrasts["cost"]["pairs"] == 5 * EPISODES
+    assert contrasts["cost"]["delta_pp"] == pytest.approx(-20.0)
+    assert contrasts["share"] == {"delta_pp": 100.0, "ci": [100.0, 100.0], "pairs": 2 * EPISODES}
+
+
+def test_probes_scored_exactly_and_not_asked_again_on_resume(run, planted_server):
+    plan, report, out, argv, calls = run
+    summary = report.results["probes"]
+    cells = len(plan.context["cells"])
+    assert summary["comprehension_items"] == 15 * cells
+    assert summary["comprehension_accuracy"] == pytest.approx(9 / 15)  # the planted pattern
+    assert summary["prediction_items"] == cells and summary["prediction_accuracy"] == 1.0
+    rows = [json.loads(line) for line in (out / probes.PROBE_FILE).read_text().splitlines()]
+    assert len(rows) == 16 * cells == len({r["key"] for r in rows})
+    from dilemmax.experiments.moral_hazard.conftest import parse
+
+    args = parse(isolation.DESIGN, argv)
+    before = planted_server.answered
+    again = isolation.extra(plan, args, out, resume=True)
+    assert planted_server.answered == before  # every item was recorded: none asked again
+    assert again["probes"] == summary
+
+
+def test_probe_items_and_parsers():
+    contract = probes.Contract(2, 0.10, 0.45)
+    items = {i.key.split("/")[1]: i for i in probes.items_for("c", contract)}
+    assert items["margin"].truth == pytest.approx(0.0) and items["prediction"].truth == "EQUAL"
+    assert items["query_target_team"].truth == pytest.approx(0.15 + 0.45 - 0.10)
+    assert items["indifference_share"].truth == pytest.approx(0.45)
+    assert probes.score(items["margin"], "so...\nANSWER: -0.000") == (0.0, True)
+    assert probes.score(items["bonus"], "ANSWER 0.45\nANSWER 0.451") == (0.451, False)
+    assert probes.score(items["prediction"], "**PREDICT: equal**") == ("EQUAL", True)
+    assert probes.parse_number(None) is None and probes.parse_prediction(7) is None
+    assert probes.parse_number("ANSWER " + " " * 100_000 + "x") is None  # linear, total
+
+
+def test_tables_and_figure(run, tmp_path):
+    tables = run[1].tables
+    assert table_columns(tables["table8"]) == [
+        "$k$", "Predicted $\\alpha^{*}(k)$", "Empirical 50% boundary", "Difference",
+    ]  # fmt: skip
+    assert "| 0.10 | 0.450 | 0.475 | +0.025 |" in tables["table8"]
+    run[1].figures["figure3"](str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert not math.isnan(run[1].results["bars"]["at"]["high"])
