@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -102,14 +103,19 @@ class OpenAIClient:
 
     Args:
         model: the model name the server knows.
-        base_url: the server (``http://host:8000/v1`` for vLLM); None: OpenAI's API.
+        base_url: the server (``http://host:8000/v1`` for vLLM), or several replicas of the same
+            model (a sequence, or text joined by ``|``): each call goes to the one with the
+            fewest calls outstanding. None: OpenAI's API.
         api_key_env: environment variable holding the API key. If unset and ``base_url`` is
             given, the key "EMPTY" is sent (what vLLM accepts by default).
-        temperature, top_p, max_tokens, seed: sampling options (seed only where the server
-            takes one; None leaves an option to the server).
-        structured_output: ask for the prompt's JSON schema as ``response_format`` when a request
-            carries one; a server that rejects it (400) is asked again without it, and not asked
-            with it again.
+        temperature, top_p, top_k, presence_penalty, max_tokens, seed: sampling options (top_k
+            and seed only where the server takes them; None leaves an option to the server).
+        reasoning_effort: asked of reasoning models (``"low"``, ...); None: the server's default.
+        output: how a reply is asked for when the request carries a JSON schema:
+            ``"json_schema"`` (structured output), ``"json_object"`` (JSON mode) or ``"text"``.
+            A server that rejects the ``response_format`` (400) is asked again without it, and
+            not asked with it again.
+        structured_output: False is ``output="text"`` (the older spelling).
         timeout: seconds per attempt.
         max_attempts: attempts per request (first included).
         backoff, max_backoff: the jittered exponential backoff's initial and largest window (s).
@@ -123,13 +129,17 @@ class OpenAIClient:
     def __init__(
         self,
         model: str,
-        base_url: str | None = None,
+        base_url: str | Sequence[str] | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         temperature: float | None = 0.0,
         top_p: float | None = None,
         max_tokens: int | None = 512,
         seed: int | None = None,
         structured_output: bool = True,
+        top_k: int | None = None,
+        presence_penalty: float | None = None,
+        reasoning_effort: str | None = None,
+        output: str = "json_schema",
         timeout: float = 60.0,
         max_attempts: int = 6,
         backoff: float = 0.5,
@@ -148,13 +158,27 @@ class OpenAIClient:
                 )
             api_key = "EMPTY"
         self.model = model
-        self.base_url = base_url
-        sent = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": seed}
+        self.base_urls = _base_urls(base_url)
+        self.base_url = "|".join(self.base_urls) if self.base_urls else None
+        sent = {
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "presence_penalty": presence_penalty,
+            "max_tokens": max_tokens,
+            "seed": seed,
+        }
         self.options = {
             k: sampling.check_option(v, sampling.OPENAI[k], k)
             for k, v in sent.items()
             if v is not None
         }
+        if reasoning_effort is not None:
+            effort = sampling.GENERATION["reasoning_effort"]
+            self.options["reasoning_effort"] = effort.check(reasoning_effort, "reasoning_effort")
+        self.output = sampling.GENERATION["output"].check(output, "output")
+        if not structured_output:
+            self.output = "text"
         timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
         self.max_attempts = sampling.check_option(
             max_attempts, sampling.CLIENT["max_attempts"], "max_attempts"
@@ -166,10 +190,13 @@ class OpenAIClient:
         self.backoff = sampling.check_option(backoff, waits, "backoff")
         self.max_backoff = sampling.check_option(max_backoff, waits, "max_backoff")
         self.max_retry_after = sampling.check_option(max_retry_after, waits, "max_retry_after")
-        self.structured_output = bool(structured_output)
-        self._openai = openai.OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
-        )
+        self._replicas = [
+            openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout, max_retries=0)
+            for url in self.base_urls or [None]
+        ]
+        self.outstanding = [0] * len(self._replicas)  # calls in flight per replica
+        self.sent = [0] * len(self._replicas)  # attempts sent per replica
+        self._pick_lock = threading.Lock()
         self._transient = _transient_errors()
         self._fatal = _fatal_errors()
         self._bad_request = openai.BadRequestError
@@ -230,25 +257,45 @@ class OpenAIClient:
             )
         return self._completion(response, time.perf_counter() - start, attempts - 1)
 
+    @property
+    def structured_output(self) -> bool:
+        """Whether replies are asked for in a JSON format (schema or JSON mode)."""
+        return self.output != "text"
+
     def _create(self, request: ChatRequest):
         kwargs: dict[str, Any] = dict(self.options)
-        schema = request.json_schema
-        if schema is not None and self.structured_output:
-            kwargs["response_format"] = _response_format(schema)
+        if "top_k" in kwargs:  # not a parameter of OpenAI's own API: sent as an extra field
+            kwargs["extra_body"] = {"top_k": kwargs.pop("top_k")}
+        response_format = _response_format(request.json_schema, self.output)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         messages = [dict(m) for m in request.messages]
         try:
-            return self._openai.chat.completions.create(
-                model=self.model, messages=messages, **kwargs
-            )
+            return self._send(messages, kwargs)
         except self._bad_request:
             if "response_format" not in kwargs:
                 raise
             # The server has no structured output: ask again in plain text from now on.
-            self.structured_output = False
+            self.output = "text"
             kwargs.pop("response_format")
-            return self._openai.chat.completions.create(
+            return self._send(messages, kwargs)
+
+    def _send(self, messages, kwargs):
+        """One attempt, to the replica with the fewest calls in flight (on a tie, the one sent
+        the fewest so far)."""
+        with self._pick_lock:
+            replica = min(
+                range(len(self._replicas)), key=lambda r: (self.outstanding[r], self.sent[r])
+            )
+            self.outstanding[replica] += 1
+            self.sent[replica] += 1
+        try:
+            return self._replicas[replica].chat.completions.create(
                 model=self.model, messages=messages, **kwargs
             )
+        finally:
+            with self._pick_lock:
+                self.outstanding[replica] -= 1
 
     @staticmethod
     def _completion(response, latency: float, retries: int) -> Completion:
@@ -272,5 +319,19 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _response_format(schema: Mapping[str, Any]) -> dict[str, Any]:
+def _response_format(schema: Mapping[str, Any] | None, output: str) -> dict[str, Any] | None:
+    """The ``response_format`` of a request whose prompt carries ``schema`` (None: none)."""
+    if schema is None or output == "text":
+        return None
+    if output == "json_object":
+        return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(schema)}}
+
+
+def _base_urls(base_url: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if base_url is None:
+        return None
+    urls = sampling.URLS.check(
+        base_url if isinstance(base_url, str) else "|".join(base_url), "base_url"
+    )
+    return urls

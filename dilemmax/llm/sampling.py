@@ -1,17 +1,23 @@
-"""The model clients' options checked before any call: sampling, timeouts, attempts, seeds.
+"""The model clients' options checked before any call: sampling, endpoints, timeouts, attempts.
 
 Every option a model seat takes, as a flag (``--temperature``) or inside a seat spec
-(``openai:m,temperature=0.7``), goes through :func:`check_option`, which parses text totally and
-refuses a value outside its range with an :class:`~dilemmax.envs.options.OptionError` naming the
-option, the value and the range. The ranges are OpenAI's documented ones (temperature 0..2,
-top_p 0..1, max_tokens >= 1); a value the server would reject, or a NaN that serializes as
-invalid JSON, is thus refused here instead of costing a run of failed calls.
+(``openai:m,temperature=0.7,base_url=http://a/v1|http://b/v1``), goes through
+:func:`check_option`, which parses text totally and refuses a value outside its range with an
+:class:`~dilemmax.envs.options.OptionError` naming the option, the value and what is allowed.
+The ranges are OpenAI's documented ones (temperature 0..2, top_p 0..1, presence_penalty -2..2,
+max_tokens >= 1); a value the server would reject, or a NaN that serializes as invalid JSON, is
+thus refused here instead of costing a run of failed calls. Besides numbers an option is a
+:class:`Choice` (``output=json_object``), a list of server addresses (:data:`URLS`, several
+joined by ``|`` since a seat spec's options are split at commas) or an environment variable's
+name (:data:`ENV_NAME`).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +60,8 @@ def _num(x: float) -> str:
 OPENAI = {
     "temperature": Range("float", 0.0, 2.0),
     "top_p": Range("float", 0.0, 1.0),
+    "top_k": Range("int", 1),  # not OpenAI's own: vLLM, SGLang and Inspect's providers take it
+    "presence_penalty": Range("float", -2.0, 2.0),
     "max_tokens": Range("int", 1),
     "seed": Range("int", 0, SEED_MAX),
 }
@@ -68,12 +76,87 @@ CLIENT = {
     "max_attempts": Range("int", 1),
     "concurrency": Range("int", 1),
 }
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A text option with a fixed set of values."""
+
+    values: tuple[str, ...]
+
+    def check(self, value: Any, option: str) -> str:
+        text = value.strip() if isinstance(value, str) else None
+        if text not in self.values:
+            raise OptionError(f"{option}={_show(value)}: expected one of {', '.join(self.values)}")
+        return text
+
+
+@dataclass(frozen=True)
+class Urls:
+    """One or more OpenAI-compatible servers, ``http(s)://host[:port][/path]``, joined by ``|``
+    (replicas of one model, which a client spreads its calls over): a tuple of addresses."""
+
+    def check(self, value: Any, option: str) -> tuple[str, ...]:
+        urls = parse_urls(value)
+        if urls is None:
+            raise OptionError(
+                f"{option}={_show(value)}: expected http://host:port/v1 or https://..., several "
+                "joined by | (each once)"
+            )
+        return urls
+
+
+def parse_urls(value: Any) -> tuple[str, ...] | None:
+    """``"http://a/v1|http://b/v1"`` -> the addresses; None unless every part is an http(s)
+    address with a host and none is named twice. A comma or a space is refused (no API's base
+    URL has one; ``http://a/v1,http://b/v1`` meant two servers). Total, linear in the text."""
+    if not isinstance(value, str) or len(value) > 10_000:
+        return None
+    urls = tuple(u.strip() for u in value.split("|"))
+    for url in urls:
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError:  # an unbalanced IPv6 bracket
+            return None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return None
+        if "," in url or any(c.isspace() for c in url):
+            return None
+    return urls if len(set(urls)) == len(urls) else None
+
+
+@dataclass(frozen=True)
+class EnvName:
+    """The name of an environment variable (where an API key is read from)."""
+
+    def check(self, value: Any, option: str) -> str:
+        text = value.strip() if isinstance(value, str) else ""
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,199}", text):
+            raise OptionError(f"{option}={_show(value)}: expected an environment variable's name")
+        return text
+
+
+# How a reply's format is asked for (the OpenSocialJax paper's Table 1 lists one per model):
+# the prompt's JSON schema as structured output, JSON mode (any JSON object), or plain text that
+# the game's parser reads.
+OUTPUT_MODES = ("json_schema", "json_object", "text")
+# Reasoning effort as OpenAI's API and Inspect's GenerateConfig spell it.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+URLS = Urls()
+ENV_NAME = EnvName()
+ENDPOINT = {"base_url": URLS, "api_key_env": ENV_NAME}
+GENERATION = {
+    "reasoning_effort": Choice(REASONING_EFFORTS),
+    "output": Choice(OUTPUT_MODES),
+}
 # The flags of add_model_arguments and the range each must fit (None values mean "the server's
 # default" and are not checked).
 FLAGS = {
     "--temperature": OPENAI["temperature"],
     "--top-p": OPENAI["top_p"],
     "--max-tokens": OPENAI["max_tokens"],
+    "--top-k": OPENAI["top_k"],
+    "--presence-penalty": OPENAI["presence_penalty"],
     "--model-seed": OPENAI["seed"],
     "--timeout": CLIENT["timeout"],
     "--max-attempts": CLIENT["max_attempts"],
@@ -81,12 +164,15 @@ FLAGS = {
 }
 
 
-def check_option(value: Any, allowed: Range, option: str) -> float | int:
-    """``value`` (a number, or text from a seat spec) as ``allowed``'s kind, within its range.
+def check_option(value: Any, allowed, option: str):
+    """``value`` (a number, or text from a seat spec) as ``allowed``'s kind, within its range
+    (``allowed``: a :class:`Range`, or a :class:`Choice`, :class:`Urls` or :class:`EnvName`).
 
     Total: returns the value or raises :class:`OptionError` naming ``option``, the value and the
     range; NaN and infinities are never in a range.
     """
+    if not isinstance(allowed, Range):
+        return allowed.check(value, option)
     number = _as_number(value, allowed.kind)
     finite = isinstance(number, int) or (number is not None and math.isfinite(number))
     if not finite or not allowed.admits(number):
@@ -126,10 +212,18 @@ def check_flags(args) -> None:
         value = getattr(args, flag[2:].replace("-", "_"), None)
         if value is not None:
             check_option(value, allowed, flag)
+    url = getattr(args, "base_url", None)
+    if url is not None and parse_urls(url) is None:
+        raise OptionError(
+            f"--base-url {_show(url)}: expected http://host:port/v1 or https://..., several "
+            "joined by | (each once)"
+        )
+    if getattr(args, "api_key_env", None) is not None:
+        ENV_NAME.check(args.api_key_env, "--api-key-env")
 
 
-def seat_options(spec: str, options: dict[str, str], ranges: dict[str, Range]) -> dict:
-    """A seat spec's numeric options parsed and checked (other options are left as text)."""
+def seat_options(spec: str, options: dict[str, str], ranges: dict[str, Any]) -> dict:
+    """A seat spec's options with a range parsed and checked (other options are left as text)."""
     return {
         name: check_option(text, ranges[name], f"seat {spec!r}: {name}") if name in ranges else text
         for name, text in options.items()

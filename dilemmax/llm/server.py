@@ -36,6 +36,12 @@ FAULTS = (
 )
 
 
+class _Listener(ThreadingHTTPServer):
+    # A client opening its whole connection pool at once (an async client's first batch) must
+    # not overflow the accept queue: the default backlog of 5 resets the rest.
+    request_queue_size = 1024
+
+
 def _approx_tokens(text: str) -> int:
     return max(1, len(text.split()))
 
@@ -85,7 +91,7 @@ class LocalChatServer:
         self.held = threading.Event()
         self._release = threading.Event()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Listener(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
