@@ -131,3 +131,12 @@ def add_rloo_args(p, d) -> None:
     p.add_argument("--top-p", type=top_p, default=d.top_p)
     p.add_argument("--beta", type=nonnegative, default=d.beta, help="KL coefficient")
     p.add_argument("--max-completion", type=positive_int, default=d.max_completion_length)
+    p.add_argument(
+        "--vllm",
+        choices=("colocate", "server"),
+        help="generate through TRL's vLLM mode (needs the vllm package): colocate (an engine "
+        "in each training process) or server (trl vllm-serve on GPUs of its own)",
+    )
+    p.add_argument(
+        "--vllm-server", metavar="URL", help="address of trl vllm-serve (with --vllm server)"
+    )

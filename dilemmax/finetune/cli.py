@@ -3,6 +3,11 @@
 Every default is the paper's (Appendix B) and every one can be overridden here; ``--set
 name=value`` reaches any other field of TRL's config. A command that trains resumes from the
 newest checkpoint in ``--out`` unless ``--no-resume``.
+
+``sft``, ``rloo`` and ``sft-rloo`` run unchanged under ``accelerate launch`` (one process per
+device: DDP, FSDP or DeepSpeed by the launch's config); every process checks the same inputs,
+the main one alone writes and prints. The other commands run in one process and say so when
+launched on several (docs/finetune_distributed.md).
 """
 
 from __future__ import annotations
@@ -57,7 +62,8 @@ from dilemmax.finetune.evaluate import (
     write_report,
 )
 from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
-from dilemmax.finetune.rloo import RLOOSettings, train_rloo
+from dilemmax.finetune.processes import is_launched, main_print, refuse_launch
+from dilemmax.finetune.rloo import RLOOSettings, check_vllm, train_rloo
 from dilemmax.finetune.sft import SFTSettings, train_sft
 from dilemmax.llm.tiny import build_tiny_model
 
@@ -84,14 +90,17 @@ def _check_run(args) -> None:
 
 def _check_output_folder(path: str, option: str) -> None:
     """The folder a command will write, checked now (a file in the way, a place nobody can
-    write); made only to check it, so a command that fails before writing leaves nothing."""
+    write); made only to check it, so a command that fails before writing leaves nothing. Under
+    a launch it stays: the other processes check it at the same time (a probe file of theirs
+    may be inside), and the run fills it next."""
     folder, created = output_folder(path, option)
-    if created:
+    if created and not is_launched():
         folder.rmdir()
 
 
 # ----------------------------------------------------------------------------- data
 def _cmd_data(args) -> int:
+    refuse_launch("data")
     _check_output_folder(args.out, "OUT")
     with user_input("the condition grid"):
         spec = DatasetSpec(
@@ -114,6 +123,7 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_tiny(args) -> int:
+    refuse_launch("tiny-model")
     records = read_records(args.data, "train", SFT_FIELDS)[:: args.text_stride]
     _check_output_folder(args.out, "OUT")
     texts = [m["content"] for r in records for m in r["prompt"] + r["completion"]]
@@ -179,6 +189,8 @@ def _rloo_fields(args) -> dict:
         "top_p": args.top_p,
         "beta": args.beta,
         "max_completion_length": args.max_completion,
+        "vllm": args.vllm,
+        "vllm_server": args.vllm_server,
     }
 
 
@@ -186,15 +198,17 @@ def _cmd_sft(args) -> int:
     _check_run(args)
     _threads(args)
     adapter = train_sft(_run_settings(args, SFTSettings, max_length=args.max_length))
-    print(f"SFT adapter: {adapter}")
+    main_print(f"SFT adapter: {adapter}")
     return 0
 
 
 def _cmd_rloo(args) -> int:
     _check_run(args)
     _threads(args)
-    adapter = train_rloo(_run_settings(args, RLOOSettings, **_rloo_fields(args)))
-    print(f"RLOO adapter: {adapter}")
+    settings = _run_settings(args, RLOOSettings, **_rloo_fields(args))
+    check_vllm(settings)
+    adapter = train_rloo(settings)
+    main_print(f"RLOO adapter: {adapter}")
     return 0
 
 
@@ -203,10 +217,11 @@ def _cmd_sft_rloo(args) -> int:
     _check_run(args)
     read_records(args.data, "train", RLOO_FIELDS)  # RLOO's records, before SFT's hours
     _threads(args)
+    rloo = _run_settings(args, RLOOSettings, prefix="rloo", **_rloo_fields(args))
+    check_vllm(rloo)  # RLOO's generation options, before SFT's hours too
     sft = _run_settings(args, SFTSettings, prefix="sft", max_length=args.max_length)
     sft = replace(sft, max_steps=args.sft_steps)
     adapter = train_sft(sft)
-    rloo = _run_settings(args, RLOOSettings, prefix="rloo", **_rloo_fields(args))
     rloo = replace(
         rloo,
         max_steps=args.rloo_steps,
@@ -216,7 +231,7 @@ def _cmd_sft_rloo(args) -> int:
         grad_accum=args.rloo_accum,
     )
     final = train_rloo(rloo)
-    print(f"SFT adapter: {adapter}\nSFT+RLOO adapter: {final}")
+    main_print(f"SFT adapter: {adapter}\nSFT+RLOO adapter: {final}")
     return 0
 
 
@@ -232,6 +247,7 @@ def _read_json(path: str, what: str) -> dict:
 
 
 def _cmd_reward(args) -> int:
+    refuse_launch("reward")
     _threads(args)
     baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
     records = read_records(args.data, args.split, RLOO_FIELDS)
@@ -314,6 +330,7 @@ def _evaluated_methods(args) -> dict[str, str | None]:
 
 
 def _cmd_evaluate(args) -> int:
+    refuse_launch("evaluate")
     _threads(args)
     methods = _evaluated_methods(args)
     grid = None
@@ -342,6 +359,7 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_gepa(args) -> int:
+    refuse_launch("gepa")
     check_model(args.model, local=True)  # played through the local transformers client
     _check_run(args)
     if args.reflection_model:

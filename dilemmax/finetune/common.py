@@ -5,10 +5,15 @@ A run writes into one output folder::
     <out>/checkpoint-<step>/   Trainer checkpoints: adapter, optimizer, scheduler, RNG, state
     <out>/adapter/             the final adapter (``adapter_config.json``, ``adapter_model.*``)
                                and the tokenizer, loadable with ``PeftModel.from_pretrained``
-    <out>/settings.json        the settings the run was started with
+    <out>/settings.json        the settings the run was started with, and its launch
+                               (process count, wrapper)
 
 Starting the same command again on the same folder resumes from the newest checkpoint (the
 Trainer restores optimizer, scheduler, RNG and the data position), unless ``resume=False``.
+Under ``accelerate launch`` every process trains; the main one alone writes ``settings.json``,
+the adapter and the tokenizer (the Trainer writes checkpoints the same way, each process adding
+its own RNG state), and the others wait for those files before going on (``sft-rloo`` reads the
+SFT adapter next). See docs/finetune_distributed.md.
 torch, transformers and peft (the optional ``llm`` extra) are imported inside the functions that
 load or train a model, so the settings import without them.
 """
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dilemmax.errors import UsageError
+from dilemmax.finetune import processes
 from dilemmax.finetune.checks import check_adapter, check_model, read_records
 from dilemmax.llm.hf_client import LOAD_ERRORS, load_failure
 
@@ -146,9 +152,24 @@ def trainer_arguments(settings: RunSettings) -> dict[str, Any]:
         "report_to": report_to,
         "run_name": Path(settings.out).name,
         "disable_tqdm": False,
+        # Several processes without a GPU: DDP over gloo. Without this the Trainer would see no
+        # distributed device and each process would train alone on the whole data.
+        "use_cpu": processes.is_launched() and not has_accelerator(),
     }
     args.update(settings.overrides)
     return args
+
+
+def trainer_config(config_class, **arguments):
+    """TRL's ``config_class`` built from ``arguments``; what it refuses (a batch that does not
+    divide into the generations of a prompt on this many processes, a field of the wrong type)
+    is a one-line UsageError naming the class, before any model loads."""
+    try:
+        return config_class(**arguments)
+    except (ValueError, TypeError) as err:
+        reason = " ".join(str(err).split())
+        message = f"TRL's {config_class.__name__} refuses these settings: {reason}"
+        raise UsageError(message) from None
 
 
 def configure_wandb(settings: RunSettings) -> None:
@@ -175,8 +196,9 @@ def load_model(name: str, adapter: str | None = None, trainable: bool = True, pr
         raise load_failure("--model", name, err) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if has_accelerator():
-        model = model.to("cuda")
+    device = model_device()
+    if device is not None:
+        model = model.to(device)
     if adapter:
         from peft import PeftModel  # optional llm extra
 
@@ -185,6 +207,15 @@ def load_model(name: str, adapter: str | None = None, trainable: bool = True, pr
         except LOAD_ERRORS as err:
             raise load_failure("--adapter", adapter, err) from None
     return model, tokenizer
+
+
+def model_device() -> str | None:
+    """Where a loaded model goes: this process's GPU (``cuda:<LOCAL_RANK>``, so the processes of a
+    launch do not all fill GPU 0), or None (stay on the CPU it loaded to) without a GPU or when
+    FSDP / DeepSpeed will shard and place the weights themselves."""
+    if not has_accelerator() or processes.sharding_wrapper():
+        return None
+    return f"cuda:{processes.local_rank()}"
 
 
 def check_lora_modules(model, lora: LoraSettings) -> None:
@@ -218,16 +249,58 @@ def last_checkpoint(out: str | Path) -> str | None:
 
 
 def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
-    """Trains (resuming when asked and possible), then saves the final adapter; returns it."""
+    """Trains (resuming when asked and possible), then saves the final adapter; returns it.
+
+    Every process of a launch calls this; the main one writes the run's own files, and all of
+    them call ``save_model`` (FSDP and DeepSpeed gather the sharded weights in it; the Trainer
+    writes on the main process only) and then wait until the adapter is complete."""
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "settings.json").write_text(json.dumps(asdict(settings), indent=2, default=str))
     checkpoint = last_checkpoint(out) if settings.resume else None
+    if processes.is_main_process():
+        warn_on_changed_launch(out, checkpoint)
+        (out / "settings.json").write_text(json.dumps(run_record(settings), indent=2, default=str))
+    check_world(trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     adapter_dir = out / "adapter"
     trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(str(adapter_dir))
+    trainer.accelerator.wait_for_everyone()  # the adapter is read next (sft-rloo, the caller)
     return adapter_dir
+
+
+def check_world(trainer) -> None:
+    """Raises UsageError unless the Trainer trains on as many processes as the launch started:
+    a launch the Trainer does not recognise would train every process alone, each on all of the
+    data, and write the same files from all of them."""
+    launched, training = processes.world_size(), trainer.args.world_size
+    if launched != training:
+        raise UsageError(
+            f"the launch started {launched} processes (WORLD_SIZE) but the Trainer trains on "
+            f"{training} (distributed type {trainer.accelerator.distributed_type}); check the "
+            "accelerate config (docs/finetune_distributed.md)"
+        )
+
+
+def run_record(settings: RunSettings) -> dict[str, Any]:
+    """What ``settings.json`` holds: the settings and the launch they were trained under."""
+    return {**asdict(settings), "launch": processes.describe()}
+
+
+def warn_on_changed_launch(out: Path, checkpoint: str | None) -> None:
+    """A resume under another process count is allowed (the Trainer restores the step, the
+    optimizer and the schedule), but the global batch changes with it: said in one line."""
+    try:
+        before = json.loads((out / "settings.json").read_text()).get("launch", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    now = processes.describe()
+    if checkpoint and isinstance(before, dict) and before.get("processes", 1) != now["processes"]:
+        print(
+            f"resuming {checkpoint} on {now['processes']} processes (it was trained on "
+            f"{before.get('processes', 1)}): the global batch changes with the process count"
+        )
 
 
 def training_records(

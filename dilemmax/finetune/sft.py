@@ -20,6 +20,7 @@ from dilemmax.finetune.common import (
     load_model,
     run_trainer,
     trainer_arguments,
+    trainer_config,
     training_records,
 )
 from dilemmax.finetune.datasets import to_hf_dataset
@@ -40,15 +41,18 @@ def build_trainer(settings: SFTSettings):
     # Everything read from files or flags is checked before the model loads (minutes on a GPU).
     records = training_records(settings, SFT_FIELDS)
     check_config_fields(SFTConfig, settings)
-    model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
-    if not settings.adapter:  # a fresh adapter: its modules must exist in this model
-        check_lora_modules(model, settings.lora)
-    dataset = to_hf_dataset(records, columns=("prompt", "completion"))
-    config = SFTConfig(
+    # The config before the model: DeepSpeed ZeRO-3 loads the weights sharded only when the
+    # config exists first.
+    config = trainer_config(
+        SFTConfig,
         **trainer_arguments(settings),
         max_length=settings.max_length,
         completion_only_loss=True,
     )
+    model, tokenizer = load_model(settings.model, settings.adapter, precision=settings.precision)
+    if not settings.adapter:  # a fresh adapter: its modules must exist in this model
+        check_lora_modules(model, settings.lora)
+    dataset = to_hf_dataset(records, columns=("prompt", "completion"))
     trainer = SFTTrainer(
         model=model,
         args=config,

@@ -1,0 +1,89 @@
+"""Which process of a launch this one is, read from the variables the launchers set.
+
+``accelerate launch``, ``torchrun`` and the ``deepspeed`` launcher start one process per device and
+give each ``RANK`` (its place among all processes), ``LOCAL_RANK`` (its place on its machine) and
+``WORLD_SIZE`` (how many there are); accelerate also says which wrapper the run uses
+(``ACCELERATE_USE_FSDP``, ``ACCELERATE_USE_DEEPSPEED``). They are read here, before torch is
+imported, so the command line can decide what each process checks, writes and prints without
+starting the process group; the Trainer starts it later from the same variables. A plain
+``dilemmax finetune ...`` sets none of them: one process, the main one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dilemmax.errors import UsageError
+
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def _count(name: str, default: int) -> int:
+    """An integer launch variable, or a one-line error naming it (a stray ``RANK=x`` in the
+    shell would otherwise make every process believe it is the main one)."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UsageError(f"environment variable {name}={text!r}: expected an integer >= 0")
+    return value
+
+
+def world_size() -> int:
+    """How many processes the launch started (1 without a launcher)."""
+    return max(_count("WORLD_SIZE", 1), 1)
+
+
+def process_rank() -> int:
+    """This process's place among all of them (0: the main process)."""
+    return _count("RANK", 0)
+
+
+def local_rank() -> int:
+    """This process's place on its own machine: the index of the device it trains on."""
+    return _count("LOCAL_RANK", 0)
+
+
+def is_launched() -> bool:
+    """Whether this process is one of several (``WORLD_SIZE`` > 1)."""
+    return world_size() > 1
+
+
+def is_main_process() -> bool:
+    """The process that writes the run's files and prints its results."""
+    return process_rank() == 0
+
+
+def sharding_wrapper() -> str | None:
+    """ "fsdp" or "deepspeed" when accelerate wraps the model in one (it then places and shards
+    the weights itself), else None (DDP or one process: the model goes to this process's
+    device)."""
+    for wrapper in ("fsdp", "deepspeed"):
+        if os.environ.get(f"ACCELERATE_USE_{wrapper.upper()}", "").lower() in ("1", "true", "yes"):
+            return wrapper
+    return None
+
+
+def describe() -> dict[str, object]:
+    """What ``settings.json`` records of the launch: process count and wrapper."""
+    return {"processes": world_size(), "wrapper": sharding_wrapper() or "ddp"}
+
+
+def refuse_launch(command: str) -> None:
+    """Raises UsageError when a command that runs in one process is started by a launcher: each
+    process would repeat the whole job and write the same files."""
+    if is_launched():
+        raise UsageError(
+            f"`dilemmax finetune {command}` runs in one process (WORLD_SIZE={world_size()}); "
+            "start only sft, rloo and sft-rloo with accelerate launch"
+        )
+
+
+def main_print(*parts: object) -> None:
+    """``print`` on the main process only (the others would repeat the line)."""
+    if is_main_process():
+        print(*parts)
