@@ -1,0 +1,195 @@
+"""The games as Inspect tasks: the registry, runs with Inspect's mock model and its
+OpenAI-compatible provider against the local test server, scores equal to ``dilemmax play``'s
+metrics for the same planted replies and seed, model roles per seat, and the written log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from importlib.metadata import entry_points
+
+import numpy as np
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai._util.registry import registry_lookup
+from inspect_ai.log import list_eval_logs, read_eval_log
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+from dilemmax.cli import main
+from dilemmax.errors import UsageError
+from dilemmax.evals import plans
+from dilemmax.evals._registry import REQUIRED, TASKS
+from dilemmax.evals.scoring import score_values
+from dilemmax.evals.tasks import plan_task
+from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.llm.server import LocalChatServer
+
+
+def moral_hazard_reply(model: str, text: str) -> str:
+    """Model ``a`` answers locally, model ``b`` queries; both write a note naming case 2 and a
+    final D."""
+    if "(work)" in text:
+        return "ACTION QUERY" if model.endswith("b") else "ACTION LOCAL B"
+    if "(note)" in text:
+        return "NOTE CASE 2 UNSAFE C"
+    return "FINAL D"
+
+
+def consequence_reply(text: str) -> str:
+    """A contribution that depends on what the prompt shows (so episodes differ)."""
+    return f"I give what I can.\nCONTRIBUTE {len(text) % 5}"
+
+
+def mock(name: str, reply) -> object:
+    """Inspect's mock model answering ``reply(name, last message)``; usage is set, so the mock
+    counts no tokens (its tokenizer would be downloaded)."""
+
+    def outputs(messages, tools, tool_choice, config):
+        output = ModelOutput.from_content(f"mockllm/{name}", reply(name, messages[-1].text))
+        output.usage = ModelUsage(input_tokens=7, output_tokens=3, total_tokens=10)
+        return output
+
+    return get_model(f"mockllm/{name}", custom_outputs=outputs, memoize=False)
+
+
+def play_json(tmp_path, name: str, argv: list[str]) -> dict:
+    path = tmp_path / f"{name}.json"
+    assert main(["play", *argv, "--no-progress", "--json", str(path)]) == 0
+    return json.loads(path.read_text())
+
+
+def play_values(episode: dict) -> dict[str, float]:
+    """The score keys of one ``dilemmax play`` episode (the game's metrics only)."""
+    record = {"metrics": episode["metrics"], "steps": episode["steps"]}
+    values = score_values(record)
+    return {k: v for k, v in values.items() if not k.startswith("model_")}
+
+
+def assert_same_scores(samples, episodes) -> None:
+    by_id = {e["id"]: e for e in episodes}
+    assert sorted(s.id for s in samples) == sorted(by_id)
+    for sample in samples:
+        score = sample.scores["episode_metrics"].value
+        for key, value in play_values(by_id[sample.id]).items():
+            assert (math.isnan(value) and math.isnan(score[key])) or score[key] == pytest.approx(
+                value, abs=1e-6
+            ), (sample.id, key)
+
+
+# --------------------------------------------------------------------------- registry
+def test_the_registry_lists_every_task():
+    (point,) = [p for p in entry_points(group="inspect_ai") if p.name == "dilemmax"]
+    assert point.value == "dilemmax.evals._registry"
+    expected = {*plans.GAMES, *REQUIRED} | {n.replace("/", "_") for n in plans.designs()}
+    assert set(TASKS) == expected
+    for name in expected:
+        assert registry_lookup("task", f"dilemmax/{name}") is not None, name
+
+
+# --------------------------------------------------------------------------- mock model
+def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
+    with LocalChatServer(
+        lambda body: moral_hazard_reply(body["model"], body["messages"][-1]["content"])
+    ) as server:
+        played = play_json(tmp_path, "mh", [
+            "moral_hazard", "--seat", "agent_0=openai:a", "--seat", "agent_1=openai:b",
+            "--episodes", "4", "--seed", "3", "--base-url", server.base_url,
+        ])  # fmt: skip
+    (log,) = inspect_eval(
+        TASKS["moral_hazard"](episodes=4, seed=3),
+        model=mock("a", moral_hazard_reply),
+        model_roles={"seat_1": mock("b", moral_hazard_reply)},
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    assert_same_scores(log.samples, played["episodes"])
+    # Model b at seat 1 always queries, model a at seat 0 never does: recovered per seat.
+    for sample in log.samples:
+        score = sample.scores["episode_metrics"].value
+        assert score["query_by_agent[0]"] == 0.0 and score["query_by_agent[1]"] == 1.0
+        assert sample.metadata["seed"] == 3 and sample.metadata["seats"]["agent_1"] == "seat_1"
+
+    # The written log: one sample per episode, its scores, the turns as messages.
+    (info,) = list_eval_logs(str(tmp_path / "logs"))
+    read = read_eval_log(info.name)
+    assert len(read.samples) == 4
+    assert_same_scores(read.samples, played["episodes"])
+    first = read.samples[0]
+    roles = [m.role for m in first.messages]
+    assert roles[:3] == ["system", "user", "assistant"]
+    replies = [m for m in first.messages if m.role == "assistant"]
+    assert len(replies) == first.scores["episode_metrics"].value["model_calls"]
+    work = replies[0]
+    assert work.metadata["step"] == 0 and work.metadata["agent"] == "agent_0"
+    assert work.text == "ACTION LOCAL B" and work.metadata["valid"]
+    metrics = {s.name: s.metrics for s in read.results.scores}
+    assert {"mean", "stderr"} <= set(metrics["team_success"])
+    team = [s.scores["episode_metrics"].value["team_success"] for s in read.samples]
+    assert metrics["team_success"]["mean"].value == pytest.approx(np.mean(team))
+
+
+# --------------------------------------------------------------------------- OpenAI provider
+def test_openai_compatible_provider_against_the_local_server_scores_like_play(tmp_path):
+    with LocalChatServer(lambda body: consequence_reply(body["messages"][-1]["content"])) as srv:
+        played = play_json(tmp_path, "ca", [
+            "consequence", "--seats", "openai:tiny", "--episodes", "2", "--base-url", srv.base_url,
+        ])  # fmt: skip
+        served = srv.answered
+        model = get_model("openai-api/local/tiny", base_url=srv.base_url, api_key="test")
+        (log,) = inspect_eval(
+            TASKS["consequence"](episodes=2), model=model, log_dir=str(tmp_path), display="none"
+        )
+        assert srv.answered == 2 * served  # every call went over HTTP, as many as play made
+    assert log.status == "success", log.error
+    assert_same_scores(log.samples, played["episodes"])
+    assert all("fatality" in s.scores["episode_metrics"].value for s in log.samples)
+
+
+# --------------------------------------------------------------------------- designs
+def _toy_design() -> Design:
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--episodes", type=int, default=None)
+        parser.add_argument("--partner", default="teacher")
+
+    def plan(args) -> Plan:
+        env = plans.game_plan("moral_hazard").parts[0].env
+        seats = {"agent_1": f"scripted:{args.partner}"}
+        return Plan([Part("cell", env, seats=seats, episodes=args.episodes or 5)])
+
+    return Design("moral_hazard/toy", "test", "a toy", add_arguments, plan, lambda *a: Report({}))
+
+
+def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
+    design = _toy_design()
+    plan, args = plans.design_plan(design, {"episodes": 2, "partner": "always_local"})
+    assert args.seed == 0 and plan.parts[0].episodes == 2
+    task = plan_task(plan, "toy", seed=1)
+    assert [s.id for s in task.dataset] == ["cell|e0", "cell|e1"]
+    assert task.dataset[0].metadata["seats"] == {
+        "agent_0": "seat_0",
+        "agent_1": "scripted:always_local",
+    }
+    with pytest.raises(UsageError, match="no parameter 'cells'"):
+        plans.design_plan(design, {"cells": 3})
+    with pytest.raises(UsageError, match="episodes"):
+        plans.design_plan(design, {"episodes": "many"})
+    with pytest.raises(UsageError, match="scripted policy 'nobody'"):
+        plan_task(plans.design_plan(design, {"partner": "nobody"})[0], "toy")
+
+
+def test_isolation_task_seats_the_scripted_partner(tmp_path):
+    (log,) = inspect_eval(
+        TASKS["moral_hazard_isolation"](episodes=1),
+        model=mock("a", moral_hazard_reply),
+        limit=2,
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    for sample in log.samples:
+        assert sample.metadata["seats"]["agent_1"] == "scripted:isolation_partner"
+        assert sample.metadata["config_name"]
+        agents = {m.metadata["agent"] for m in sample.messages if m.role == "assistant"}
+        assert agents == {"agent_0"}  # the partner plays inside JAX: no model calls
