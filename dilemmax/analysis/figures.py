@@ -4,7 +4,8 @@
   (resource split, threshold T), like the paper's maps;
 * :func:`stakes_profiles`: a metric by group stakes T / W per rule, with CI bands;
 * :func:`ranking_bars`: how many contexts each rule is decisively safest / worst in, per
-  population.
+  population;
+* :func:`ablation_bars`: control vs ablated headline rates of the ablation suite (Table 4).
 
 matplotlib runs headless (Agg). Every function returns the paths it wrote.
 """
@@ -182,3 +183,37 @@ def ranking_bars(
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return [png] + write_table(Path(path), ["population", "rule", "safest", "worst"], rows)
+
+
+def ablation_bars(report: Mapping, path: Path, rows: Mapping[str, tuple]) -> list[Path]:
+    """Control vs ablated headline rate per ablation (Table 4's rows), the paired difference's
+    95% CI written above each pair.
+
+    Args:
+        report: :func:`dilemmax.analysis.ablations.run_ablations` output.
+        rows: ablation -> (intervention, regime, rule, metric), as Table 4 reads them.
+    """
+    plt = _pyplot()
+    shown = []
+    for name, (intervention, regime, rule, metric) in rows.items():
+        per_rule = report.get("ablations", {}).get(name, {}).get("differences", {}).get(metric)
+        if per_rule and rule in per_rule:
+            shown.append((f"{intervention}\n{regime}\n{rule} {metric}", per_rule[rule]))
+    fig, ax = plt.subplots(figsize=(max(4.0, 2.2 * len(shown)), 3.8))
+    x = np.arange(len(shown))
+    ax.bar(x - 0.2, [d["control"] for _, d in shown], 0.4, label="named control")
+    ax.bar(x + 0.2, [d["ablated"] for _, d in shown], 0.4, label="ablated")
+    for k, (_, d) in enumerate(shown):
+        top = max(d["control"], d["ablated"])
+        ax.text(k, top + 0.02, f"{d['mean']:+.2f}\n[{d['low']:+.2f}, {d['high']:+.2f}]",
+                ha="center", va="bottom", fontsize=7)  # fmt: skip
+    ax.set_xticks(x, [label for label, _ in shown], fontsize=7)
+    ax.set_ylim(0, 1.25)
+    ax.set_ylabel("rate")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png = Path(path).with_suffix(".png")
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return [png]

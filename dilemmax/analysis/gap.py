@@ -176,11 +176,12 @@ def write_gap_report(
     _write_iag_table(report, out_dir / "iag_table", epsilon)
     (out_dir / "table2.md").write_text(paper_tables.table2(report, epsilon))
     (out_dir / "table3.md").write_text(paper_tables.table3(report))
-    (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=_jsonable))
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=jsonable))
     return report
 
 
-def _jsonable(value):
+def jsonable(value):
+    """json.dumps' default= for numpy scalars and arrays."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

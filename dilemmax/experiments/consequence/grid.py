@@ -1,0 +1,148 @@
+"""``consequence/grid``: the 228 contexts x 5 rules sweep (Sections 5.1-5.2, 12; Tables 2, 3).
+
+The model plays every seat (self-play, as in the paper) of every context of the W = 12, n = 3
+grid under AON, RE, DV, RP and PP, R = 3 rounds, ``--replicates`` episodes per cell (4 by
+default; the paper has 4-6), asked for its reasoning before each move unless
+``--no-rationales``. The analysis is ``dilemmax redteam gap``'s on the played contexts: raw
+outcomes and IAG against the cooperative-refinement reference (``--reference`` a file of
+``dilemmax redteam reference``; without one it is solved here on the played contexts), written
+as the paper's Table 2 (IAG per rule, top row UR_ref) and Table 3 (fatality, survivors, targeted
+elimination), the per-context fatality and IAG maps and the stakes profile; the rationales are
+labelled (:mod:`dilemmax.analysis.rationale_labels`) when collected. Runs of several models
+combine into Tables 2 and 3 with one row block per model and the population x rule test.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+import dilemmax
+from dilemmax.analysis import figures, paper_tables
+from dilemmax.analysis import statistics as S
+from dilemmax.analysis.gap import gap_report, reference_for
+from dilemmax.analysis.populations import spread_contexts
+from dilemmax.analysis.reference import PRIMARY_EPSILON
+from dilemmax.envs.consequence import constants as C
+from dilemmax.errors import UsageError
+from dilemmax.experiments.consequence import common
+from dilemmax.experiments.consequence.common import add_option
+from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.llm.play import PlayResult
+
+NUM_ROUNDS = C.DEFAULT_NUM_ROUNDS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    common.add_common_options(parser)
+    add_option(
+        parser,
+        "--contexts",
+        type=int,
+        default=None,
+        help="play N contexts spread over the grid (default all 228)",
+    )
+    add_option(
+        parser, "--rules", nargs="+", default=None, help="rules to play (default AON RE DV RP PP)"
+    )
+    add_option(parser, "--reference", default=None,
+               help="UR_ref file of `dilemmax redteam reference` (default: solved on the "
+               "played contexts)")  # fmt: skip
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    rules = common.rules_option(args, C.RULE_NAMES)
+    count = getattr(args, "contexts", None)
+    if count is not None and count < 1:
+        raise UsageError(f"--contexts must be >= 1, got {count}")
+    contexts = spread_contexts(count)
+    common.check_reference(args, NUM_ROUNDS)
+    env = dilemmax.make("consequence", num_rounds=NUM_ROUNDS)
+    options = {"ask_rationale": True} if common.asks_rationales(args) else {}
+    episodes = common.replicates(args)
+    parts = [
+        common.rule_part(f"rule={r}", env, contexts, r, episodes, options, common.MAX_CALLS[r])
+        for r in rules
+    ]
+    context = {
+        "contexts": contexts.tolist(),
+        "rules": rules,
+        "replicates": episodes,
+        "rationales": common.asks_rationales(args),
+    }
+    return Plan(parts, context)
+
+
+def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Report:
+    contexts = np.asarray(plan.context["contexts"])
+    rules = list(plan.context["rules"])
+    name = common.population_name(args, results)
+    pop = common.population_from(name, results, rules, len(contexts))
+    reference = common.reference_on(args, contexts, NUM_ROUNDS)
+    seed, draws = getattr(args, "analysis_seed", 0), common.resamples(args)
+    report = gap_report([pop], reference, seed, draws)
+    cells = {m: pop.cell_means(m) for m in S.CORE_METRICS if m in pop.metrics}
+    results_json = {
+        "design": "consequence/grid",
+        "population": name,
+        "contexts": contexts.tolist(),
+        "rules": rules,
+        "replicates": plan.context["replicates"],
+        "gap": common.plain(report),
+        "cells": common.plain(cells),
+        **common.plain(extra),
+    }
+    tables = {"table2": paper_tables.table2(report), "table3": paper_tables.table3(report)}
+    tables.update(common.rationale_tables(extra))
+    return Report(results_json, tables, _figures(pop, reference, name))
+
+
+def _figures(pop: S.Population, reference, name: str) -> dict:
+    fatality = pop.cell_means("fatality")
+    ur_ref = reference_for(pop, reference)[list(reference.epsilons).index(PRIMARY_EPSILON)]
+    rules, resources, thresholds = pop.rules, reference.resources, reference.thresholds
+    total = int(resources[0].sum())
+    rng = np.random.default_rng(0)
+    stakes = {name: S.stakes_profile(fatality, thresholds, total, rng)}
+    return {
+        "fatality": lambda png: figures.heatmaps(
+            fatality, resources, thresholds, png, f"{name}: fatality per context", rules
+        ),
+        "iag": lambda png: figures.heatmaps(
+            fatality - ur_ref, resources, thresholds, png,
+            f"{name}: IAG = UR_pop - UR_ref (eps = {PRIMARY_EPSILON})", rules, diverging=True,
+        ),
+        "stakes_fatality": lambda png: figures.stakes_profiles(stakes, png, "fatality", rules),
+    }  # fmt: skip
+
+
+def combine(runs: Sequence[Mapping]) -> Report:
+    """Several runs' ``results.json`` (one model each) -> Tables 2 and 3 with a row block per
+    model, and the population x rule permutation test when they played the same cells."""
+    populations = {}
+    for run in runs:
+        for name, entry in run["gap"]["populations"].items():
+            populations[name if name not in populations else f"{name} ({len(populations)})"] = entry
+    report = {"populations": populations}
+    out: dict = {"design": "consequence/grid", "populations": list(populations)}
+    cells = [np.asarray(run["cells"]["fatality"], np.float64) for run in runs]
+    same = len({(tuple(r["contexts"]), tuple(r["rules"])) for r in runs}) == 1
+    if len(runs) > 1 and same and not any(np.isnan(c).any() for c in cells):
+        rng = np.random.default_rng(0)
+        out["population_x_rule"] = S.population_rule_test(cells, rng)
+    tables = {"table2": paper_tables.table2(report), "table3": paper_tables.table3(report)}
+    return Report(out, tables)
+
+
+DESIGN = Design(
+    name="consequence/grid",
+    section="Institutional red-teaming, Sections 5.1-5.2 and 12 (Tables 2, 3)",
+    summary="228 contexts x 5 rules, 4 replicates, self-play; IAG, raw outcomes, rationales",
+    add_arguments=add_arguments,
+    plan=plan,
+    analyse=analyse,
+    combine=combine,
+    extra=common.label_rationales,
+)
