@@ -1,9 +1,10 @@
 """The ``dilemmax`` command: ``list`` and ``rollout``; the other commands live with what they run.
 
-Training (``train``, ``evaluate``), language-model play (``play``), red-teaming (``redteam``) and
-fine-tuning (``finetune``) are added by the ``add_commands(subparsers)`` of their package's
-``cli`` module. Every command shares the helpers of :mod:`dilemmax.commandline`: a
-:class:`~dilemmax.errors.UsageError` prints as one line on stderr and exits with status 2.
+Training (``train``, ``evaluate``), language-model play (``play``), red-teaming (``redteam``),
+fine-tuning (``finetune``) and the papers' experiments (``experiment``) are added by the
+``add_commands(subparsers)`` of their package's ``cli`` module. Every command shares the helpers
+of :mod:`dilemmax.commandline`: a :class:`~dilemmax.errors.UsageError` prints as one line on
+stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ COMMANDS = {
     ),
     "redteam": ("dilemmax.analysis.cli", "institutional red-teaming of consequence rules"),
     "finetune": ("dilemmax.finetune.cli", "LoRA SFT / RLOO / GEPA for moral_hazard"),
+    "experiment": (
+        "dilemmax.experiments.cli",
+        "the papers' language-model experiments, one command each",
+    ),
 }
 
 

@@ -70,7 +70,7 @@ def write_record(session, command: str, identity: Mapping[str, Any], args, extra
         "version": VERSION,
         "command": command,
         "run": run_key(identity),
-        "identity": dict(identity),
+        "identity": as_json(dict(identity)),
         "shard": shard,
         "total": session.total,
         "options": options_of(args),
@@ -86,8 +86,12 @@ def write_record(session, command: str, identity: Mapping[str, Any], args, extra
 
 def options_of(args) -> dict:
     """The command's options as JSON (what a merge rebuilds the namespace from)."""
-    options = {k: v for k, v in vars(args).items() if not callable(v)}
-    return json.loads(json.dumps(options, default=str))
+    return as_json({k: v for k, v in vars(args).items() if not callable(v)})
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples as lists, anything else as its text)."""
+    return json.loads(json.dumps(value, default=str))
 
 
 # --------------------------------------------------------------------------- reading
@@ -175,7 +179,7 @@ def _part_problem(part: Any) -> str:
     if not isinstance(part, dict):
         return "not an object"
     dtypes, shapes = part.get("metric_dtypes"), part.get("metric_shapes")
-    if not (isinstance(dtypes, dict) and isinstance(shapes, dict) and dtypes.keys() == shapes):
+    if not (isinstance(dtypes, dict) and isinstance(shapes, dict) and set(dtypes) == set(shapes)):
         return "metric_dtypes / metric_shapes do not name the same metrics"
     for name, dtype in dtypes.items():
         if not (isinstance(dtype, str) and len(dtype) <= 8 and _dtype_ok(dtype)):
