@@ -1,0 +1,184 @@
+"""Homogeneous teams (five copies of one model) and the same teams with the hidden rules revealed.
+
+``homogeneous``: every seat plays the user's model (``--seats``) on every seed; writes the
+game's Appendix C tables (OpenCleanup: Tables 3 and 4; OpenHarvest: Table 5), one row per
+model, and the return per trial (Figure 3). Runs of several models combine into one table.
+
+``reveal``: the same team twice on the same seeds, the ``reveal`` protocol option off and on
+(the reference harness's upper bound: every agent is told the hidden rules at the start); writes
+the return per trial of both and their difference, and the tables of both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from dilemmax.analysis.figures import markdown_table
+from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.open_grid import common
+from dilemmax.experiments.open_grid.events import episodes_of
+from dilemmax.experiments.open_grid.tables import (
+    jsonable_sums,
+    merge_sums,
+    model_of,
+    model_sums,
+    table_rows,
+    tables_of,
+)
+
+
+def _returns_by_model(episodes) -> dict[str, dict]:
+    """model -> {"sum": per-trial sums of the mean per-agent return, "episodes": n}."""
+    out: dict[str, dict] = {}
+    for episode in episodes:
+        returns = np.asarray(episode.metrics["return_per_trial"], np.float64).mean(axis=-1)
+        row = out.setdefault(model_of(episode), {"sum": np.zeros_like(returns), "episodes": 0})
+        row["sum"] = row["sum"] + returns
+        row["episodes"] += 1
+    return out
+
+
+def _model_results(game: str, episodes) -> dict[str, dict]:
+    """model -> its table sums and per-trial returns (what results.json keeps and combine adds)."""
+    sums = jsonable_sums(model_sums(game, episodes))
+    returns = _returns_by_model(episodes)
+    return {
+        model: {
+            "sums": sums[model],
+            "return_sum": [float(v) for v in returns[model]["sum"]],
+            "episodes": returns[model]["episodes"],
+        }
+        for model in sums
+    }
+
+
+def _report(game: str, models: Mapping[str, Mapping], extra: Mapping | None = None) -> Report:
+    """The homogeneous report of some models' results (one run's, or several combined)."""
+    sums = {m: {k: tuple(v) for k, v in r["sums"].items()} for m, r in models.items()}
+    returns = {m: [v / r["episodes"] for v in r["return_sum"]] for m, r in models.items()}
+    tables = tables_of(game, sums)
+    results = {
+        "game": game,
+        "models": {m: dict(r) for m, r in models.items()},
+        "return_per_trial": returns,
+        "tables": {name: table_rows(name, sums) for name in tables},
+        **(extra or {}),
+    }
+    trials = max((len(v) for v in returns.values()), default=0)
+    header = ["Model"] + [f"T{k + 1}" for k in range(trials)]
+    tables["returns"] = markdown_table(header, [[m, *(f"{v:.2f}" for v in r)] for m, r in
+                                                returns.items()])  # fmt: skip
+    return Report(results, tables, {"returns": lambda path: _draw_returns(returns, game, path)})
+
+
+def _draw_returns(returns: Mapping[str, Sequence[float]], game: str, path: str) -> None:
+    # pyplot only to draw: its import is slow and picks a backend.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 3.5))
+    for model, values in returns.items():
+        axis.plot(range(1, len(values) + 1), values, marker="o", label=model)
+    axis.set_xlabel("trial")
+    axis.set_ylabel("apples per agent" if game == "open_cleanup" else "points per agent")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+# ----------------------------------------------------------------------------- homogeneous
+def _added(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """Element-wise sum of two per-trial lists (the shorter padded with zeros)."""
+    width = max(len(a), len(b))
+    return [(a[k] if k < len(a) else 0.0) + (b[k] if k < len(b) else 0.0) for k in range(width)]
+
+
+def homogeneous_design(game: str) -> Design:
+    def plan(args) -> Plan:
+        env = common.design_env(game, args)
+        return Plan([common.team_part("team", env, args)], {"game": game})
+
+    def analyse(plan: Plan, results, args, extra) -> Report:
+        env = plan.parts[0].env
+        episodes = episodes_of(results[0], env, common.transcript_of(args))
+        return _report(game, _model_results(game, episodes))
+
+    def combine(runs: Sequence[Mapping]) -> Report:
+        models: dict[str, dict] = {}
+        for run in runs:
+            if run.get("game") != game or "models" not in run:
+                continue
+            for model, r in run["models"].items():
+                into = models.setdefault(model, {"sums": {}, "return_sum": [], "episodes": 0})
+                merged = merge_sums([into["sums"], r["sums"]])
+                into["sums"] = {k: list(v) for k, v in merged.items()}
+                into["return_sum"] = _added(into["return_sum"], r["return_sum"])
+                into["episodes"] += int(r["episodes"])
+        return _report(game, models, {"runs": len(runs)})
+
+    tables = "Tables 3 and 4" if game == "open_cleanup" else "Table 5"
+    return Design(
+        name=f"{game}/homogeneous",
+        section=f"OpenSocialJax Section 4.2, Appendix C.3-C.5 ({tables})",
+        summary="five copies of one model on every seed; one table row per model",
+        add_arguments=common.add_arguments,
+        plan=plan,
+        analyse=analyse,
+        combine=combine,
+    )
+
+
+# ----------------------------------------------------------------------------- reveal
+REVEAL_PARTS = (("hidden", False), ("revealed", True))
+
+
+def reveal_design(game: str) -> Design:
+    def plan(args) -> Plan:
+        env = common.design_env(game, args)
+        parts = [
+            common.team_part(name, env, args, protocol_options={"reveal": on})
+            for name, on in REVEAL_PARTS
+        ]
+        return Plan(parts, {"game": game})
+
+    def analyse(plan: Plan, results, args, extra) -> Report:
+        transcript = common.transcript_of(args)
+        conditions = {}
+        for (name, _), part, result in zip(REVEAL_PARTS, plan.parts, results, strict=True):
+            conditions[name] = _model_results(game, episodes_of(result, part.env, transcript))
+        rows, difference = [], {}
+        for model in conditions["hidden"]:
+            per = {}
+            for name, _ in REVEAL_PARTS:
+                r = conditions[name].get(model)
+                if r is None:
+                    continue
+                per[name] = [v / r["episodes"] for v in r["return_sum"]]
+                rows.append([model, name, *(f"{v:.2f}" for v in per[name]),
+                             f"{np.mean(per[name]):.2f}"])  # fmt: skip
+            if len(per) == 2:
+                difference[model] = [b - a for a, b in zip(per["hidden"], per["revealed"],
+                                                            strict=True)]  # fmt: skip
+        trials = plan.parts[0].env.num_trials
+        header = ["Model", "Rules", *(f"T{k + 1}" for k in range(trials)), "Mean"]
+        tables = {"reveal": markdown_table(header, rows)}
+        for name, _ in REVEAL_PARTS:
+            sums = {m: {k: tuple(v) for k, v in r["sums"].items()}
+                    for m, r in conditions[name].items()}  # fmt: skip
+            tables.update({f"{t}_{name}": md for t, md in tables_of(game, sums).items()})
+        results_json = {"game": game, "conditions": conditions, "revealed_minus_hidden": difference}
+        return Report(results_json, tables)
+
+    return Design(
+        name=f"{game}/reveal",
+        section="OpenSocialJax reference harness: hidden rules revealed (upper bound)",
+        summary="the homogeneous team with the hidden rules hidden and revealed, same seeds",
+        add_arguments=common.add_arguments,
+        plan=plan,
+        analyse=analyse,
+    )
