@@ -12,6 +12,7 @@ above zero, independent replies.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
 from dilemmax.llm.play import PlayResult
 
@@ -104,6 +106,14 @@ def name_list(text: str | None, option: str, known: Sequence[str]) -> list[str] 
     if unknown or not names:
         raise UsageError(f"{option}: unknown {unknown or 'empty list'}; choose from {list(known)}")
     return names
+
+
+# --------------------------------------------------------------------------- envs
+@functools.cache
+def env_for(num_agents: int, reward: str = "team") -> MoralHazardEnv:
+    """One env per (n, reward mode) for every plan: the batched harness compiles its episode
+    loop per env object, so parts and designs of the same shape share one compile."""
+    return MoralHazardEnv(num_agents, reward=reward)
 
 
 # --------------------------------------------------------------------------- replicates

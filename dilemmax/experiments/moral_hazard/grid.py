@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 import jax
 import numpy as np
 
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
@@ -78,7 +77,7 @@ def plan(args: argparse.Namespace) -> Plan:
         configs = jax.tree.map(lambda x, i=np.asarray(chosen): x[i], conditions.configs)
         names = [conditions.names[i] for i in chosen]
         tiled, config_names = common.replicate_configs(configs, names, replicates)
-        env = MoralHazardEnv(n)
+        env = common.env_for(n)
         parts.append(
             Part(
                 f"n={n}",

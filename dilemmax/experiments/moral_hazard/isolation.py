@@ -37,7 +37,6 @@ import numpy as np
 
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import theory
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import incentive_grid
 from dilemmax.errors import UsageError
 from dilemmax.experiments import stats
@@ -126,7 +125,7 @@ def plan(args: argparse.Namespace) -> Plan:
     sets = [incentive_grid([cell["cost"]], [cell["share"]], num_agents=n) for cell in grid]
     configs = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[s.configs for s in sets])
     tiled, names = common.replicate_configs(configs, [cell["name"] for cell in grid], replicates)
-    env = MoralHazardEnv(n, reward="private")
+    env = common.env_for(n, "private")
     seats = {agent: PARTNER_SEAT for agent in env.agents if agent != FOCAL}
     part = Part(
         f"isolation/n={n}",
@@ -150,7 +149,7 @@ def plan(args: argparse.Namespace) -> Plan:
 
 # --------------------------------------------------------------------------- probes
 def _focal_spec(args) -> str | None:
-    env = MoralHazardEnv(int(getattr(args, "num_agents", 2)), reward="private")
+    env = common.env_for(int(getattr(args, "num_agents", 2)), "private")
     return seat_specs(env, args).get(FOCAL) or getattr(args, "seats", None)
 
 

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from dilemmax.envs.moral_hazard import theory
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import make_config, stack_configs
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
@@ -84,7 +83,7 @@ def plan(args: argparse.Namespace) -> Plan:
         parts.append(
             Part(
                 f"{sweep}/n={n}",
-                MoralHazardEnv(n),
+                common.env_for(n),
                 tiled,
                 config_names,
                 episodes=episodes,
