@@ -27,8 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dilemmax.analysis import ablations as A
-from dilemmax.analysis import inputs, paper_tables
-from dilemmax.analysis import rationale_labels as RL
+from dilemmax.analysis import inputs, label_cli, paper_tables
 from dilemmax.analysis import reference as ref
 from dilemmax.analysis import safety_case as SC
 from dilemmax.analysis.ablations import ABLATIONS
@@ -303,29 +302,6 @@ def _cmd_ablate_model(args) -> int:
     return 0
 
 
-def _cmd_label(args) -> int:
-    """Labels every rationale of the runs (positional / exploitative / fatalism / rule
-    inference) and writes the shares with CIs (:mod:`dilemmax.analysis.rationale_labels`)."""
-    names = list(args.name or [])
-    if names and len(names) != len(args.runs):
-        raise UsageError(f"--name: give one name per run ({len(args.runs)}), got {len(names)}")
-    traces = []
-    for k, run in enumerate(args.runs):
-        traces += RL.read_traces(run, names[k] if names else None)
-    out = output_folder(args.out, "--out")[0]
-    if not traces:
-        print(
-            "no rationales in these transcripts: play with --protocol ask_rationale=true "
-            "(the replies held only their move lines)"
-        )
-    report = RL.write_rationale_report(traces, out, args.seed, args.resamples)
-    for rule, shares in report["shares"]["rule"].items():
-        text = ", ".join(f"{label} {e['share']:.2f}" for label, e in shares.items())
-        print(f"{rule}: {shares['positional']['traces']} traces; {text}")
-    print(f"written {out}")
-    return 0
-
-
 def _cmd_certify(args) -> int:
     try:
         contexts = [_parse_context(c) for c in args.context]
@@ -432,13 +408,7 @@ def add_commands(subparsers) -> None:
     _add_model_run_arguments(model)
     p.set_defaults(func=_cmd_ablate)
 
-    p = sub.add_parser("label", help="label the rationales of play / redteam / experiment runs")
-    p.add_argument("runs", nargs="+", help="run folders (or transcript.jsonl files)")
-    p.add_argument("--name", nargs="+", help="one population name per run (default: seat names)")
-    p.add_argument("--out", required=True, help="folder: rationales.json, tables, traces.csv")
-    p.add_argument("--resamples", type=RESAMPLES, default=10_000)
-    p.add_argument("--seed", type=seed_int, default=0)
-    p.set_defaults(func=_cmd_label)
+    label_cli.add_command(sub, RESAMPLES)
 
     p = sub.add_parser("certify", help="certified rule region and safety case")
     p.add_argument("--population", required=True, help="population .npz (the evidence)")

@@ -2,11 +2,13 @@
 
 import csv
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dilemmax.analysis import rationale_judge as RJ
 from dilemmax.analysis import rationale_labels as RL
 from dilemmax.analysis.populations import llm_population, spread_contexts
 from dilemmax.analysis.rationale_lexicon import LABELS, label_rationale
@@ -14,6 +16,7 @@ from dilemmax.cli import main
 from dilemmax.llm.client import ScriptedClient, last_user_message
 from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import Transcript
 
 
@@ -153,3 +156,50 @@ def test_label_command_writes_the_tables(planted_run, tmp_path, capsys):
     assert main(["redteam", "label", str(tmp_path / "missing"), "--out", str(out)]) == 2
     code = main(["redteam", "label", str(planted_run), "--name", "a", "b", "--out", str(out)])
     assert code == 2 and "one name per run" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- the model judge
+def lexicon_judge(body) -> str:
+    """A planted judge: the lexicon's own verdict for the reasoning it is shown, except an
+    unreadable reply for every reasoning that holds the planted EXPLOIT sentence."""
+    user = body["messages"][-1]["content"]
+    rationale = user.split("<<<\n", 1)[1].rsplit("\n>>>", 1)[0]
+    if EXPLOIT in rationale:
+        return "I cannot tell."
+    labels = label_rationale(rationale)
+    return "\n".join(
+        f"{name}: {'yes' if labels[lexical] else 'no'}" for name, lexical in RJ.JUDGE_LABELS.items()
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.none(), st.integers()))
+def test_judge_replies_parse_totally(reply):
+    verdict = RJ.parse_verdict(reply)
+    assert set(verdict) == set(RJ.JUDGE_LABELS) and all(
+        v in (True, False, None) for v in verdict.values()
+    )
+
+
+def test_judge_verdicts_and_prompt():
+    assert RJ.parse_verdict("POSITIONAL: Yes\n**EXPLOITATIVE:** no.\nrule inference: yes") == {
+        "POSITIONAL": True, "EXPLOITATIVE": False, "FATALISM": None, "RULE_INFERENCE": True,
+    }  # fmt: skip
+    assert "RULE_INFERENCE: yes or no" in RJ.judge_prompt()
+
+
+def test_judge_through_a_local_server(planted_run, tmp_path, capsys):
+    out = tmp_path / "judged"
+    with LocalChatServer(lexicon_judge) as server:
+        argv = ["redteam", "label", str(planted_run), "--out", str(out), "--resamples", "100",
+                "--judge", "openai:judge", "--base-url", server.base_url]  # fmt: skip
+        assert main(argv) == 0
+        asked = server.answered
+        assert asked == 90  # one call per trace
+        assert main(argv) == 0 and server.answered == asked  # the verdicts are reused
+    report = json.loads((out / "judge.json").read_text())
+    assert report["unreadable"]["EXPLOITATIVE"] == 18  # the planted exploiter's sentences
+    for name in RJ.JUDGE_LABELS:
+        assert report["agreement"][name]["agreement"] == 1.0
+    assert "judge EXPLOITATIVE: agreement with the lexicon 1.0" in capsys.readouterr().out
+    assert (out / "judge_agreement.md").read_text().startswith("| judge label | lexical label |")

@@ -1,0 +1,81 @@
+"""``dilemmax redteam label``: the rationales of runs labelled, with shares and CIs.
+
+    dilemmax redteam label runs/my-model [more runs ...] --out labels
+    dilemmax redteam label runs/my-model --out labels --judge openai:judge-model \
+        --base-url http://localhost:8000/v1      # a model judge beside the lexical labels
+
+Reads each run's ``transcript.jsonl`` (``dilemmax play``, ``redteam play`` / ``ablate``,
+``dilemmax experiment``), labels every rationale (:mod:`dilemmax.analysis.rationale_lexicon`)
+and writes ``rationales.json``, ``rationale_labels.md`` / ``.csv``, ``rule_inference.md`` /
+``.csv`` and ``traces.csv``; with ``--judge``, also ``judge.jsonl`` (resumable verdicts),
+``judge.json``, ``judge_labels.md`` and ``judge_agreement.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dilemmax.analysis import rationale_judge as RJ
+from dilemmax.analysis import rationale_labels as RL
+from dilemmax.analysis.figures import write_table
+from dilemmax.commandline import output_folder, seed_int
+from dilemmax.errors import UsageError
+from dilemmax.llm.seats import add_model_arguments, build_seat
+
+
+def _cmd_label(args) -> int:
+    """Labels every rationale of the runs (positional / exploitative / fatalism / rule
+    inference) and writes the shares with CIs (:mod:`dilemmax.analysis.rationale_labels`)."""
+    names = list(args.name or [])
+    if names and len(names) != len(args.runs):
+        raise UsageError(f"--name: give one name per run ({len(args.runs)}), got {len(names)}")
+    traces = []
+    for k, run in enumerate(args.runs):
+        traces += RL.read_traces(run, names[k] if names else None)
+    out = output_folder(args.out, "--out")[0]
+    if not traces:
+        print(
+            "no rationales in these transcripts: play with --protocol ask_rationale=true "
+            "(the replies held only their move lines)"
+        )
+    report = RL.write_rationale_report(traces, out, args.seed, args.resamples)
+    if args.judge:
+        _judge(traces, args, out)
+    for rule, shares in report["shares"]["rule"].items():
+        text = ", ".join(f"{label} {e['share']:.2f}" for label, e in shares.items())
+        print(f"{rule}: {shares['positional']['traces']} traces; {text}")
+    print(f"written {out}")
+    return 0
+
+
+def _judge(traces, args, out: Path) -> None:
+    """The model judge's verdicts (``judge.jsonl``, resumable), shares and agreement tables."""
+    try:
+        client = build_seat(args.judge, None, args, {}).policy.client
+    except (ValueError, TypeError, AttributeError) as error:
+        raise UsageError(f"--judge {args.judge}: {error}") from None
+    verdicts = RJ.judge_traces(traces, client, out)
+    report = RJ.judge_report(traces, verdicts, args.seed, args.resamples)
+    (out / "judge.json").write_text(json.dumps(report, indent=1))
+    shares, agreement = RJ.judge_tables(report)
+    write_table(out / "judge_labels", *shares)
+    write_table(out / "judge_agreement", *agreement)
+    for name, a in report["agreement"].items():
+        print(f"judge {name}: agreement with the lexicon {a['agreement']}, kappa {a['kappa']}")
+
+
+def add_command(subparsers, resamples) -> None:
+    """Adds ``label`` to ``dilemmax redteam``'s subcommands (``resamples``: the draws' type)."""
+    p = subparsers.add_parser(
+        "label", help="label the rationales of play / redteam / experiment runs"
+    )
+    p.add_argument("runs", nargs="+", help="run folders (or transcript.jsonl files)")
+    p.add_argument("--name", nargs="+", help="one population name per run (default: seat names)")
+    p.add_argument("--out", required=True, help="folder: rationales.json, tables, traces.csv")
+    p.add_argument("--resamples", type=resamples, default=10_000)
+    p.add_argument("--seed", type=seed_int, default=0)
+    judge = p.add_argument_group("model judge (optional, beside the lexical labels)")
+    judge.add_argument("--judge", help="a model (openai:<model>, hf:<folder>) labelling each trace")
+    add_model_arguments(judge)
+    p.set_defaults(func=_cmd_label)
