@@ -56,6 +56,7 @@ from dilemmax.finetune.datasets import (
 )
 from dilemmax.finetune.evaluate import (
     evaluate_methods,
+    evaluate_seats,
     paired_difference,
     reward_on_records,
     table3,
@@ -65,6 +66,13 @@ from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
 from dilemmax.finetune.processes import is_launched, main_print, refuse_launch
 from dilemmax.finetune.rloo import RLOOSettings, check_vllm, train_rloo
 from dilemmax.finetune.sft import SFTSettings, train_sft
+from dilemmax.llm.seats import (
+    MODEL_KINDS,
+    SEAT_OPTIONS,
+    add_model_arguments,
+    build_seat,
+    check_specs,
+)
 from dilemmax.llm.tiny import build_tiny_model
 
 
@@ -318,7 +326,12 @@ def _methods(specs) -> dict[str, str | None]:
 
 
 def _evaluated_methods(args) -> dict[str, str | None]:
-    """The base model and each --adapter, every folder checked before the first is played."""
+    """The base model and each --adapter (none without --model), every folder checked before
+    the first is played."""
+    if not args.model:
+        if args.adapter:
+            raise UsageError("--adapter needs --model (the base model it adapts)")
+        return {}
     try:
         methods = _methods(args.adapter)
     except SystemExit as err:  # _methods' own callers expect SystemExit
@@ -329,31 +342,57 @@ def _evaluated_methods(args) -> dict[str, str | None]:
     return methods
 
 
+def _method_specs(args, taken) -> dict[str, str]:
+    """name -> model seat spec of each ``--method NAME=SPEC``, every spec checked by the seat
+    parser (kind, options and ranges, folders, API keys) before anything is played."""
+    specs: dict[str, str] = {}
+    for entry in args.method or []:
+        name, sep, spec = (x.strip() for x in entry.partition("="))
+        if not sep or not name or not spec:
+            raise UsageError(f"--method expects NAME=<kind>:<target>, got {entry!r}")
+        if name in specs or name in taken:
+            raise UsageError(f"--method {entry!r}: the name {name!r} is given twice")
+        kind = spec.partition(":")[0].strip()
+        if kind in SEAT_OPTIONS and kind not in MODEL_KINDS:
+            kinds = ", ".join(f"{k}:" for k in MODEL_KINDS)
+            raise UsageError(f"--method {entry!r}: evaluate plays model seats ({kinds})")
+        specs[name] = spec
+    check_specs(MoralHazardEnv(2), specs, None, args)
+    return specs
+
+
 def _cmd_evaluate(args) -> int:
     refuse_launch("evaluate")
     _threads(args)
     methods = _evaluated_methods(args)
+    specs = _method_specs(args, methods)
+    if not methods and not specs:
+        raise UsageError("give --model (with any --adapter) or --method NAME=<model seat spec>")
     grid = None
     if args.conditions:
         spec = read_spec(args.conditions, "--conditions")
         with user_input(f"--conditions {args.conditions}"):
             grid = sft_grid(spec)
+    protocol_options = _protocol_options(args, args.conditions)
     _check_output_folder(args.out, "--out")
+    options = {
+        "num_episodes": args.episodes,
+        "seed": args.seed,
+        "protocol_options": protocol_options,
+        "num_envs": args.envs,
+        "progress": not args.no_progress,
+        "grid": grid,
+    }
     results = evaluate_methods(
-        args.model,
-        methods,
-        num_episodes=args.episodes,
-        seed=args.seed,
-        protocol_options=_protocol_options(args, args.conditions),
-        max_new_tokens=args.max_tokens,
-        temperature=args.temperature,
-        num_envs=args.envs,
-        batch_size=args.batch,
-        progress=not args.no_progress,
-        grid=grid,
-    )
-    paths = write_report(results, args.out)
-    print(table3(results))
+        args.model, methods, max_new_tokens=args.max_tokens, temperature=args.temperature,
+        batch_size=args.batch, **options,
+    ) if methods else {}  # fmt: skip
+    cache: dict = {}
+    seats = {name: build_seat(spec, MoralHazardEnv(2), args, cache) for name, spec in specs.items()}
+    results.update(evaluate_seats(seats, **options))
+    base = "base" if "base" in results else next(iter(results))
+    paths = write_report(results, args.out, base)
+    print(table3(results, base))
     print("\n".join(f"{k}: {v}" for k, v in paths.items()))
     return 0
 
@@ -470,9 +509,21 @@ def add_commands(subparsers) -> None:
     )
     p.set_defaults(func=_cmd_reward)
 
-    p = sub.add_parser("evaluate", help="base vs adapters on the 15-condition grid (Table 3)")
-    p.add_argument("--model", required=True)
+    p = sub.add_parser(
+        "evaluate",
+        help="base vs adapters, or any model seats, on the 15-condition grid (Table 3)",
+        conflict_handler="resolve",  # this command's --temperature / --max-tokens defaults win
+    )
+    add_model_arguments(p)  # the flags --method seats read (--base-url, --top-p, ...)
+    p.add_argument("--model", help="local transformers model: 'base' and each --adapter")
     p.add_argument("--adapter", action="append", help="name=adapter folder (repeatable)")
+    p.add_argument(
+        "--method",
+        action="append",
+        metavar="NAME=SPEC",
+        help="also play this model seat in every seat: openai:<model>[,base_url=...], "
+        "inspect:<provider>/<model>, hf:<folder>[,adapter=...] (repeatable)",
+    )
     p.add_argument("--episodes", type=positive_int, default=5, help="episodes per condition")
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument(

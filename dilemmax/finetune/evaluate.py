@@ -2,9 +2,11 @@
 
 - :func:`evaluate_methods` plays every method (the base model, each adapter) in every seat of
   the paper's 15 one-at-a-time conditions through the language-model play harness
-  (:class:`dilemmax.llm.play.BatchedPlay`, :class:`dilemmax.llm.hf_client.TransformersClient`),
-  and summarises the outcomes with bootstrap confidence intervals
-  (:func:`dilemmax.llm.results.summarize`), over the whole grid and per condition.
+  (:class:`dilemmax.llm.play.BatchedPlay`, :class:`dilemmax.llm.hf_client.TransformersClient`);
+  :func:`evaluate_seats` does the same for any model seat (``openai:``, ``inspect:``, ``hf:``
+  specs, built by :func:`dilemmax.llm.seats.build_seat`); both summarise the outcomes with
+  bootstrap confidence intervals (:func:`dilemmax.llm.results.summarize`), over the whole grid
+  and per condition.
 - :func:`table3` writes the paper's Table 3 form (change in team success per method, in
   percentage points, against the base model) beside all six outcomes; :func:`plot_methods`
   draws it.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +65,8 @@ def play_method(
     progress: bool = True,
     grid: Mapping[int, Any] | None = None,
 ) -> Summary:
-    """Plays ``num_episodes`` episodes of each of the 15 conditions (or of ``grid``, a
-    ``{n: ConditionSet}`` such as a dataset's :func:`~dilemmax.finetune.datasets.sft_grid`) with
-    the model (and adapter) in every seat. Returns {"all" | condition name -> outcome -> (mean,
-    low, high)}."""
+    """:func:`play_seat` with the local transformers model (and adapter) ``model`` in every
+    seat, on the GPU when there is one."""
     import torch  # optional llm extra
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -78,7 +79,28 @@ def play_method(
         batch_size=batch_size,
         device=device,
     )
-    policy = LLMPolicy(client, name=name)
+    seat = Seat(name, LLMPolicy(client, name=name))
+    options = {"protocol_options": protocol_options, "num_envs": num_envs, "mapping": mapping}
+    return play_seat(seat, num_episodes, seed=seed, progress=progress, grid=grid, **options)
+
+
+def play_seat(
+    seat: Seat,
+    num_episodes: int,
+    seed: int = 0,
+    protocol_options: Mapping[str, Any] | None = None,
+    num_envs: int = 16,
+    mapping: str = "highest",
+    progress: bool = True,
+    grid: Mapping[int, Any] | None = None,
+) -> Summary:
+    """Plays ``num_episodes`` episodes of each of the 15 conditions (or of ``grid``, a
+    ``{n: ConditionSet}`` such as a dataset's :func:`~dilemmax.finetune.datasets.sft_grid`) with
+    ``seat`` (any policy: a model seat of :func:`dilemmax.llm.seats.build_seat`) in every seat;
+    its own protocol options lie over ``protocol_options``. Returns {"all" | condition name ->
+    outcome -> (mean, low, high)}."""
+    name = seat.name
+    options = {**dict(protocol_options or {}), **dict(seat.protocol_options)}
     key = jax.random.key(seed)
     parts, names_of = [], {}
     grid = condition_grid(mapping) if grid is None else grid
@@ -88,8 +110,8 @@ def play_method(
         grid.items(), jax.random.split(key, len(grid)), strict=True
     ):
         env = MoralHazardEnv(n)
-        protocol = env.text_protocol(**dict(protocol_options or {}))
-        play = BatchedPlay(env, [Seat(name, policy)] * n, protocol, num_envs=num_envs, progress=bar)
+        protocol = env.text_protocol(**options)
+        play = BatchedPlay(env, [seat] * n, protocol, num_envs=num_envs, progress=bar)
         result = play.run(part_key, num_episodes, conditions.configs, part=f"n={n}")
         parts.append((result.metrics, result.episodes))
         for info in result.episodes:
@@ -108,6 +130,12 @@ def evaluate_methods(
     """{method name -> :func:`play_method` summary}; ``methods`` maps a name to an adapter
     folder (None for the base model)."""
     return {name: play_method(model, adapter, name, **options) for name, adapter in methods.items()}
+
+
+def evaluate_seats(seats: Mapping[str, Seat], **options) -> dict[str, Summary]:
+    """{method name -> :func:`play_seat` summary} for seats built from model seat specs
+    (``openai:``, ``inspect:``, ``hf:``); ``options`` as :func:`play_seat` takes them."""
+    return {name: play_seat(replace(seat, name=name), **options) for name, seat in seats.items()}
 
 
 # ------------------------------------------------------------------------------- reports
@@ -172,12 +200,15 @@ def plot_methods(results: Mapping[str, Summary], path: str | Path) -> Path:
     return path
 
 
-def write_report(results: Mapping[str, Summary], out_dir: str | Path) -> dict[str, Path]:
-    """results.json, table3.md (with per-condition tables) and outcomes.png under ``out_dir``."""
+def write_report(
+    results: Mapping[str, Summary], out_dir: str | Path, base: str = "base"
+) -> dict[str, Path]:
+    """results.json, table3.md (with per-condition tables; changes against ``base``) and
+    outcomes.png under ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    sections = ["## Team success change and outcomes over the grid", "", table3(results)]
+    sections = ["## Team success change and outcomes over the grid", "", table3(results, base)]
     for name, summary in results.items():
         sections += ["", f"## {name}: per condition", "", condition_table(summary)]
     (out / "table3.md").write_text("\n".join(sections) + "\n")

@@ -75,3 +75,58 @@ def test_paired_difference_removes_prompt_difficulty():
         paired_difference({"per_prompt": [1.0, 1.0, 1.0]}, before)
     with pytest.raises(ValueError, match="per_prompt"):
         paired_difference({"reward": 1.0}, before)
+
+
+def planted_reply(body) -> str:
+    """The model named "querier" always queries; any other never does; both write no note and
+    pick option A (every move well formed)."""
+    text = body["messages"][-1]["content"]
+    if "Your move (work)" in text:
+        return "ACTION QUERY" if body["model"] == "querier" else "ACTION LOCAL A"
+    if "Your move (note)" in text:
+        return "NO NOTE"
+    return "FINAL A"
+
+
+def test_evaluate_plays_any_model_seat_and_recovers_the_planted_policies(tmp_path):
+    from dataclasses import asdict
+
+    from dilemmax.cli import main
+    from dilemmax.finetune.datasets import DatasetSpec
+    from dilemmax.llm.server import LocalChatServer
+
+    one = DatasetSpec(costs=(0.0,), team_weights=(0.5,), num_agents=(2,))
+    one = DatasetSpec(**{**asdict(one), "provenances": ("anonymous",)})
+    (tmp_path / "spec.json").write_text(json.dumps(asdict(one)))  # one n = 2 condition
+    with LocalChatServer(planted_reply) as server:
+        url = server.base_url
+        argv = ["finetune", "evaluate", "--method", f"asks=openai:querier,base_url={url}"]
+        argv += ["--method", f"never=openai:local,base_url={url}", "--conditions", str(tmp_path)]
+        argv += ["--episodes", "4", "--envs", "4", "--no-progress", "--out", str(tmp_path / "o")]
+        assert main(argv) == 0
+        asked = {body["model"] for body in server.bodies}
+    assert asked == {"querier", "local"}
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert list(results) == ["asks", "never"]
+    assert results["asks"]["all"]["query_rate"][0] == 1.0
+    assert results["never"]["all"]["query_rate"][0] == 0.0
+    assert [results[m]["all"]["format_validity"][0] for m in results] == [1.0, 1.0]
+    table = (tmp_path / "o" / "table3.md").read_text()
+    assert "| asks | +0.0 |" in table  # changes against the first method without a base model
+
+
+def test_evaluate_refuses_what_it_cannot_play(tmp_path, capsys):
+    from dilemmax.cli import main
+
+    out = ["--out", str(tmp_path / "o")]
+    cases = {
+        "evaluate plays model seats (openai:, inspect:, hf:)": ["--method", "t=scripted:teacher"],
+        "--adapter needs --model": ["--adapter", f"a={tmp_path}"],
+        "give --model (with any --adapter) or --method": [],
+        "expects NAME=<kind>:<target>": ["--method", "openai:m"],
+        "given twice": ["--method", "a=openai:m,base_url=http://h/v1"] * 2,
+    }
+    for message, argv in cases.items():
+        assert main(["finetune", "evaluate", *argv, *out]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
