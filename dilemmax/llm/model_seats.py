@@ -32,9 +32,10 @@ class ModelSeats(StepHook):
     """One wave's model seats, outside JAX between acting and stepping: each live env's turns
     (one batch per model), the reflect prompts after each step, transcripts and replays."""
 
-    def __init__(self, runner, wave: list[EpisodeJob], slots, part: str, memory):
+    def __init__(self, runner, wave: list[EpisodeJob], slots, part: str, memory, replies=None):
         self.runner, self.wave, self.part, self.memory = runner, wave, part, memory
         self.slots = slots  # env e of this batch is env slots[e] of the full run (call keys)
+        self.replies = replies  # per env of the wave, its act replies (None: not kept)
         self.protocols = runner.protocols
         self._host_state = None  # the state this step's turns were rendered from
 
@@ -130,6 +131,9 @@ class ModelSeats(StepHook):
             protocol.after_reply(memory, agent, prompt, completion.text, parsed[i])
             stats = runner.stats.setdefault(seat_of[agent].name, CallStats())
             stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed)
+            if self.replies is not None and prompt.kind == "act":
+                reply = {"step": t, "agent": agent, "fields": dict(parsed[i].fields)}
+                self.replies[e].append({**reply, "valid": bool(parsed[i].valid)})
         runner._update_progress()
         return parsed
 

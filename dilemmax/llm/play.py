@@ -69,12 +69,44 @@ class PlayResult:
             name, seating (agent -> seat name), played steps, truncated.
         stats: seat name -> :class:`CallStats` of its model calls (replays included).
         wall_s: wall time of the run.
+        infos: with ``keep_steps``: the env's per-step ``infos``, each leaf [E, T, ...] with T =
+            ``env.max_steps`` (steps after an episode's end repeat its last); else empty.
+        valid: with ``keep_steps``: bool[E, T], the steps each episode played; else None.
+        replies: with ``keep_steps``: per episode, one dict per act reply (replayed ones too) in
+            call order: step, agent, the parsed fields, valid; else empty.
     """
 
     metrics: dict[str, np.ndarray]
     episodes: list[dict] = field(default_factory=list)
     stats: dict[str, CallStats] = field(default_factory=dict)
     wall_s: float = 0.0
+    infos: dict[str, Any] = field(default_factory=dict)
+    valid: np.ndarray | None = None
+    replies: list[list[dict]] = field(default_factory=list)
+
+
+def concatenate(results: Sequence[PlayResult]) -> PlayResult:
+    """Several results as one, episodes in order (waves; a part's rotations; a run's shards);
+    call counts summed."""
+    played = [r for r in results if r.episodes]
+    first = played[0] if played else PlayResult({})
+    metrics = {k: np.concatenate([r.metrics[k] for r in played]) for k in first.metrics}
+    infos = jax.tree.map(lambda *xs: np.concatenate(xs), *[r.infos for r in played]) if (
+        played and first.infos) else {}  # fmt: skip
+    valid = np.concatenate([r.valid for r in played]) if first.valid is not None else None
+    stats: dict[str, CallStats] = {}
+    for result in results:
+        for seat, s in result.stats.items():
+            stats[seat] = stats.get(seat, CallStats()).merged(s)
+    return PlayResult(
+        metrics,
+        [e for r in results for e in r.episodes],
+        stats,
+        sum(r.wall_s for r in results),
+        infos,
+        valid,
+        [replies for r in results for replies in r.replies],
+    )
 
 
 def rotate_seats(seats: Sequence[Seat], shift: int) -> list[Seat]:
@@ -146,10 +178,6 @@ class BatchedPlay:
         env: a dilemmax env.
         seats: one :class:`Seat` per agent, in ``env.agents`` order.
         protocol: the game's text protocol (default ``env.text_protocol()``).
-        protocols: agent -> that model seat's own protocol instance (:func:`seat_protocols`),
-            used for its turns, parses and memory; agents missing from it use ``protocol``. A
-            seat with ``protocol_options`` needs its instance here unless ``protocol`` is the
-            default, which then builds ``env.text_protocol(**seat.protocol_options)``.
         num_envs: environments stepped together (a wave); the last wave is padded with inactive
             copies so every wave runs the same compiled programs.
         max_steps: stop each episode after this many steps (default ``env.max_steps``); a
@@ -162,6 +190,11 @@ class BatchedPlay:
             again and the episode goes on as if nothing happened. ``"invalid"``: the call is
             recorded with its error and the seat plays the game's invalid move (the move a
             malformed reply gets), so the run always finishes.
+        protocols: agent -> that model seat's own protocol instance (:func:`seat_protocols`),
+            used for its turns, parses and memory; agents missing from it use ``protocol``. A
+            seat with ``protocol_options`` needs its instance here unless ``protocol`` is the
+            default, which then builds ``env.text_protocol(**seat.protocol_options)``.
+        keep_steps: also give each episode's per-step infos and act replies (PlayResult).
     """
 
     def __init__(
@@ -175,6 +208,7 @@ class BatchedPlay:
         progress=None,
         on_call_error: str = "stop",
         protocols: Mapping[str, TextProtocol] | None = None,
+        keep_steps: bool = False,
     ):
         if on_call_error not in CALL_ERROR_POLICIES:
             raise ValueError(
@@ -198,6 +232,7 @@ class BatchedPlay:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.transcript = transcript
         self.progress = progress
+        self.keep_steps = bool(keep_steps)
         self.stats: dict[str, CallStats] = {}
         self._loop = _loop_for(env, self.seats, self.num_steps)
         self._model_agents = [a for a, s in zip(env.agents, self.seats, strict=True) if s.is_model]
@@ -251,10 +286,9 @@ class BatchedPlay:
         for first in range(0, len(slotted), self.num_envs):
             wave = slotted[first : first + self.num_envs]
             per_wave.append(self._play_wave(wave, configs, part, memories))
-        keys = per_wave[0][0] if per_wave else {}
-        metrics = {k: np.concatenate([m[k] for m, _ in per_wave]) for k in keys}
-        episodes = [e for _, infos in per_wave for e in infos]
-        return PlayResult(metrics, episodes, dict(self.stats), time.perf_counter() - start)
+        result = concatenate(per_wave)
+        result.stats, result.wall_s = dict(self.stats), time.perf_counter() - start
+        return result
 
     # ------------------------------------------------------------------ one wave
     def _play_wave(self, slotted: list[tuple[int, EpisodeJob]], configs, part: str, memories):
@@ -269,9 +303,15 @@ class BatchedPlay:
             index = jnp.asarray([job.config_index for job in padded])
             batch_configs = jax.tree.map(lambda x: x[index], configs)
         memory = self._episode_memories(wave, memories)
-        hook = ModelSeats(self, wave, slots, part, memory) if self._model_agents else None
+        replies = [[] for _ in wave] if self.keep_steps else None
+        hook = ModelSeats(self, wave, slots, part, memory, replies) if self._model_agents else None
         played = self._loop.play(keys, batch_configs, np.arange(self.num_envs) < n, hook)
-        return self._finish(wave, part, played, memory, memories)
+        result = self._finish(wave, part, played, memory, memories)
+        if self.keep_steps:
+            result.infos = jax.tree.map(lambda x: np.asarray(x)[:n], played.rollout.infos)
+            result.valid = np.asarray(played.rollout.valid)[:n]
+            result.replies = replies
+        return result
 
     def _episode_memories(self, wave, memories) -> dict[tuple[int, str], Any]:
         """Each env slot's model agents carry their memory from the slot's previous episode."""
@@ -330,7 +370,7 @@ class BatchedPlay:
                 self.transcript.record_episode(info["id"], row)
         if self.progress is not None:
             self.progress.update(n)
-        return metrics, episodes
+        return PlayResult(metrics, episodes)
 
 
 _MISSING = object()

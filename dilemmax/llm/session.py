@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 from tqdm import tqdm
 
 from dilemmax.commandline import output_file, output_folder, parse_assignments
@@ -44,11 +43,11 @@ from dilemmax.llm.play import (
     BatchedPlay,
     PlayResult,
     Seat,
+    concatenate,
     options_key,
     rotate_seats,
     seat_protocols,
 )
-from dilemmax.llm.policy import CallStats
 from dilemmax.llm.seats import check_specs, seat_specs, seats_for
 from dilemmax.llm.transcript import Transcript
 from dilemmax.runlock import RunFolderError, RunLock
@@ -70,6 +69,8 @@ class Part:
         seat_protocol_options: agent -> protocol options of that seat alone (a Schelling role).
         rotate: play every seating rotation (``dilemmax play --rotate``).
         calls_per_episode: model calls one episode is expected to make, for call counts.
+        keep_steps: keep each episode's per-step infos and act replies (PlayResult.infos,
+            .valid, .replies) for an analysis that reads more than the episode metrics.
     """
 
     name: str
@@ -82,6 +83,7 @@ class Part:
     seat_protocol_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     rotate: bool = False
     calls_per_episode: float = 0.0
+    keep_steps: bool = False
 
     @property
     def rotations(self) -> int:
@@ -276,6 +278,7 @@ class _Player:
                 self.bar,
                 on_call_error=args.on_call_error,
                 protocols=protocols,
+                keep_steps=part.keep_steps,
             )
             select = self._select(part.num_jobs)
             name = part.name if not part.rotate else f"{part.name}/rot{shift}"
@@ -284,7 +287,7 @@ class _Player:
             positions = range(part.num_jobs) if select is None else select
             order += [self.played + p for p in positions]
             self.played += part.num_jobs
-        return merge_results(rotations), order
+        return concatenate(rotations), order
 
     def _seats(self, part: Part) -> list[Seat]:
         """The part's seats (its own over the user's), each with its agent's protocol options."""
@@ -329,21 +332,6 @@ def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None
         return None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--protocol: {error}") from error
-
-
-def merge_results(results: Sequence[PlayResult]) -> PlayResult:
-    """Several runs' results as one, in order (a part's rotations; a merged part's shards)."""
-    if len(results) == 1:
-        return results[0]
-    played = [r for r in results if r.episodes]
-    keys = played[0].metrics if played else {}
-    metrics = {k: np.concatenate([r.metrics[k] for r in played]) for k in keys}
-    stats: dict[str, CallStats] = {}
-    for result in results:
-        for seat, s in result.stats.items():
-            stats[seat] = stats.get(seat, CallStats()).merged(s)
-    episodes = [e for r in results for e in r.episodes]
-    return PlayResult(metrics, episodes, stats, sum(r.wall_s for r in results))
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ RECORD = "shard.json"
 FORMAT = "dilemmax-shard"
 VERSION = 1
 STATS_FIELDS = tuple(vars(CallStats()))
+STEPS_FILE = re.compile(r"steps_\d+\.npz")  # a part's kept steps, beside the record
 DTYPE_KINDS = "biuf"  # bool, int, unsigned, float: the dtypes an episode metric has
 
 
@@ -48,15 +50,24 @@ class ShardError(UsageError):
 def write_record(session, command: str, identity: Mapping[str, Any], args, extra: dict) -> Path:
     """``<out>/shard.json`` for a finished shard (written whole, then renamed into place)."""
     parts = []
-    for name, result, order in zip(session.names, session.results, session.orders, strict=True):
+    zipped = zip(session.names, session.results, session.orders, strict=True)
+    for p, (name, result, order) in enumerate(zipped):
         metrics = {k: np.asarray(v) for k, v in result.metrics.items()}
         episodes = [
             {**info, "order": g, "metrics": {k: v[i].tolist() for k, v in metrics.items()}}
             for i, (info, g) in enumerate(zip(result.episodes, order, strict=True))
         ]
+        steps = None
+        if result.valid is not None:  # the part kept its steps: arrays beside the record
+            steps = f"steps_{p}.npz"
+            arrays = {"valid": result.valid, **_flat(result.infos, "infos")}
+            np.savez(session.out / steps, **arrays)
+            for episode, replies in zip(episodes, result.replies, strict=True):
+                episode["replies"] = replies
         parts.append(
             {
                 "name": name,
+                "steps": steps,
                 "episodes": episodes,
                 "metric_dtypes": {k: v.dtype.str for k, v in metrics.items()},
                 "metric_shapes": {k: list(v.shape[1:]) for k, v in metrics.items()},
@@ -122,6 +133,8 @@ def merge(dirs: Sequence[str], out: str | None, command: str) -> Merged:
     records = [(Path(d), read_record(Path(d), command)) for d in dirs]
     check_same_run(records)
     results = [_merged_part(records, p) for p in range(len(records[0][1]["parts"]))]
+    for p, result in enumerate(results):
+        _merged_steps(records, p, result)
     folder, _ = output_folder(out, "--out")
     first = records[0][1]
     with RunLock(folder, f"{command} merge"):
@@ -196,6 +209,9 @@ def _part_problem(part: Any) -> str:
             return f"stats of {str(seat)[:60]!r} are not numbers"
     if not (isinstance(part.get("episodes"), list) and _is_number(part.get("wall_s"))):
         return "episodes is not a list or wall_s not a number"
+    steps = part.get("steps")
+    if steps is not None and not (isinstance(steps, str) and STEPS_FILE.fullmatch(steps)):
+        return f"steps {str(steps)[:40]!r} is not a steps file of the shard"
     for e, episode in enumerate(part["episodes"]):
         if not (isinstance(episode, dict) and _is_int(episode.get("order"))):
             return f"episode {e} has no order"
@@ -203,6 +219,8 @@ def _part_problem(part: Any) -> str:
             return f"episode {e} has no id or metrics"
         if set(episode["metrics"]) != set(dtypes):
             return f"episode {e}'s metrics are not the part's ({sorted(dtypes)})"
+        if steps is not None and not _replies_ok(episode.get("replies")):
+            return f"episode {e}'s replies are not a list of act replies"
     return ""
 
 
@@ -265,8 +283,68 @@ def _merged_part(records, p: int) -> PlayResult:
     for part in parts:
         for seat, counts in part["stats"].items():
             stats[seat] = stats.get(seat, CallStats()).merged(CallStats(**counts))
-    infos = [{k: v for k, v in e.items() if k not in ("order", "metrics")} for e in episodes]
+    left_out = ("order", "metrics", "replies")
+    infos = [{k: v for k, v in e.items() if k not in left_out} for e in episodes]
     return PlayResult(metrics, infos, stats, float(sum(part["wall_s"] for part in parts)))
+
+
+def _merged_steps(records, p: int, result: PlayResult) -> None:
+    """Part ``p``'s kept steps (infos, valid, replies) from the shards, in play order."""
+    parts = [(folder, record["parts"][p]) for folder, record in records]
+    kept = {part["steps"] is not None for _, part in parts}
+    if kept == {False}:
+        return
+    if kept != {True}:
+        raise ShardError(f"part {p}: some shards kept its steps and some did not")
+    orders, arrays = [], []
+    for folder, part in parts:
+        path = folder / part["steps"]
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                loaded = {k: data[k] for k in data.files}
+        except (OSError, ValueError, EOFError) as error:
+            raise ShardError(f"{path}: not a readable steps file ({str(error)[:120]})") from None
+        count = len(part["episodes"])
+        if "valid" not in loaded or any(len(a) != count for a in loaded.values()):
+            raise ShardError(f"{path}: its arrays do not hold the shard's {count} episodes")
+        orders += [e["order"] for e in part["episodes"]]
+        arrays.append(loaded)
+    if any(a.keys() != arrays[0].keys() for a in arrays):
+        raise ShardError(f"part {p}: the shards' steps files hold different infos")
+    permutation = np.argsort(np.asarray(orders), kind="stable")
+    joined = {k: np.concatenate([a[k] for a in arrays])[permutation] for k in arrays[0]}
+    result.valid = joined.pop("valid")
+    result.infos = _nested(joined, "infos")
+    replies = [e["replies"] for _, part in parts for e in part["episodes"]]
+    result.replies = [replies[i] for i in permutation]
+
+
+def _flat(tree: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
+    """A nested dict of arrays as ``prefix/a/b`` -> array."""
+    out = {}
+    for key, value in tree.items():
+        name = f"{prefix}/{key}"
+        out |= _flat(value, name) if isinstance(value, Mapping) else {name: np.asarray(value)}
+    return out
+
+
+def _nested(flat: Mapping[str, np.ndarray], prefix: str) -> dict[str, Any]:
+    """:func:`_flat` undone."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        *path, leaf = name.removeprefix(prefix + "/").split("/")
+        node = out
+        for key in path:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+def _replies_ok(replies: Any) -> bool:
+    return isinstance(replies, list) and all(
+        isinstance(r, dict) and _is_int(r.get("step")) and isinstance(r.get("agent"), str)
+        for r in replies
+    )
 
 
 def _merge_transcripts(dirs: Sequence[Path], folder: Path, first: dict) -> None:
