@@ -4,10 +4,14 @@ part's fixed seats plus the user's ``--seats``, a planted model behind a LocalCh
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import pytest
 
+from dilemmax.cli import main
 from dilemmax.experiments.moral_hazard.planted import boundary_model
 from dilemmax.llm.play import BatchedPlay
 from dilemmax.llm.seats import add_model_arguments, build_seat
@@ -40,6 +44,15 @@ def play(design, argv: list[str], out=None, resume: bool = False):
         results.append(runner.run(jax.random.key(0), part.episodes, part.configs, part=part.name))
     extra = design.extra(plan, args, out, resume) if design.extra else {}
     return plan, results, extra, design.analyse(plan, results, args, extra)
+
+
+def run_experiment(command: list[str], out: Path) -> SimpleNamespace:
+    """``dilemmax experiment <command> --out out`` in-process: the run folder's results (the
+    design's own under ``results``), tables (name -> markdown) and files."""
+    assert main(["experiment", *command, "--out", str(out), "--no-progress"]) == 0
+    whole = json.loads((out / "results.json").read_text())
+    tables = {p.stem: p.read_text() for p in out.glob("*.md")}
+    return SimpleNamespace(whole=whole, results=whole["results"], tables=tables, out=out)
 
 
 @pytest.fixture(scope="session")

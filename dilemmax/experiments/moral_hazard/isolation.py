@@ -172,7 +172,7 @@ def extra(plan_: Plan, args, out: str | Path | None, resume: bool) -> dict:
         ]
     path = None if out is None else Path(out) / probes.PROBE_FILE
     rows = probes.ask_items(seat.policy, asks, path, resume)
-    return {"probes": probes.summary(rows), "rows": rows}
+    return {"probes": probes.summary(rows)}  # the rows themselves are in probes.jsonl
 
 
 # --------------------------------------------------------------------------- analysis

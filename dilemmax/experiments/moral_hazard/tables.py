@@ -39,7 +39,14 @@ def table2_row(label: str, outcomes: Mapping) -> list[str]:
 
 
 # --------------------------------------------------------------------------- runs
+def _unwrapped(run):
+    """A design's own results: under ``"results"`` of a run folder's results.json."""
+    inner = run.get("results") if isinstance(run, Mapping) else None
+    return inner if isinstance(inner, Mapping) else run
+
+
 def _checked(runs: Sequence[Mapping]) -> list[Mapping]:
+    runs = [_unwrapped(run) for run in runs]
     for i, run in enumerate(runs):
         if not isinstance(run, Mapping) or run.get("design") != "moral_hazard/grid":
             raise UsageError(f"run {i + 1} is not a moral_hazard/grid result; combine grid runs")

@@ -3,13 +3,12 @@ correctly, avoids warned options), and the cross-model tables over planted diffe
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from dilemmax.cli import main
 from dilemmax.experiments.moral_hazard import grid, sweeps, tables
 from dilemmax.experiments.moral_hazard.common import table_columns
-from dilemmax.experiments.moral_hazard.conftest import parse, play
+from dilemmax.experiments.moral_hazard.conftest import parse, play, run_experiment
 
 # The paper's column names, in its order (Tables 2, 5, 6, 7, 17 and 18).
 PAPER_TABLE2 = ["Model", "Team", "Local", "Query", "Info", "Valid"]
@@ -22,10 +21,10 @@ PERFECT = "100.0 ± 0.0"
 
 
 @pytest.fixture(scope="module")
-def grid_run(planted_server):
+def grid_run(planted_server, tmp_path_factory):
     argv = ["--conditions", "n=3", "--replicates", "2", "--episodes", "2",
             "--seats", "openai:planted", "--base-url", planted_server.base_url]  # fmt: skip
-    return play(grid.DESIGN, argv)
+    return run_experiment(["moral_hazard/grid", *argv], tmp_path_factory.mktemp("grid"))
 
 
 def test_grid_sizes_and_call_counts():
@@ -38,7 +37,7 @@ def test_grid_sizes_and_call_counts():
 
 
 def test_grid_row_of_the_planted_model_and_the_random_control(grid_run):
-    _, _, _, report = grid_run
+    report = grid_run
     table2 = report.tables["table2"]
     assert table_columns(table2) == PAPER_TABLE2
     model_row = f"| openai:planted | {PERFECT} | 0.0 ± 0.0 | {PERFECT} | {PERFECT} | {PERFECT} |"
@@ -79,7 +78,7 @@ def test_combine_gives_the_planted_signs(grid_run, tmp_path):
     base = {"A": 0.10, "B": 0.20, "C": 0.05, "D": 0.30}
     sft_gain = {"A": 0.05, "B": 0.10, "C": 0.02, "D": 0.20}
     gepa_gain = {"A": 0.10, "B": -0.10, "C": 0.10, "D": -0.10}
-    runs = [json.loads(json.dumps(grid_run[3].results))]  # a real run, through JSON
+    runs = [grid_run.whole]  # a real run folder's results.json (the design's under "results")
     for m in base:
         runs += [
             _run(m, "Base", base[m], 0.5),
@@ -117,6 +116,14 @@ def test_combine_gives_the_planted_signs(grid_run, tmp_path):
     assert lomo["comparison"] == "Best observed weight − Base" and len(lomo["rows"]) == 4
     report.figures["figure4"](str(tmp_path / "f4.png"))
     assert (tmp_path / "f4.png").stat().st_size > 1000
+    # The command over run folders: one model, so Table 2 and no Table 5.
+    out = tmp_path / "combined"
+    assert (
+        main(["experiment", "combine", "moral_hazard/grid", str(grid_run.out), "--out", str(out)])
+        == 0
+    )
+    assert (out / "table2.md").read_text() == grid_run.tables["table2"]
+    assert not (out / "table5.md").exists()
 
 
 def test_combine_refuses_other_results():

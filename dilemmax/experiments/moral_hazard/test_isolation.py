@@ -10,7 +10,7 @@ import pytest
 
 from dilemmax.experiments.moral_hazard import isolation, probes
 from dilemmax.experiments.moral_hazard.common import table_columns
-from dilemmax.experiments.moral_hazard.conftest import play
+from dilemmax.experiments.moral_hazard.conftest import run_experiment
 
 EPISODES = 2
 ARGV = ["--costs", "0.10,0.30", "--replicates", "1", "--episodes", str(EPISODES)]
@@ -18,11 +18,14 @@ ARGV = ["--costs", "0.10,0.30", "--replicates", "1", "--episodes", str(EPISODES)
 
 @pytest.fixture(scope="module")
 def run(planted_server, tmp_path_factory):
+    """The design through ``dilemmax experiment``, then the same command with --resume."""
     out = tmp_path_factory.mktemp("isolation")
     argv = [*ARGV, "--seats", "openai:planted", "--base-url", planted_server.base_url]
+    command = ["moral_hazard/isolation", *argv]
+    first = run_experiment(command, out)
     before = planted_server.answered
-    plan, results, extra, report = play(isolation.DESIGN, argv, out=out)
-    return plan, report, out, argv, planted_server.answered - before
+    again = run_experiment([*command, "--resume"], out)
+    return plan_of(ARGV), first, again, argv, planted_server.answered - before
 
 
 def test_the_paper_cells_and_call_counts():
@@ -47,8 +50,7 @@ def plan_of(argv):
 
 
 def test_boundary_mae_and_bars_recover_the_planted_threshold(run):
-    _, report, _, _, _ = run
-    results = report.results
+    results = run[1].results
     # The planted switch sits at alpha* + 0.02; the grid sees 0% at alpha* and 100% at
     # alpha* + 0.05, so the interpolated crossing is alpha* + 0.025 at every cost.
     for found, star in zip(results["boundaries"], (0.45, 0.65), strict=True):
@@ -73,21 +75,18 @@ def test_paired_contrasts(run):
 
 
 def test_probes_scored_exactly_and_not_asked_again_on_resume(run, planted_server):
-    plan, report, out, argv, calls = run
-    summary = report.results["probes"]
+    plan, first, again, argv, calls_on_resume = run
+    summary = first.results["probes"]
     cells = len(plan.context["cells"])
     assert summary["comprehension_items"] == 15 * cells
     assert summary["comprehension_accuracy"] == pytest.approx(9 / 15)  # the planted pattern
     assert summary["prediction_items"] == cells and summary["prediction_accuracy"] == 1.0
-    rows = [json.loads(line) for line in (out / probes.PROBE_FILE).read_text().splitlines()]
+    lines = (first.out / probes.PROBE_FILE).read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
     assert len(rows) == 16 * cells == len({r["key"] for r in rows})
-    from dilemmax.experiments.moral_hazard.conftest import parse
-
-    args = parse(isolation.DESIGN, argv)
-    before = planted_server.answered
-    again = isolation.extra(plan, args, out, resume=True)
-    assert planted_server.answered == before  # every item was recorded: none asked again
-    assert again["probes"] == summary
+    assert calls_on_resume == 0  # neither a game call nor a probe is asked again
+    assert again.results["probes"] == summary
+    assert again.results["boundaries"] == first.results["boundaries"]
 
 
 def test_probe_items_and_parsers():
@@ -109,6 +108,6 @@ def test_tables_and_figure(run, tmp_path):
         "$k$", "Predicted $\\alpha^{*}(k)$", "Empirical 50% boundary", "Difference",
     ]  # fmt: skip
     assert "| 0.10 | 0.450 | 0.475 | +0.025 |" in tables["table8"]
-    run[1].figures["figure3"](str(tmp_path / "f.png"))
-    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert (run[1].out / "figure3.png").stat().st_size > 1000
     assert not math.isnan(run[1].results["bars"]["at"]["high"])
+    assert run[1].whole["calls"] == 15 * EPISODES * 3  # cells x episodes x <= 3 calls
