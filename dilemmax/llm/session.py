@@ -306,10 +306,17 @@ class _Player:
         if protocol is None:
             raise UsageError(f"{part.env.name} has no text protocol; a model cannot play it")
         try:
-            return seat_protocols(part.env, seats, run_options, made)
+            protocols = seat_protocols(part.env, seats, run_options, made)
         except (TypeError, ValueError) as error:
             named = [f"{s.name} {dict(s.protocol_options)}" for s in seats if s.protocol_options]
             raise UsageError(f"protocol options of seat(s) {named}: {error}") from error
+        if self.shard.sharded and any(carries_memory(p) for p in protocols.values()):
+            raise UsageError(
+                f"--shard: in part {part.name} a model seat's prompts recall earlier episodes "
+                "(memory_rounds), so a shard, which plays only some of them, would ask what the "
+                "whole run never asks; run it unsharded"
+            )
+        return protocols
 
     def _select(self, num_jobs: int) -> list[int] | None:
         """This shard's positions among the next ``num_jobs`` episodes (None: all of them)."""
@@ -317,6 +324,13 @@ class _Player:
             return None
         first = (self.shard.index - self.played) % self.shard.count
         return list(range(first, num_jobs, self.shard.count))
+
+
+def carries_memory(protocol: TextProtocol) -> bool:
+    """Whether a protocol's prompts recall earlier episodes: its own ``next_memory``, or
+    ``memory_rounds`` (the moral-hazard protocol's memory of rounds, kept per instance)."""
+    own = type(protocol).next_memory is not TextProtocol.next_memory
+    return own or bool(getattr(protocol, "memory_rounds", 0))
 
 
 def run_options(part: Part, args) -> dict[str, Any]:
