@@ -1,0 +1,192 @@
+"""The registered scenarios: a train set and a test set per game.
+
+The two sets of a game differ in both halves of what a focal agent meets: the background
+populations are disjoint (no policy of a test scenario sits in a train scenario) and so are the
+configurations (the grid games' held-out layouts and rules, the consequence game's held-out
+rules, the moral-hazard game's held-out costs and mappings). A focal population trained against
+the train set is scored on the test set; one trained in self-play is scored on both.
+
+Focal seats are fixed per game, so every scenario of a set runs in one program: the grid games
+seat three focal agents beside two background residents (the focal agents are the majority, as
+in Melting Pot's "resident" scenarios, and must sustain the commons with two strangers); the
+three-agent consequence game seats one focal agent among two strangers; the moral-hazard game
+pairs one focal agent with one partner.
+"""
+
+from __future__ import annotations
+
+from dilemmax.scenarios.spec import Scenario, ScenarioSet, by_name
+
+GRID_FOCAL = (0, 1, 2)  # of five seats; seats 3 and 4 are the background
+SOLO_FOCAL = (0,)
+
+
+def _grid(game: str, split: str, name: str, background: tuple[str, str], text: str) -> Scenario:
+    return Scenario(
+        f"{game}/{name}",
+        game,
+        {"split": split},
+        GRID_FOCAL,
+        dict(zip((3, 4), background, strict=True)),
+        text,
+    )
+
+
+def _solo(game: str, options: dict, name: str, background: tuple[str, ...], text: str) -> Scenario:
+    seats = dict(zip(range(1, len(background) + 1), background, strict=True))
+    return Scenario(f"{game}/{name}", game, options, SOLO_FOCAL, seats, text)
+
+
+HARVEST_TRAIN = (
+    _grid(
+        "open_harvest",
+        "train",
+        "sustainable_residents",
+        ("scripted:sustainable",) * 2,
+        "two residents who leave the last apples of a patch to regrow",
+    ),
+    _grid(
+        "open_harvest",
+        "train",
+        "oracle_residents",
+        ("scripted:oracle",) * 2,
+        "two residents who know the pay table and pick only the best-paying stage",
+    ),
+)
+HARVEST_TEST = (
+    _grid(
+        "open_harvest",
+        "held_out",
+        "greedy_residents",
+        ("scripted:greedy",) * 2,
+        "two greedy residents who eat every apple they see: can the focal agents keep the "
+        "orchard alive anyway?",
+    ),
+    _grid(
+        "open_harvest",
+        "held_out",
+        "random_residents",
+        ("scripted:random",) * 2,
+        "two residents who wander at random: the orchard is the focal agents' to keep",
+    ),
+)
+CLEANUP_TRAIN = (
+    _grid(
+        "open_cleanup",
+        "train",
+        "greedy_residents",
+        ("scripted:greedy",) * 2,
+        "two residents who only harvest and never clean: the focal agents must clean for all",
+    ),
+)
+CLEANUP_TEST = (
+    _grid(
+        "open_cleanup",
+        "held_out",
+        "cleaning_residents",
+        ("scripted:informed_cleaner",) * 2,
+        "two residents who know the recipes and clean: the focal agents must not free-ride "
+        "so far that the orchard dies",
+    ),
+    _grid(
+        "open_cleanup",
+        "held_out",
+        "random_residents",
+        ("scripted:random",) * 2,
+        "two residents who wander at random: nobody else cleans",
+    ),
+)
+TRAIN_RULES = {"rules": ("AON", "RE", "DV")}
+TEST_RULES = {"rules": ("RP", "PP")}
+CONSEQUENCE_TRAIN = (
+    _solo(
+        "consequence",
+        TRAIN_RULES,
+        "fair_strangers",
+        ("scripted:fair_share",) * 2,
+        "two strangers who pay their proportional share of the threshold",
+    ),
+    _solo(
+        "consequence",
+        TRAIN_RULES,
+        "free_riders",
+        ("scripted:all_zero",) * 2,
+        "two strangers who never contribute: the focal agent alone stands between the group "
+        "and the rule",
+    ),
+)
+CONSEQUENCE_TEST = (
+    _solo(
+        "consequence",
+        TEST_RULES,
+        "rp_exploiters",
+        ("scripted:starve_then_cover",) * 2,
+        "two strangers who starve the first round so the rule removes someone, then cover "
+        "the threshold (the paper's exploitation under RP)",
+    ),
+    _solo(
+        "consequence",
+        TEST_RULES,
+        "trembling_cooperators",
+        ("scripted:cooperative_tremble",) * 2,
+        "two strangers who cover the threshold richest-first with a trembling hand",
+    ),
+)
+MH_TRAIN = {"cost": 0.1, "mapping": "highest"}
+MH_TEST = {"cost": 0.25, "mapping": "uninformative"}
+MORAL_HAZARD_TRAIN = (
+    _solo(
+        "moral_hazard",
+        MH_TRAIN,
+        "cooperative_partner",
+        ("scripted:teacher",),
+        "a partner who queries, warns and reads the board",
+    ),
+    _solo(
+        "moral_hazard",
+        MH_TRAIN,
+        "self_interested_partner",
+        ("scripted:holmstrom",),
+        "a partner who queries only when its private share pays for the cost",
+    ),
+)
+MORAL_HAZARD_TEST = (
+    _solo(
+        "moral_hazard",
+        MH_TEST,
+        "never_queries",
+        ("scripted:always_local",),
+        "a partner who never queries: no warning will come for the focal agent's case",
+    ),
+    _solo(
+        "moral_hazard",
+        MH_TEST,
+        "random_partner",
+        ("scripted:random_control",),
+        "a partner who plays the paper's random valid-action control",
+    ),
+)
+
+SETS: dict[str, ScenarioSet] = {
+    s.name: s
+    for s in (
+        ScenarioSet("open_harvest/train", HARVEST_TRAIN),
+        ScenarioSet("open_harvest/test", HARVEST_TEST),
+        ScenarioSet("open_cleanup/train", CLEANUP_TRAIN),
+        ScenarioSet("open_cleanup/test", CLEANUP_TEST),
+        ScenarioSet("consequence/train", CONSEQUENCE_TRAIN),
+        ScenarioSet("consequence/test", CONSEQUENCE_TEST),
+        ScenarioSet("moral_hazard/train", MORAL_HAZARD_TRAIN),
+        ScenarioSet("moral_hazard/test", MORAL_HAZARD_TEST),
+    )
+}
+SCENARIOS: dict[str, Scenario] = by_name([s for ss in SETS.values() for s in ss.scenarios])
+
+
+def scenario_set(game: str, which: str) -> ScenarioSet:
+    """The ``which`` ("train" or "test") set of ``game``."""
+    name = f"{game}/{which}"
+    if name not in SETS:
+        games = sorted({s.game for s in SETS.values()})
+        raise KeyError(f"no scenario set {name!r}: games {games}, sets train / test")
+    return SETS[name]
