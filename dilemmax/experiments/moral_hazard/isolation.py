@@ -365,7 +365,8 @@ DESIGN = Design(
     name="moral_hazard/isolation",
     section="moral-hazard paper, Section 2.2, Figure 3, Appendix D.2 (Table 8)",
     summary="focal model vs scripted partners, 9 costs x private shares (67 cells) x 45 "
-    "decisions, plus payoff / prediction probes: 50% boundaries vs alpha*(k), boundary_mae",
+    "decisions: 50% boundaries vs alpha*(k), boundary_mae; plus 16 probe calls per cell "
+    "(1,072 at the paper's size, not in the call count)",
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

@@ -16,6 +16,7 @@ import numpy as np
 
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import make_config, stack_configs
+from dilemmax.errors import UsageError
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.experiments.moral_hazard.common import add_option
@@ -53,6 +54,8 @@ def sweep_values(args: argparse.Namespace) -> dict[str, list]:
     for sweep in SWEEPS:
         if sweep in chosen:
             values = given[sweep] if given[sweep] is not None else list(PAPER_VALUES[sweep])
+            if sweep == "n" and any(v != int(v) for v in values):
+                raise UsageError(f"--n-values: group sizes are whole numbers, got {values}")
             out[sweep] = [int(v) for v in values] if sweep == "n" else values
     return out
 

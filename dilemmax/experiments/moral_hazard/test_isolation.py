@@ -111,3 +111,20 @@ def test_tables_and_figure(run, tmp_path):
     assert (run[1].out / "figure3.png").stat().st_size > 1000
     assert not math.isnan(run[1].results["bars"]["at"]["high"])
     assert run[1].whole["calls"] == 15 * EPISODES * 3  # cells x episodes x <= 3 calls
+
+
+def test_bad_options_are_one_line_errors(capsys, tmp_path):
+    from dilemmax.cli import main
+
+    for option, value, says in [
+        ("--shares", "0.2,abc", "--shares: 'abc' is not a number"),
+        ("--costs", "0.1,2", "--costs: 2.0 is outside [0.0, 1.0]"),
+        ("--replicates", "0", "--replicates and --episodes must be >= 1"),
+        ("--boundary-offset", "0", "--boundary-offset must lie in (0, 1)"),
+    ]:
+        out = str(tmp_path / option[2:])
+        seats = ["--seats", "scripted:holmstrom", "--out", out]
+        argv = ["experiment", "moral_hazard/isolation", *seats, option, value]
+        assert main(argv) == 2
+        assert says in capsys.readouterr().err
+        assert not (tmp_path / option[2:] / "results.json").exists()
