@@ -9,6 +9,7 @@ share their seeds (as the paper's experiments do) and each part can carry its ow
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -35,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                help=f"seeds (one configuration and episode each; paper {SEEDS})")  # fmt: skip
     add_option(p, "--trials", type=int, default=None, help="trials per episode (paper 5)")
     add_option(p, "--trial-steps", type=int, default=None, help="steps per trial (paper 400)")
+    add_option(p, "--set", action="append", help="env option key=value (repeatable)")
 
 
 def _positive(args, name: str, flag: str) -> int | None:
@@ -91,10 +93,21 @@ def calls_per_episode(env) -> float:
     return float(env.num_agents * (env.num_trials * env.trial_steps + env.num_trials - 1))
 
 
+# The tables read each step's events and replies; the session keeps them for a part that asks.
+KEEP_STEPS = (
+    {"keep_steps": True} if "keep_steps" in {f.name for f in dataclasses.fields(Part)} else {}
+)
+
+
 def team_part(name: str, env, args, **kwargs) -> Part:
     """One part playing every seed once: episode ``s`` samples seed ``s``'s configuration."""
     return Part(
-        name, env, episodes=seeds_of(args), calls_per_episode=calls_per_episode(env), **kwargs
+        name,
+        env,
+        episodes=seeds_of(args),
+        calls_per_episode=calls_per_episode(env),
+        **KEEP_STEPS,
+        **kwargs,
     )
 
 
@@ -107,6 +120,7 @@ def seed_part(name: str, env, args, seed: int, **kwargs) -> Part:
         config_names=seed_names(1, first=seed),
         episodes=1,
         calls_per_episode=calls_per_episode(env),
+        **KEEP_STEPS,
         **kwargs,
     )
 

@@ -10,7 +10,7 @@ C(x) and D(x) are the mean return of a cooperator and of a defector (per agent, 
 the trials) when x of its four co-players cooperate: C(x) from the runs with k = x + 1, D(x)
 from those with k = x. The sequential-social-dilemma conditions read off them (Section 3.1):
 mutual cooperation beats mutual defection, C(4) > D(0); it beats being exploited, C(4) > C(0);
-and fear, D(0) > C(0), or greed, D(4) > C(4), holds.
+and fear, D(0) > C(0), or greed, D(4) > C(4), holds (4 = n - 1 co-players with n agents).
 """
 
 from __future__ import annotations
@@ -114,13 +114,14 @@ def analyse_schelling(game: str, plan: Plan, results, args, extra) -> Report:
     columns = zip(found["x"], found["C"], found["D"], ssd["defecting_pays"], strict=True)
     rows = [[x, _cell(cx), _cell(dx), _flag(pays)] for x, cx, dx, pays in columns]
     table = markdown_table(["x (cooperating co-players)", "C(x)", "D(x)", "D(x) > C(x)"], rows)
+    last = len(found["x"]) - 1
     checks = [
-        ("mutual cooperation over mutual defection: C(4) > D(0)",
+        (f"mutual cooperation over mutual defection: C({last}) > D(0)",
          ssd["mutual_cooperation_over_mutual_defection"]),
-        ("mutual cooperation over being exploited: C(4) > C(0)",
+        (f"mutual cooperation over being exploited: C({last}) > C(0)",
          ssd["mutual_cooperation_over_exploitation"]),
         ("fear: D(0) > C(0)", ssd["fear"]),
-        ("greed: D(4) > C(4)", ssd["greed"]),
+        (f"greed: D({last}) > C({last})", ssd["greed"]),
         ("sequential social dilemma", ssd["sequential_social_dilemma"]),
     ]  # fmt: skip
     table += "\n" + markdown_table(["condition", "holds"], [[n, _flag(v)] for n, v in checks])

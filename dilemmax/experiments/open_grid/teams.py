@@ -110,7 +110,8 @@ def homogeneous_design(game: str) -> Design:
 
     def combine(runs: Sequence[Mapping]) -> Report:
         models: dict[str, dict] = {}
-        for run in runs:
+        for record in runs:
+            run = record.get("results", record)  # a run folder's results.json holds it there
             if run.get("game") != game or "models" not in run:
                 continue
             for model, r in run["models"].items():
