@@ -7,11 +7,9 @@
         --model-role seat_1=openai/gpt-4o-mini
 
 One task per game (its default configuration, as ``dilemmax play <game>``), and one per paper
-design (``dilemmax experiment <design>``, named with ``_`` for ``/``). Until a design the papers
-need has landed, its task plays the env's own grid: ``moral_hazard_grid`` and
-``consequence_grid`` as ``dilemmax play --grid``, ``moral_hazard_isolation`` on
-``incentive_grid`` with the scripted partner, the ``*_homogeneous`` tasks as the game task with
-every seat the eval's model.
+design (``dilemmax experiment <design>``, named with ``_`` for ``/``: ``moral_hazard_grid``,
+``moral_hazard_isolation``, ``consequence_grid``, ``open_cleanup_homogeneous``, ...). A design's
+``extra`` (the moral-hazard probes, asked outside the game) is not part of its task.
 
 Parameters every task takes: ``seed`` (the run seed), ``max_steps`` (stop each episode there),
 ``seats`` (``"agent_1=scripted:teacher"``: scripted or trained seats over the models),
@@ -30,34 +28,16 @@ from inspect_ai._util.package import get_installed_package_name  # how Inspect n
 
 from dilemmax.evals import plans
 from dilemmax.evals.tasks import plan_task
-from dilemmax.experiments.design import Plan
 
-# Design tasks the papers need, by task name: the design to play, and the plan to play before
-# it lands (parameters: episodes).
-REQUIRED: dict[str, tuple[str, Callable[..., Plan]]] = {
-    "moral_hazard_grid": (
-        "moral_hazard/grid",
-        lambda episodes=1: plans.game_plan("moral_hazard", episodes, grid=True),
-    ),
-    "moral_hazard_isolation": ("moral_hazard/isolation", plans.isolation_plan),
-    "consequence_grid": (
-        "consequence/grid",
-        lambda episodes=1: plans.game_plan("consequence", episodes, grid=True),
-    ),
-    "open_cleanup_homogeneous": (
-        "open_cleanup/homogeneous",
-        lambda episodes=1: plans.game_plan("open_cleanup", episodes),
-    ),
-    "open_harvest_homogeneous": (
-        "open_harvest/homogeneous",
-        lambda episodes=1: plans.game_plan("open_harvest", episodes),
-    ),
-}
-
-
-def task_name(design_name: str) -> str:
-    """``moral_hazard/isolation`` -> ``moral_hazard_isolation`` (Inspect's ``/`` is the package)."""
-    return design_name.replace("/", "_").replace("-", "_")
+# The design tasks the papers' results need (the registry holds every design's; the test checks
+# these are among them).
+REQUIRED = (
+    "moral_hazard_grid",
+    "moral_hazard_isolation",
+    "consequence_grid",
+    "open_cleanup_homogeneous",
+    "open_harvest_homogeneous",
+)
 
 
 def _game_task(game: str) -> Callable[..., Task]:
@@ -91,7 +71,8 @@ def _design_task(design_name: str, name: str) -> Callable[..., Task]:
         **params: Any,
     ) -> Task:
         design = plans.designs()[design_name]
-        plan, _ = plans.design_plan(design, {"seed": seed, **params})
+        run = {"seed": seed, "max_steps": max_steps, "protocol": _entries(protocol)}
+        plan, _ = plans.design_plan(design, {**run, **params})
         return plan_task(
             plan, name, seed, max_steps, _options(protocol), seats, structured_output,
             {"design": design.name, "section": design.section, "parameters": params},
@@ -101,27 +82,14 @@ def _design_task(design_name: str, name: str) -> Callable[..., Task]:
     return design_task
 
 
-def _fallback_task(name: str, design_name: str, build: Callable[..., Plan]) -> Callable:
-    def fallback_task(
-        episodes: int = 1,
-        seed: int = 0,
-        max_steps: int | None = None,
-        seats: str | dict | None = None,
-        protocol: str | dict | None = None,
-        structured_output: bool = True,
-    ) -> Task:
-        return plan_task(
-            build(episodes=episodes), name, seed, max_steps, _options(protocol), seats,
-            structured_output, {"design": design_name, "stand_in": True, "episodes": episodes},
-        )  # fmt: skip
-
-    fallback_task.__doc__ = f"{design_name} on the env's own grid (the design has not landed)."
-    return fallback_task
+def _entries(value) -> list[str]:
+    """Protocol options ``"a=1 b=2"`` or {a: 1, b: 2} as ``--protocol`` entries."""
+    return plans.assignments(value, "protocol")
 
 
 def _options(value) -> dict[str, str]:
     """Protocol options from ``"a=1 b=2"`` or a mapping."""
-    return dict(entry.split("=", 1) for entry in plans._assignments(value, "protocol"))
+    return dict(entry.split("=", 1) for entry in _entries(value))
 
 
 def _registered(name: str, function: Callable[..., Task]) -> Callable[..., Task]:
@@ -139,11 +107,8 @@ def _register() -> dict[str, Callable[..., Task]]:
     for game in plans.GAMES:
         made[game] = _registered(game, _game_task(game))
     for design_name in plans.designs():
-        name = task_name(design_name)
+        name = plans.task_name(design_name)
         made[name] = _registered(name, _design_task(design_name, name))
-    for name, (design_name, build) in REQUIRED.items():
-        if name not in made:
-            made[name] = _registered(name, _fallback_task(name, design_name, build))
     return made
 
 

@@ -16,24 +16,28 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.errors import UsageError
-from dilemmax.experiments import consequence, moral_hazard, open_grid
-from dilemmax.experiments.design import Design, Part, Plan
+from dilemmax.experiments import registry, runner
+from dilemmax.experiments.cli import add_play_arguments
+from dilemmax.experiments.design import Design, Plan
 from dilemmax.llm import cli as play_cli
-from dilemmax.llm.seats import add_model_arguments
 
 GAMES = ("consequence", "moral_hazard", "open_cleanup", "open_harvest")
 
 
+def task_name(design_name: str) -> str:
+    """``moral_hazard/isolation`` -> ``moral_hazard_isolation`` (Inspect's ``/`` is the package)."""
+    return design_name.replace("/", "_")
+
+
 def designs() -> dict[str, Design]:
-    """Every paper design, by name (``moral_hazard/isolation``)."""
-    found = [*moral_hazard.DESIGNS, *consequence.DESIGNS, *open_grid.DESIGNS]
-    return {d.name: d for d in found}
+    """Every paper design, by name (``moral_hazard/isolation``), as ``dilemmax experiment``
+    lists them."""
+    return registry.designs()
 
 
 # --------------------------------------------------------------------------- parameters
-def _assignments(value: str | Mapping[str, Any] | None, what: str) -> list[str]:
+def assignments(value: str | Mapping[str, Any] | None, what: str) -> list[str]:
     """``"a=1 b=2"`` (spaces or semicolons between entries) or {a: 1, b: 2} -> ["a=1", "b=2"]."""
     if value is None or value == "":
         return []
@@ -63,6 +67,8 @@ def parse_parameters(parser: argparse.ArgumentParser, words: list[str], params: 
     know, or a value it refuses, is a one-line UsageError naming it."""
     argv = list(words)
     for name, value in params.items():
+        if value is None:  # left at the parser's default
+            continue
         flag = "--" + str(name).replace("_", "-")
         action = parser._option_string_actions.get(flag)  # argparse keeps no public lookup
         if action is None:
@@ -89,7 +95,7 @@ def game_plan(game: str, episodes: int = 1, options=None, grid: bool = False) ->
     if game not in GAMES:
         raise UsageError(f"no game {game!r}; games: {GAMES}")
     words = ["play", game, "--episodes", str(int(episodes))]
-    for entry in _assignments(options, "options"):
+    for entry in assignments(options, "options"):
         words += ["--set", entry]
     if grid:
         words.append("--grid")
@@ -103,58 +109,32 @@ def game_plan(game: str, episodes: int = 1, options=None, grid: bool = False) ->
 
 
 # --------------------------------------------------------------------------- design plans
+# Play options a design task takes from its parameters: the rest (seats, model, sampling,
+# transport, output) are Inspect's to set (--model, --model-role, --temperature, --log-dir).
+RUN_PARAMETERS = ("seed", "max_steps", "protocol")
+
+
 def design_args(design: Design, params: Mapping[str, Any]) -> argparse.Namespace:
-    """The namespace ``design.plan`` reads: the design's options, set from ``params``."""
-    parser = argparse.ArgumentParser(
-        prog=f"dilemmax/{design.name}", add_help=False, exit_on_error=False
-    )
+    """The namespace ``design.plan`` reads: ``dilemmax experiment <design>``'s parser (the play
+    options, then the design's own), set from ``params`` (the design's own options and
+    :data:`RUN_PARAMETERS`)."""
+    prog = f"dilemmax/{task_name(design.name)}"
+    own = argparse.ArgumentParser(add_help=False)
+    design.add_arguments(own)
+    allowed = {*RUN_PARAMETERS, *(a.dest for a in own._actions if a.option_strings)}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise UsageError(f"{prog}: no parameter {unknown[0]!r}; parameters: {sorted(allowed)}")
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    add_play_arguments(parser)
     design.add_arguments(parser)
-    _add_run_options(parser)
     return parse_parameters(parser, [], params)
-
-
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The play options a design may read, where its own parser lacks them (defaults as in
-    ``dilemmax play``; the model options are Inspect's here, so only their defaults matter)."""
-    _add_model_defaults(parser)
-    for flag, kwargs in (
-        ("--episodes", {"type": int, "default": 1}),
-        ("--seed", {"type": int, "default": 0}),
-        ("--envs", {"type": int, "default": 16}),
-        ("--max-steps", {"type": int, "default": None}),
-        ("--set", {"action": "append"}),
-        ("--protocol", {"action": "append"}),
-        ("--seat", {"action": "append"}),
-        ("--seats", {"default": None}),
-        ("--out", {"default": None}),
-    ):
-        if flag not in parser._option_string_actions:
-            parser.add_argument(flag, **kwargs)
-
-
-def _add_model_defaults(parser: argparse.ArgumentParser) -> None:
-    scratch = argparse.ArgumentParser(add_help=False)
-    add_model_arguments(scratch)
-    for action in scratch._actions:
-        if action.option_strings and not any(
-            s in parser._option_string_actions for s in action.option_strings
-        ):
-            parser._add_action(action)
 
 
 def design_plan(design: Design, params: Mapping[str, Any]) -> tuple[Plan, argparse.Namespace]:
     """``design.plan`` of the namespace ``params`` give (see :func:`design_args`)."""
     args = design_args(design, params)
-    return design.plan(args), args
-
-
-# --------------------------------------------------------------------------- before a design
-def isolation_plan(episodes: int = 1) -> Plan:
-    """Incentive isolation on the env's own grid (:func:`incentive_grid`: every (k, alpha) cell,
-    the model at agent_0, the scripted partner at agent_1), for when the moral-hazard package
-    has no ``moral_hazard/isolation`` design."""
-    env = game_plan("moral_hazard").parts[0].env
-    cells = moral_hazard_generator.incentive_grid(num_agents=env.num_agents, focal=0)
-    seats = {agent: "scripted:isolation_partner" for agent in env.agents[1:]}
-    part = Part("isolation", env, cells.configs, list(cells.names), seats, episodes=int(episodes))
-    return Plan([part], {"cells": list(cells.names)})
+    try:
+        return runner.plan_of(design, args), args
+    except ValueError as error:  # a plan the design's checks refuse (parts named twice)
+        raise UsageError(str(error)) from error

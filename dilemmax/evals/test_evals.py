@@ -81,8 +81,8 @@ def assert_same_scores(samples, episodes) -> None:
 def test_the_registry_lists_every_task():
     (point,) = [p for p in entry_points(group="inspect_ai") if p.name == "dilemmax"]
     assert point.value == "dilemmax.evals._registry"
-    expected = {*plans.GAMES, *REQUIRED} | {n.replace("/", "_") for n in plans.designs()}
-    assert set(TASKS) == expected
+    expected = {*plans.GAMES} | {n.replace("/", "_") for n in plans.designs()}
+    assert set(TASKS) == expected and set(REQUIRED) <= expected
     for name in expected:
         assert registry_lookup("task", f"dilemmax/{name}") is not None, name
 
@@ -179,15 +179,27 @@ def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
         plan_task(plans.design_plan(design, {"partner": "nobody"})[0], "toy")
 
 
-def test_isolation_task_seats_the_scripted_partner(tmp_path):
+def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
+    sizes = {"costs": "0.1", "shares": "0.5", "replicates": 1, "episodes": 3, "no_probes": True}
+    with LocalChatServer(
+        lambda body: moral_hazard_reply(body["model"], body["messages"][-1]["content"])
+    ) as server:
+        assert main([
+            "experiment", "moral_hazard/isolation", "--seats", "openai:a", "--costs", "0.1",
+            "--shares", "0.5", "--replicates", "1", "--episodes", "3", "--no-probes",
+            "--base-url", server.base_url, "--out", str(tmp_path / "run"), "--no-progress",
+        ]) == 0  # fmt: skip
+    lines = (tmp_path / "run" / "transcript.jsonl").read_text().splitlines()
+    episodes = [row for row in map(json.loads, lines) if row.get("type") == "episode"]
     (log,) = inspect_eval(
-        TASKS["moral_hazard_isolation"](episodes=1),
+        TASKS["moral_hazard_isolation"](**sizes),
         model=mock("a", moral_hazard_reply),
-        limit=2,
-        log_dir=str(tmp_path),
+        log_dir=str(tmp_path / "logs"),
         display="none",
     )
     assert log.status == "success", log.error
+    assert len(log.samples) == len(episodes) >= 3
+    assert_same_scores(log.samples, episodes)
     for sample in log.samples:
         assert sample.metadata["seats"]["agent_1"] == "scripted:isolation_partner"
         assert sample.metadata["config_name"]
