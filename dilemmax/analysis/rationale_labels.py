@@ -183,14 +183,17 @@ def _failed(row: Mapping) -> bool | None:
 
 
 def transcripts_in(run: str | Path) -> list[Path]:
-    """The transcripts of a run folder (its ``transcript.jsonl``, and shards' ``*.jsonl`` with
-    a run header below it), or the file itself; UsageError naming the path when there is none."""
+    """The transcripts of a run folder (its ``transcript.jsonl``, or else every
+    ``transcript.jsonl`` below it: shard folders), or the file itself; UsageError naming the
+    path when there is none."""
     path = Path(run)
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise UsageError(f"{run}: no such run folder or transcript")
-    files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+    if (path / TRANSCRIPT).is_file():
+        return [path / TRANSCRIPT]
+    files = sorted(p for p in path.rglob(TRANSCRIPT) if p.is_file())
     if not files:
         raise UsageError(f"{run}: holds no {TRANSCRIPT} (a play / redteam / experiment run)")
     return files

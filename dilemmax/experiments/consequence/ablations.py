@@ -112,13 +112,14 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
         played, names, rules, contexts, plan.context["replicates"], seed, draws
     )
     report["population"] = common.population_name(args, results)
+    labelled = common.label_rationales(plan, args)
     tables = {
         "table4": paper_tables.table4(report),
         "ablations": figures.markdown_table(*A.ablation_table(report)),
     }
-    tables.update(common.rationale_tables(extra))
+    tables.update(common.rationale_tables(labelled))
     results_json = {"design": "consequence/ablations", **common.plain(report)}
-    results_json.update(common.plain(extra))
+    results_json.update(common.plain(labelled))
     draw = lambda png: figures.ablation_bars(report, png, paper_tables.TABLE4_ROWS)
     return Report(results_json, tables, {"table4": draw})
 
@@ -130,5 +131,4 @@ DESIGN = Design(
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,
-    extra=common.label_rationales,
 )

@@ -186,9 +186,11 @@ def reference_on(args, contexts: np.ndarray, num_rounds: int, endgame: str = "al
 
 
 # ---------------------------------------------------------------------------- rationales
-def label_rationales(plan, args, out, resume) -> dict:
-    """``Design.extra``: the run's rationales labelled (``DIR/rationales/``), when asked for."""
-    if out is None or not plan.context.get("rationales"):
+def label_rationales(plan, args) -> dict:
+    """The run's rationales labelled (written to ``DIR/rationales/``), when the plan asked for
+    them and the run has a folder (``args.out``: after a shard merge, the merged run's)."""
+    out = getattr(args, "out", None)
+    if not out or not plan.context.get("rationales"):
         return {}
     traces = RL.read_traces(out)
     report = RL.write_rationale_report(
@@ -197,8 +199,8 @@ def label_rationales(plan, args, out, resume) -> dict:
     return {"rationales": report}
 
 
-def rationale_tables(extra: dict) -> dict[str, str]:
-    report = extra.get("rationales")
+def rationale_tables(labelled: dict) -> dict[str, str]:
+    report = labelled.get("rationales")
     if not report:
         return {}
     return {

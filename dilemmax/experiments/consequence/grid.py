@@ -83,6 +83,7 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
     reference = common.reference_on(args, contexts, NUM_ROUNDS)
     seed, draws = getattr(args, "analysis_seed", 0), common.resamples(args)
     report = gap_report([pop], reference, seed, draws)
+    labelled = common.label_rationales(plan, args)
     cells = {m: pop.cell_means(m) for m in S.CORE_METRICS if m in pop.metrics}
     results_json = {
         "design": "consequence/grid",
@@ -92,10 +93,10 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
         "replicates": plan.context["replicates"],
         "gap": common.plain(report),
         "cells": common.plain(cells),
-        **common.plain(extra),
+        **common.plain(labelled),
     }
     tables = {"table2": paper_tables.table2(report), "table3": paper_tables.table3(report)}
-    tables.update(common.rationale_tables(extra))
+    tables.update(common.rationale_tables(labelled))
     return Report(results_json, tables, _figures(pop, reference, name))
 
 
@@ -119,17 +120,19 @@ def _figures(pop: S.Population, reference, name: str) -> dict:
 
 
 def combine(runs: Sequence[Mapping]) -> Report:
-    """Several runs' ``results.json`` (one model each) -> Tables 2 and 3 with a row block per
-    model, and the population x rule permutation test when they played the same cells."""
+    """Several runs' ``results.json`` (one model each; the design's results under
+    ``"results"``) -> Tables 2 and 3 with a row block per model, and the population x rule
+    permutation test when they played the same cells."""
+    mine = [run["results"] for run in runs]
     populations = {}
-    for run in runs:
-        for name, entry in run["gap"]["populations"].items():
+    for results in mine:
+        for name, entry in results["gap"]["populations"].items():
             populations[name if name not in populations else f"{name} ({len(populations)})"] = entry
     report = {"populations": populations}
     out: dict = {"design": "consequence/grid", "populations": list(populations)}
-    cells = [np.asarray(run["cells"]["fatality"], np.float64) for run in runs]
-    same = len({(tuple(r["contexts"]), tuple(r["rules"])) for r in runs}) == 1
-    if len(runs) > 1 and same and not any(np.isnan(c).any() for c in cells):
+    cells = [np.asarray(r["cells"]["fatality"], np.float64) for r in mine]  # null -> NaN
+    same = len({(tuple(r["contexts"]), tuple(r["rules"])) for r in mine}) == 1
+    if len(mine) > 1 and same and not any(np.isnan(c).any() for c in cells):
         rng = np.random.default_rng(0)
         out["population_x_rule"] = S.population_rule_test(cells, rng)
     tables = {"table2": paper_tables.table2(report), "table3": paper_tables.table3(report)}
@@ -144,5 +147,4 @@ DESIGN = Design(
     plan=plan,
     analyse=analyse,
     combine=combine,
-    extra=common.label_rationales,
 )

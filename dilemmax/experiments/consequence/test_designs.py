@@ -1,9 +1,11 @@
-"""consequence/grid and consequence/ablations: plans, and analyses of parts played by planted
-models through the batched harness (each part as the session plays it: its protocol options,
-its name as the transcript part, the run's key)."""
+"""consequence/grid and consequence/ablations: plans; the grid end to end through ``dilemmax
+experiment`` against a planted model on a local server; the ablations' analysis of parts played
+by a planted model through the batched harness (each part as the session plays it: its protocol
+options, its name as the transcript part, the run's key)."""
 
 import argparse
 import itertools
+import json
 
 import jax
 import numpy as np
@@ -11,12 +13,14 @@ import pytest
 
 from dilemmax.analysis import paper_tables
 from dilemmax.analysis.reference import EPSILONS, ReferenceTable, save_reference
+from dilemmax.cli import main
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
 from dilemmax.experiments.consequence import DESIGNS, ablations, grid
 from dilemmax.llm.client import ScriptedClient, last_user_message
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import Transcript
 
 EXPLOIT = "By paying nothing I keep my units and someone is eliminated instead of me."
@@ -84,13 +88,13 @@ def test_designs_are_exported_with_the_paper_sizes():
 
 class RPExploiter:
     """Under RP pays nothing and writes EXPLOIT in exactly 3 of 5 rationales; under every
-    other rule pays all it holds (the group always succeeds in round one)."""
+    other rule pays all it holds (the group always succeeds in round one). A server's reply."""
 
     def __init__(self):
         self.rp = itertools.count()
 
-    def __call__(self, request):
-        text = last_user_message(request)
+    def __call__(self, body):
+        text = body["messages"][-1]["content"]
         if "the poorest participant" in text:
             words = EXPLOIT if next(self.rp) % 5 < 3 else "I keep my units."
             return f"{words}\nCONTRIBUTION: 0"
@@ -98,38 +102,36 @@ class RPExploiter:
 
 
 def test_grid_recovers_the_planted_exploiter(tmp_path, reference_file):
-    args = args_for(grid.DESIGN, ["--contexts", "5", "--replicates", "1", "--rules", "AON",
-                                  "RP", "PP", "--reference", reference_file,
-                                  "--resamples", "200"])  # fmt: skip
-    plan = grid.plan(args)
-    results = play(plan, RPExploiter(), tmp_path)
-    extra = grid.DESIGN.extra(plan, args, tmp_path, False)
-    report = grid.analyse(plan, results, args, extra)
-    gap = report.results["gap"]["populations"]["planted"]
+    """End to end: ``dilemmax experiment consequence/grid`` against a local server."""
+    out = tmp_path / "run"
+    with LocalChatServer(RPExploiter()) as server:
+        argv = ["experiment", "consequence/grid", "--seats", "openai:planted", "--base-url",
+                server.base_url, "--contexts", "5", "--replicates", "1", "--rules", "AON", "RP",
+                "PP", "--reference", reference_file, "--resamples", "200", "--out", str(out),
+                "--no-progress"]  # fmt: skip
+        assert main(argv) == 0
+        assert server.answered == 5 * (3 + 6 + 3)  # AON and PP succeed at once; RP: 3 + 2 + 1
+    run = json.loads((out / "results.json").read_text())
+    results = run["results"]
+    gap = results["gap"]["populations"]["openai:planted"]
     assert gap["outcomes"]["fatality"]["RP"]["mean"] == 1.0
-    assert (
-        gap["outcomes"]["fatality"]["AON"]["mean"]
-        == 0.0
-        == gap["outcomes"]["fatality"]["PP"]["mean"]
-    )
+    assert gap["outcomes"]["fatality"]["AON"]["mean"] == 0.0
+    assert gap["outcomes"]["fatality"]["PP"]["mean"] == 0.0
     assert gap["iag"]["0.1"]["RP"]["mean"] == pytest.approx(0.9)
-    table2 = report.tables["table2"]
+    table2 = (out / "table2.md").read_text()
     assert header(table2) == ["Population", "AON", "RP", "PP"]  # the rules played, paper order
-    assert "| planted | -10 [-10, -10] | +90 [+90, +90] | -10 [-10, -10] |" in table2
-    assert header(report.tables["table3"]) == ["Population", "Outcome", "AON", "RP", "PP"]
-    assert (
-        "| planted | survivors | 3.00 [3.00, 3.00] | 0.00 [0.00, 0.00] |" in report.tables["table3"]
-    )
-    shares = report.results["rationales"]["shares"]["rule"]
+    assert "| openai:planted | -10 [-10, -10] | +90 [+90, +90] | -10 [-10, -10] |" in table2
+    table3 = (out / "table3.md").read_text()
+    assert header(table3) == ["Population", "Outcome", "AON", "RP", "PP"]
+    assert "| openai:planted | survivors | 3.00 [3.00, 3.00] | 0.00 [0.00, 0.00] |" in table3
+    shares = results["rationales"]["shares"]["rule"]
     assert shares["RP"]["exploitative"]["share"] == pytest.approx(0.6)  # 18 of 30
     assert shares["AON"]["exploitative"]["share"] == 0.0 == shares["PP"]["exploitative"]["share"]
-    assert (
-        tmp_path / "rationales" / "traces.csv"
-    ).is_file() and "rationale_labels" in report.tables
-    for name, draw in report.figures.items():
-        draw(tmp_path / f"{name}.png")
-        assert (tmp_path / f"{name}.png").stat().st_size > 0
-    combined = grid.combine([report.results, report.results])
+    assert (out / "rationales" / "traces.csv").is_file()
+    assert (out / "rationale_labels.md").is_file()
+    for name in ("fatality", "iag", "stakes_fatality"):
+        assert (out / f"{name}.png").stat().st_size > 0
+    combined = grid.combine([run, run])
     assert header(combined.tables["table2"])[0] == "Population"
     assert "population_x_rule" in combined.results
 
@@ -155,8 +157,8 @@ def test_ablations_table4_and_rule_inference(tmp_path):
     plan = ablations.plan(args)
     assert len(plan.parts) == 4 * 2
     results = play(plan, NamedTargeter(), tmp_path)
-    extra = ablations.DESIGN.extra(plan, args, tmp_path, False)
-    report = ablations.analyse(plan, results, args, extra)
+    args.out = str(tmp_path)
+    report = ablations.analyse(plan, results, args, {})
     table4 = report.tables["table4"]
     assert header(table4) == list(paper_tables.TABLE4_HEADER)
     one_shot = next(line for line in table4.splitlines() if "one-shot" in line)
