@@ -203,3 +203,22 @@ def test_judge_through_a_local_server(planted_run, tmp_path, capsys):
         assert report["agreement"][name]["agreement"] == 1.0
     assert "judge EXPLOITATIVE: agreement with the lexicon 1.0" in capsys.readouterr().out
     assert (out / "judge_agreement.md").read_text().startswith("| judge label | lexical label |")
+
+
+def test_damaged_transcript_rows_are_skipped_or_read_as_unknown(tmp_path):
+    rows = [
+        {"type": "run", "run": "x"},
+        {"type": "call", "kind": "act", "prompt": 5, "reply": None},  # nothing to read
+        {"type": "call", "kind": "act", "part": ["odd"], "episode": "e", "prompt": "",
+         "reply": "They will be eliminated instead of me.\nCONTRIBUTION: 2"},
+        {"type": "call", "kind": "reflect", "prompt": "", "reply": "a lesson"},
+        {"type": "call", "kind": "act", "error": "timeout", "prompt": "", "reply": "x"},
+        {"type": "episode", "id": "p|e0", "metrics": {"success": "yes"}},
+        ["not", "a", "row"],
+    ]  # fmt: skip
+    path = tmp_path / "transcript.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{partial")
+    (trace,) = RL.read_traces(path)
+    assert trace.rule == "?" and trace.round == 0 and trace.failed is None
+    assert trace.rationale == "They will be eliminated instead of me."
+    assert trace.labels["exploitative"]
