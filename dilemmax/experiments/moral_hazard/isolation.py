@@ -41,7 +41,7 @@ from dilemmax.envs.moral_hazard.generator import incentive_grid
 from dilemmax.errors import UsageError
 from dilemmax.experiments import stats
 from dilemmax.experiments.design import Design, Part, Plan, Report
-from dilemmax.experiments.moral_hazard import common, probes
+from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
 from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.figures import draw_figure3
 from dilemmax.llm.play import PlayResult
@@ -370,5 +370,6 @@ DESIGN = Design(
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,
+    combine=isolation_combine.combine,
     extra=extra,
 )

@@ -128,3 +128,23 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         assert main(argv) == 2
         assert says in capsys.readouterr().err
         assert not (tmp_path / option[2:] / "results.json").exists()
+
+
+def test_combine_puts_models_side_by_side(run, tmp_path):
+    from dilemmax.cli import main
+
+    out = tmp_path / "combined"
+    folder = str(run[1].out)
+    assert (
+        main(["experiment", "combine", "moral_hazard/isolation", folder, folder, "--out", str(out)])
+        == 0
+    )
+    models = (out / "isolation_models.md").read_text()
+    assert table_columns(models)[:3] == ["Model", "Boundary MAE", "Max error"]
+    assert (
+        models.count(
+            "| openai:planted | 0.025 | 0.025 | 0.0 | 0.0 | 100.0 | 60.0 | 100.0 | 100.0 |"
+        )
+        == 2
+    )
+    assert "| 0.30 | 0.650 | 0.675 | 0.675 |" in (out / "table8.md").read_text()
