@@ -1,0 +1,164 @@
+"""``dilemmax experiment`` on a tiny design of this test's own: a planted model beside a scripted
+partner on moral_hazard, two parts. The files are written, the planted policy is recovered, a
+resume replays every call, --list, combine, shards and merge work, and mistakes are one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import dilemmax
+from dilemmax.cli import main
+from dilemmax.experiments import registry
+from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.llm.server import LocalChatServer
+
+
+def planted(body) -> str:
+    """Queries at work exactly when it is Agent 1, posts no note, picks D."""
+    text = body["messages"][-1]["content"]
+    if "(work)" in text:
+        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
+    if "(note)" in text:
+        return "NO NOTE"
+    return "FINAL D"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--episodes", type=int, default=2, help="episodes per part")
+
+
+# Built once: batched play keeps one compiled loop per env, so every run of this test shares them.
+TWO, THREE = dilemmax.make("moral_hazard"), dilemmax.make("moral_hazard", num_agents=3)
+
+
+def plan(args) -> Plan:
+    partner = {"agent_1": "scripted:teacher"}
+    return Plan(
+        [
+            Part("pair", TWO, seats=partner, episodes=args.episodes, calls_per_episode=2.5),
+            Part("trio", THREE, seats=partner, episodes=args.episodes, calls_per_episode=2.5),
+        ],
+        {"sizes": [2, 3]},
+    )
+
+
+def analyse(plan, results, args, extra) -> Report:
+    query = {
+        part.name: np.asarray(r.metrics["query_by_agent"]).mean(axis=0).tolist()
+        for part, r in zip(plan.parts, results, strict=True)
+    }
+    table = "| part | model query |\n| --- | --- |\n" + "".join(
+        f"| {name} | {q[0]:.2f} |\n" for name, q in query.items()
+    )
+    return Report(
+        {"query": query, "episodes": [len(r.episodes) for r in results], "extra": extra},
+        {"queries": table},
+        {"bars": lambda path: _bars(path, query)},
+    )
+
+
+def _bars(path, query) -> None:
+    from matplotlib import pyplot
+
+    pyplot.bar(list(query), [q[0] for q in query.values()])
+    pyplot.savefig(path)
+
+
+def combine(runs) -> Report:
+    rows = [(run["options"]["seed"], run["results"]["query"]["pair"][0]) for run in runs]
+    return Report({"rows": rows}, {"by_seed": "\n".join(f"{s} {q}" for s, q in rows)})
+
+
+def extra(plan, args, out, resume) -> dict:
+    return {"probe": len(plan.parts), "resumed": resume}
+
+
+TINY = Design(
+    "moral_hazard/tiny",
+    "this test, Section 0",
+    "a planted model and a teacher",
+    add_arguments,
+    plan,
+    analyse,
+    combine,
+    extra,
+)
+
+
+@pytest.fixture(autouse=True)
+def tiny_registry(monkeypatch):
+    monkeypatch.setattr(registry, "designs", lambda: {TINY.name: TINY})
+
+
+def command(url, out, *extra_args):
+    return ["experiment", TINY.name, "--seats", "openai:tiny", "--base-url", url, "--envs", "2",
+            "--no-progress", "--out", str(out), *extra_args]  # fmt: skip
+
+
+def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
+    run = tmp_path / "run"
+    with LocalChatServer(planted) as server:
+        assert main(command(server.base_url, run)) == 0
+        asked = server.answered
+        results = json.loads((run / "results.json").read_text())
+        assert main(command(server.base_url, run, "--resume")) == 0
+        assert server.answered == asked  # every call replayed from the transcript
+        for i in (0, 1):
+            assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/2")) == 0
+        assert server.answered == 2 * asked  # the shards together asked the run's calls once
+    assert {p.name for p in run.iterdir()} >= {"results.json", "queries.md", "bars.png"}
+    assert (run / "bars.png").read_bytes()[:4] == b"\x89PNG"
+    assert results["design"] == TINY.name and results["section"] == "this test, Section 0"
+    assert results["calls"] == 2 * 2.5 * 2
+    assert results["seats"] == {"by_agent": {}, "default": "openai:tiny", "models": ["openai:tiny"]}
+    assert results["options"]["episodes"] == 2 and results["tables"] == ["queries"]
+    # The planted model queries only as Agent 1 (agent_0), never as Agent 3; the teacher does.
+    assert results["results"]["query"] == {"pair": [1.0, 1.0], "trio": [1.0, 1.0, 0.0]}
+    assert results["results"]["episodes"] == [2, 2]
+    assert results["results"]["extra"] == {"probe": 2, "resumed": False}
+    resumed = json.loads((run / "results.json").read_text())
+    assert resumed["results"]["query"] == results["results"]["query"]
+
+    assert main(["experiment", "merge", str(tmp_path / "s0"), str(tmp_path / "s1"),
+                 "--out", str(tmp_path / "merged")]) == 0  # fmt: skip
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert merged["results"] == results["results"]
+    assert not (tmp_path / "s0" / "results.json").exists()  # a shard is analysed only merged
+
+    capsys.readouterr()
+    assert main(["experiment", "--list"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(TINY.name) and "10 calls" in line and "this test, Section 0" in line
+
+    out = tmp_path / "combined"
+    assert main(["experiment", "combine", TINY.name, str(run), str(tmp_path / "merged"),
+                 "--out", str(out)]) == 0  # fmt: skip
+    combined = json.loads((out / "results.json").read_text())
+    assert combined["results"]["rows"] == [[0, 1.0], [0, 1.0]]
+    assert (out / "by_seed.md").is_file()
+
+    capsys.readouterr()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "results.json").write_text("{not json")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "results.json").write_text('{"summary": {}}')
+    x = str(tmp_path / "x")
+    cases = [
+        (["combine", TINY.name, str(tmp_path / "broken"), "--out", x], "broken/results.json"),
+        (["combine", TINY.name, str(tmp_path / "foreign"), "--out", x], "not the results of"),
+        (["combine", TINY.name, str(out), "--out", x], "combined from several runs"),
+        (["combine", "moral_hazard/nope", str(run), "--out", x], "no experiment design"),
+        (["merge", str(tmp_path / "s0"), "--out", x], "shard(s) 1/2 not given"),
+        ([TINY.name, "--seats", "scripted:teacher"], "needs --out"),
+        ([TINY.name, "--seats", "bogus:x", "--out", x], "unknown seat kind"),
+        ([TINY.name, "--seats", "scripted:teacher", "--out", x, "--episodes", "0"], ">= 1"),
+    ]
+    for argv, message in cases:
+        assert main(["experiment", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("dilemmax experiment: error:") and "\n" not in err, err
+        assert message in err, err
+    assert not (tmp_path / "x").exists()
