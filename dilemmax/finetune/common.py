@@ -131,8 +131,8 @@ def use_bf16(precision: str) -> bool:
 def trainer_arguments(settings: RunSettings) -> dict[str, Any]:
     """The TrainingArguments fields both trainers take from the shared settings."""
     checkpointing = settings.gradient_checkpointing
-    if checkpointing == "auto":
-        checkpointing = has_accelerator()
+    if checkpointing == "auto":  # on a GPU, unless FSDP checkpoints the activations itself
+        checkpointing = has_accelerator() and not processes.fsdp_checkpoints_activations()
     report_to = ["wandb"] if settings.wandb else "none"
     args = {
         "output_dir": settings.out,
@@ -259,10 +259,13 @@ def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
     checkpoint = last_checkpoint(out) if settings.resume else None
     if processes.is_main_process():
         warn_on_changed_launch(out, checkpoint)
-        (out / "settings.json").write_text(json.dumps(run_record(settings), indent=2, default=str))
+        record = run_record(settings, trainer)
+        (out / "settings.json").write_text(json.dumps(record, indent=2, default=str))
     check_world(trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     adapter_dir = out / "adapter"
+    if trainer.is_fsdp_enabled:  # one ordinary PEFT folder, not one shard per process
+        trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
     trainer.save_model(str(adapter_dir))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(adapter_dir))
@@ -281,11 +284,24 @@ def check_world(trainer) -> None:
             f"{training} (distributed type {trainer.accelerator.distributed_type}); check the "
             "accelerate config (docs/finetune_distributed.md)"
         )
+    wrapper = processes.sharding_wrapper()
+    if wrapper == "fsdp" and not trainer.is_fsdp_enabled:  # accelerate's choice without a GPU
+        processes.main_print(
+            f"the launch asks for FSDP; accelerate runs {trainer.accelerator.distributed_type} "
+            "here (FSDP needs GPUs): every process holds the whole model"
+        )
 
 
-def run_record(settings: RunSettings) -> dict[str, Any]:
-    """What ``settings.json`` holds: the settings and the launch they were trained under."""
-    return {**asdict(settings), "launch": processes.describe()}
+def run_record(settings: RunSettings, trainer) -> dict[str, Any]:
+    """What ``settings.json`` holds: the settings and the launch they were trained under, as
+    the Trainer runs it (process count; accelerate's distributed type: NO, MULTI_CPU,
+    MULTI_GPU, FSDP, DEEPSPEED)."""
+    kind = trainer.accelerator.distributed_type
+    kind = getattr(kind, "value", kind)  # the enum's name as text
+    return {
+        **asdict(settings),
+        "launch": {"processes": trainer.args.world_size, "distributed_type": kind},
+    }
 
 
 def warn_on_changed_launch(out: Path, checkpoint: str | None) -> None:
@@ -295,10 +311,10 @@ def warn_on_changed_launch(out: Path, checkpoint: str | None) -> None:
         before = json.loads((out / "settings.json").read_text()).get("launch", {})
     except (OSError, ValueError, AttributeError):
         return
-    now = processes.describe()
-    if checkpoint and isinstance(before, dict) and before.get("processes", 1) != now["processes"]:
+    now = processes.world_size()
+    if checkpoint and isinstance(before, dict) and before.get("processes", 1) != now:
         print(
-            f"resuming {checkpoint} on {now['processes']} processes (it was trained on "
+            f"resuming {checkpoint} on {now} processes (it was trained on "
             f"{before.get('processes', 1)}): the global batch changes with the process count"
         )
 

@@ -63,14 +63,19 @@ def sharding_wrapper() -> str | None:
     the weights itself), else None (DDP or one process: the model goes to this process's
     device)."""
     for wrapper in ("fsdp", "deepspeed"):
-        if os.environ.get(f"ACCELERATE_USE_{wrapper.upper()}", "").lower() in ("1", "true", "yes"):
+        if _flag(f"ACCELERATE_USE_{wrapper.upper()}"):
             return wrapper
     return None
 
 
-def describe() -> dict[str, object]:
-    """What ``settings.json`` records of the launch: process count and wrapper."""
-    return {"processes": world_size(), "wrapper": sharding_wrapper() or "ddp"}
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def fsdp_checkpoints_activations() -> bool:
+    """Whether the launch's FSDP config checkpoints activations itself (the Trainer's own
+    gradient checkpointing must then stay off: the two together are refused)."""
+    return sharding_wrapper() == "fsdp" and _flag("FSDP_ACTIVATION_CHECKPOINTING")
 
 
 def refuse_launch(command: str) -> None:

@@ -34,10 +34,11 @@ from dilemmax.finetune import processes  # noqa: E402
 from dilemmax.finetune.common import LoraSettings, check_world  # noqa: E402
 from dilemmax.finetune.sft import SFTSettings, train_sft  # noqa: E402
 
-# --multi_gpu is accelerate's name for "one process per device through torchrun"; on a machine
-# without GPUs `--num_processes 2` alone runs one process (accelerate's simple launcher).
-LAUNCH = ("--multi_gpu", "--num_processes", "2", "--num_machines", "1")
-LAUNCH += ("--mixed_precision", "no", "--dynamo_backend", "no")
+REPOSITORY = Path(__file__).resolve().parents[2]
+EXAMPLES = REPOSITORY / "examples" / "accelerate"
+# The example CPU config (distributed_type MULTI_GPU: accelerate's "one process per device
+# through torchrun"; on a machine without GPUs `--num_processes 2` alone starts one process).
+LAUNCH = ("--config_file", str(EXAMPLES / "cpu_two_processes.yaml"), "--num_processes", "2")
 # Two SFT steps of 2 records per process = the one-process batch of 4; dropout off, since each
 # process draws its own masks (the one-process run draws one mask over all four records).
 SFT_FLAGS = ("--accum", "1", "--warmup", "0", "--logging-steps", "1", "--max-records", "8")
@@ -119,9 +120,8 @@ def launched(tiny_model_dir, small_data_dir, tmp_path_factory):
     command += ["--main_process_port", str(free_port()), "-m", "dilemmax.finetune.test_distributed"]
     command += [str(root), str(tiny_model_dir), str(small_data_dir)]
     start = time.monotonic()
-    repository = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env=env, cwd=repository
+        command, capture_output=True, text=True, timeout=300, env=env, cwd=REPOSITORY
     )
     return root, done, time.monotonic() - start
 
@@ -165,7 +165,7 @@ def test_two_processes_train_the_adapter_of_one_with_the_same_global_batch(
 def test_only_the_main_process_writes_and_prints(launched):
     root, done, _ = launched
     settings = json.loads((root / "sft" / "settings.json").read_text())
-    assert settings["launch"] == {"processes": 2, "wrapper": "ddp"}
+    assert settings["launch"] == {"processes": 2, "distributed_type": "MULTI_CPU"}
     lines = done.stdout.splitlines()
     # sft2, sft3, chain: one line each (two for the chain), not one per process
     assert sum(line.startswith("SFT adapter:") for line in lines) == 3
@@ -202,6 +202,27 @@ def test_a_process_that_fails_ends_the_launch(launched):
     assert "dilemmax finetune: error: --data" in done.stderr  # process 1's own one-line reason
     assert "ChildFailedError" in done.stderr  # the launcher's summary of who failed
     assert wall < 240  # ended by the failure, far before the 30 min collective timeout
+
+
+def test_the_example_configs_are_accelerate_configs():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    kinds = {
+        path.stem: load_config_from_file(str(path)) for path in sorted(EXAMPLES.glob("*.yaml"))
+    }
+    assert {k: v.distributed_type.value for k, v in kinds.items()} == {
+        "cpu_two_processes": "MULTI_GPU",
+        "ddp": "MULTI_GPU",
+        "deepspeed_zero2": "DEEPSPEED",
+        "deepspeed_zero3": "DEEPSPEED",
+        "fsdp": "FSDP",
+        "multinode_ddp": "MULTI_GPU",
+    }
+    assert kinds["deepspeed_zero3"].deepspeed_config["zero3_init_flag"] is True
+    assert kinds["fsdp"].fsdp_config["fsdp_version"] == 2
+    assert (kinds["multinode_ddp"].num_machines, kinds["multinode_ddp"].num_processes) == (2, 16)
+    # precision is dilemmax's --precision, never the launcher's
+    assert {v.mixed_precision for v in kinds.values()} == {"no"}
 
 
 def test_check_world_refuses_a_launch_the_trainer_does_not_see(monkeypatch):
