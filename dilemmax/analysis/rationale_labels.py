@@ -16,7 +16,9 @@ together, so correlated traces within a game do not narrow the interval):
   and rule, and per prompt arm and rule (ablation runs);
 * rule inference as the paper quantifies it: among post-first-elimination traces, the share
   classified as inferring (rule-target x inference / elimination terms), and the games with at
-  least one inferring trace (RP: 85 / 131 traces, 43 / 44 games);
+  least one inferring trace (RP: 85 / 131 traces, 43 / 44 games). The paper reads it in the
+  anonymous arms, where the prompt hides the bearer; under a named rule a trace that restates
+  the rule counts too, so read those rows as an upper reference, per arm (``arm/rule``);
 * round-one traces of failing games (the fatalism and positional shares Section 13 quotes:
   RE 49% fatalism, PP 55% positional).
 
