@@ -54,6 +54,11 @@ TABLE8_COLUMNS = ("$k$", "Predicted $\\alpha^{*}(k)$", "Empirical 50% boundary",
 BARS_COLUMNS = ("Position", "Query (%)", "Wilson 95% CI", "Decisions")
 CELL_COLUMNS = ("$k$", "$\\alpha_i$", "$\\alpha^{*}(k)$", "$m_i$", "Query (%)", "Valid (%)", "n")
 POSITIONS = ("below", "at", "above")
+BOUNDARY_METHOD = (
+    "per cost: the focal query rate per share, made non-decreasing by decision-weighted isotonic "
+    "regression; the boundary is where that fit first reaches 50%, linearly interpolated between "
+    "the shares around it; none when it stays on one side"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -306,6 +311,7 @@ def analyse(plan_: Plan, results: Sequence[PlayResult], args, extra_: dict) -> R
         "num_agents": plan_.context["num_agents"],
         "replicates": plan_.context["replicates"],
         "episodes_per_cell": plan_.context["episodes"],
+        "boundary_method": BOUNDARY_METHOD,
         "boundaries": found,
         "boundary_mae": float(np.mean(errors)) if errors else None,
         "boundary_max_error": float(np.max(errors)) if errors else None,

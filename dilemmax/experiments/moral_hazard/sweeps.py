@@ -28,7 +28,7 @@ PAPER_VALUES = {
     "w_T": (0.0, 0.2, 0.3, 0.4, 0.5, 0.8, 1.0),
     "n": tuple(range(2, 10)),
 }
-TABLE6_COLUMNS = ("k", "Query", "Team", "Local", "Unsafe")
+TABLE6_COLUMNS = ("$k$", "Query", "Team", "Local", "Unsafe")
 TABLE7_COLUMNS = ("Sweep", "Value", "Query", "Team", "Local", "Unsafe")
 _TABLE_OUTCOMES = ("query_rate", "team_success", "local_reward", "unsafe_choice")
 _PANEL_OUTCOMES = (("query_rate", "Query"), ("team_success", "Team"), ("local_reward", "Local"))

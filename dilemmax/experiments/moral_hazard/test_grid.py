@@ -13,7 +13,7 @@ from dilemmax.experiments.moral_hazard.conftest import parse, play, run_experime
 # The paper's column names, in its order (Tables 2, 5, 6, 7, 17 and 18).
 PAPER_TABLE2 = ["Model", "Team", "Local", "Query", "Info", "Valid"]
 PAPER_TABLE5 = ["Comparison", "Metric", "Δ pp", "Bootstrap 95% CI", "Positive", "Exact p"]
-PAPER_TABLE6 = ["k", "Query", "Team", "Local", "Unsafe"]
+PAPER_TABLE6 = ["$k$", "Query", "Team", "Local", "Unsafe"]
 PAPER_TABLE7 = ["Sweep", "Value", "Query", "Team", "Local", "Unsafe"]
 PAPER_TABLE17 = ["Omitted model", "Team Δ pp", "Team 95% CI", "Risky Δ pp", "Risky 95% CI"]
 PAPER_TABLE18 = ["Comparison", "Metric", "d_z", "P(Δ̄>0)", "Exact p", "Holm p", "BH q"]
