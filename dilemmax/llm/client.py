@@ -9,8 +9,10 @@ action and counts it); only errors that no retry can fix (a wrong API key, an un
 raise :class:`FatalClientError`, which stops a run with its message.
 
 Clients here: :class:`ScriptedClient` (tests), :class:`dilemmax.llm.openai_client.OpenAIClient`
-(any OpenAI-compatible server: hosted APIs, vLLM) and
-:class:`dilemmax.llm.hf_client.TransformersClient` (a local causal LM, one batched ``generate``).
+(any OpenAI-compatible server: hosted APIs, vLLM),
+:class:`dilemmax.llm.inspect_client.InspectClient` (every provider of Inspect AI's model API)
+and :class:`dilemmax.llm.hf_client.TransformersClient` (a local causal LM, one batched
+``generate``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class Completion:
         latency_s: wall time of the call, retries and backoff included.
         retries: attempts beyond the first.
         error: why the call failed after its retries ("" on success).
+        reasoning_tokens: of the completion tokens, those the model spent thinking, as the
+            provider reports them (0 if unknown or none).
     """
 
     text: str
@@ -70,6 +74,7 @@ class Completion:
     latency_s: float = 0.0
     retries: int = 0
     error: str = ""
+    reasoning_tokens: int = 0
 
 
 @runtime_checkable

@@ -40,6 +40,7 @@ class CallStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    reasoning_tokens: int = 0  # of the completion tokens, spent thinking (provider's count)
 
     def add(self, completion: Completion, parsed: ParsedReply | None, replayed: bool) -> None:
         self.calls += 1
@@ -48,6 +49,7 @@ class CallStats:
         self.retries += completion.retries
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
+        self.reasoning_tokens += completion.reasoning_tokens
         self.latency_s += completion.latency_s
         if parsed is not None:
             self.act_calls += 1
@@ -69,6 +71,7 @@ class CallStats:
             "retries": self.retries,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
             "mean_latency_s": self.latency_s / max(self.calls, 1),
         }
 

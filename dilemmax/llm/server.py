@@ -13,12 +13,13 @@ released), so the client's retries and the harness's resume are tested against r
 from __future__ import annotations
 
 import argparse
-import contextlib
+import asyncio
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Reply = Callable[[dict], str]
@@ -36,18 +37,28 @@ FAULTS = (
 )
 
 
-class _Listener(ThreadingHTTPServer):
-    # A client opening its whole connection pool at once (an async client's first batch) must
-    # not overflow the accept queue: the default backlog of 5 resets the rest.
-    request_queue_size = 1024
-
-
 def _approx_tokens(text: str) -> int:
     return max(1, len(text.split()))
 
 
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
+MAX_HEADER = 64 * 1024  # bytes of a request's head; more is refused (and the connection closed)
+
+
 class LocalChatServer:
     """An OpenAI-compatible ``/v1/chat/completions`` endpoint served from a thread.
+
+    An asyncio server on its own event loop (thread), HTTP/1.1 with kept-alive connections, so a
+    batch of hundreds of calls costs the benchmark little more than the replies themselves. The
+    reply function runs on a thread pool, so a slow reply (a test's ``time.sleep``) holds only
+    its own request.
 
     Args:
         reply: request body (dict) -> the assistant's text.
@@ -63,6 +74,9 @@ class LocalChatServer:
     Attributes:
         received: requests that arrived (every attempt, retries included).
         answered: requests that got a well-formed reply.
+        bodies: every well-formed request body, in arrival order.
+        arrivals: ``time.perf_counter()`` of every request, in arrival order.
+        in_flight, max_in_flight: replies being computed now, and the most at once.
         held: set when a ``"hold"`` request arrives.
     """
 
@@ -81,27 +95,32 @@ class LocalChatServer:
             raise ValueError(f"unknown fault(s) {bad}; choose from {FAULTS}")
         self.timeout_delay = float(timeout_delay)
         self.retry_after = str(retry_after)
-        self.arrivals: list[float] = []  # perf_counter time of every request, in arrival order
+        self.arrivals: list[float] = []
         self.structured_output = bool(structured_output)
-        self.bodies: list[dict] = []  # every well-formed request body, in arrival order
+        self.bodies: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.received = 0
         self.answered = 0
         self.held = threading.Event()
         self._release = threading.Event()
-        self._lock = threading.Lock()
-        self._httpd = _Listener(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._lock = threading.Lock()  # the counters, read by tests from other threads
+        self._loop = asyncio.new_event_loop()
+        self._replies = ThreadPoolExecutor(64, thread_name_prefix="local-chat-reply")
+        self._listening = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._stopped = None  # an asyncio.Event on the server's loop, made when it starts
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = self._listening.getsockname()[:2]
         return f"http://{host}:{port}/v1"
 
     def start(self) -> LocalChatServer:
+        ready = threading.Event()
+        self._ready = ready
         self._thread.start()
+        ready.wait()
         return self
 
     def release(self) -> None:
@@ -110,14 +129,51 @@ class LocalChatServer:
 
     def stop(self) -> None:
         self._release.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join(10.0)
+        self._replies.shutdown(wait=False, cancel_futures=True)
+        self._listening.close()
 
     def __enter__(self) -> LocalChatServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # ------------------------------------------------------------------ the server's loop
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._main())
+        self._loop.close()
+
+    async def _main(self) -> None:
+        self._stopped = asyncio.Event()
+        server = await asyncio.start_server(self._connection, sock=self._listening)
+        self._ready.set()
+        async with server:
+            await self._stopped.wait()
+            server.close()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()  # connections still open (kept alive, or held)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        """One kept-alive connection: requests in turn until the client closes it."""
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                path, body = request
+                status, payload, headers = await self._answer(path, body)
+                writer.write(_response(status, payload, headers))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the client went away mid-request: nothing to answer
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
 
     # ------------------------------------------------------------------ request handling
     def _next_fault(self) -> str | None:
@@ -126,6 +182,43 @@ class LocalChatServer:
             self.received += 1
             self.arrivals.append(time.perf_counter())
         return self.faults.get(ordinal)
+
+    async def _answer(self, path: str, raw: bytes) -> tuple[int, bytes, dict]:
+        """(status, body, extra headers) of one request, faults included."""
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return _error(404, f"no route {path}")
+        fault = self._next_fault()
+        if fault in INSTANT_FAULTS:
+            return INSTANT_FAULTS[fault](self)
+        if fault == "timeout":
+            await asyncio.sleep(self.timeout_delay)
+        if fault == "hold":
+            self.held.set()
+            await self._loop.run_in_executor(None, self._release.wait)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return _error(400, "request body is not JSON")
+        with self._lock:
+            self.bodies.append(body)
+        if "response_format" in body and not self.structured_output:
+            return _error(400, "response_format is not supported")
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            completion = await self._loop.run_in_executor(
+                self._replies, self._completion, body, fault
+            )
+            # json.dumps escapes a lone surrogate as \ud800: valid JSON, no UTF-8 form.
+            payload = json.dumps(completion).encode()
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        # Counted before the reply leaves: a client that has read it must find it counted.
+        with self._lock:
+            self.answered += 1
+        return 200, payload, {}
 
     def _completion(self, body: dict, fault: str | None = None) -> dict[str, Any]:
         text = str(self.reply(body)) + ("\ud800" if fault == "surrogate" else "")
@@ -150,79 +243,53 @@ class LocalChatServer:
             },
         }
 
-    def _handler(self):
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+def _error(status: int, message: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    body = {"error": {"message": message, "type": "test", "code": str(status)}}
+    return status, json.dumps(body).encode(), headers or {}
 
-            def log_message(self, *args):  # keep test output quiet
-                pass
 
-            def _send(self, status: int, payload: bytes, headers: dict | None = None):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(payload)
+_EMPTY = {"id": "chatcmpl-local", "object": "chat.completion", "choices": []}
+INSTANT_FAULTS = {  # fault -> its answer, sent at once
+    "429": lambda server: _error(429, "rate limited (injected)"),
+    "retry_after": lambda server: _error(
+        429, "rate limited (injected)", {"Retry-After": server.retry_after}
+    ),
+    "500": lambda server: _error(500, "server error (injected)"),
+    "401": lambda server: _error(401, "invalid api key (injected)"),
+    "404": lambda server: _error(404, "model not found (injected)"),
+    "malformed": lambda server: (200, b'{"choices": [ {"message": ', {}),
+    "no_choices": lambda server: (200, json.dumps(_EMPTY).encode(), {}),
+}
 
-            def _error(self, status: int, message: str, headers: dict | None = None):
-                body = {"error": {"message": message, "type": "test", "code": str(status)}}
-                self._send(status, json.dumps(body).encode(), headers)
 
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    return self._error(404, f"no route {self.path}")
-                fault = server._next_fault()
-                if fault == "429":
-                    return self._error(429, "rate limited (injected)")
-                if fault == "retry_after":
-                    wait = {"Retry-After": server.retry_after}
-                    return self._error(429, "rate limited (injected)", wait)
-                if fault == "500":
-                    return self._error(500, "server error (injected)")
-                if fault == "401":
-                    return self._error(401, "invalid api key (injected)")
-                if fault == "404":
-                    return self._error(404, "model not found (injected)")
-                if fault == "malformed":
-                    return self._send(200, b'{"choices": [ {"message": ')
-                if fault == "no_choices":
-                    empty = {"id": "chatcmpl-local", "object": "chat.completion", "choices": []}
-                    return self._send(200, json.dumps(empty).encode())
-                if fault == "timeout":
-                    time.sleep(server.timeout_delay)
-                if fault == "hold":
-                    server.held.set()
-                    server._release.wait()
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    return self._error(400, "request body is not JSON")
-                with server._lock:
-                    server.bodies.append(body)
-                if "response_format" in body and not server.structured_output:
-                    return self._error(400, "response_format is not supported")
-                with server._lock:
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    # json.dumps escapes a lone surrogate as \ud800: valid JSON, no UTF-8 form.
-                    payload = json.dumps(server._completion(body, fault)).encode()
-                finally:
-                    with server._lock:
-                        server.in_flight -= 1
-                # Counted before the reply leaves: a client that has read it must find it counted.
-                with server._lock:
-                    server.answered += 1
-                self._send(200, payload)
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, bytes] | None:
+    """(path, body) of the next request on a connection; None when the client closed it."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as error:
+        if error.partial.strip():
+            raise
+        return None
+    if len(head) > MAX_HEADER:
+        raise ConnectionError("request head too long")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    path = parts[1] if len(parts) >= 2 else ""
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip()) if value.strip().isdigit() else 0
+    body = await reader.readexactly(length) if length else b""
+    return path, body
 
-        return Handler
+
+def _response(status: int, payload: bytes, headers: dict) -> bytes:
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}", "Content-Type: application/json"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {len(payload)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
 
 
 def main(argv: list[str] | None = None) -> None:

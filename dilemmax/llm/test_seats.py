@@ -127,7 +127,7 @@ def test_replicas_of_one_model_share_the_calls_by_outstanding_requests(harvest):
     import time
 
     def slow(body):
-        time.sleep(0.05)
+        time.sleep(0.3)
         return "slow"
 
     prompts = [Prompt("rules", f"turn {i}") for i in range(40)]
@@ -135,9 +135,9 @@ def test_replicas_of_one_model_share_the_calls_by_outstanding_requests(harvest):
         args = model_args("--concurrency", "8")
         seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args, {})
         replies = [c.text for c in seat.policy.ask(prompts)]
-        assert a.answered + b.answered == 40 and 16 <= a.answered <= 24
+        assert a.answered + b.answered == 40 and 12 <= a.answered <= 28
         assert sorted(set(replies)) == ["a", "b"] and replies.count("a") == a.answered
     with LocalChatServer(slow) as a, LocalChatServer(lambda body: "fast") as b:
         seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args, {})
         seat.policy.ask(prompts)
-        assert a.answered + b.answered == 40 and a.answered + 8 <= b.answered
+        assert a.answered + b.answered == 40 and 2 * a.answered <= b.answered

@@ -1,0 +1,99 @@
+"""One background event loop for the model clients, and a synchronous batch call on top of it.
+
+The harness is synchronous (it steps JAX between batches of calls), while the fast HTTP clients
+and Inspect AI's model API are asynchronous. Every client of the process shares one event loop
+running on a daemon thread (:func:`background_loop`): connections are reused across batches and
+across clients, and no thread is started per call. :func:`run_batch` runs one coroutine per
+request on that loop and hands each result to the caller's thread as soon as it is done, so the
+``on_result`` callbacks (the transcript's writes) run where the harness runs, in the order the
+calls finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The process's client event loop, started on first use on a daemon thread."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="dilemmax-clients", daemon=True).start()
+            ready.wait()
+            _LOOP = loop
+        return _LOOP
+
+
+def run(coroutine: Awaitable[T]) -> T:
+    """Runs ``coroutine`` on the background loop and waits for its result (from any thread but
+    the loop's own)."""
+    loop = background_loop()
+    if _on_loop(loop):
+        raise RuntimeError("dilemmax.llm.aio.run called from the client loop itself")
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def run_batch(
+    calls: Sequence[Callable[[], Awaitable[T]]],
+    on_result: Callable[[int, T], Any] | None = None,
+) -> list[T]:
+    """``[await call() for call in calls]``, all at once on the background loop.
+
+    ``on_result(i, result)`` runs on the calling thread as each call finishes. An exception of a
+    call (a fatal client error) cancels the calls still running and is raised here, after the
+    results that came before it were reported.
+    """
+    loop = background_loop()
+    if _on_loop(loop):
+        raise RuntimeError("dilemmax.llm.aio.run_batch called from the client loop itself")
+    done: queue.SimpleQueue = queue.SimpleQueue()
+
+    async def one(index: int, call: Callable[[], Awaitable[T]]) -> None:
+        try:
+            done.put((index, await call(), None))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # handed to the caller's thread, raised there
+            done.put((index, None, error))
+
+    async def every() -> None:  # one hand-over to the loop for the whole batch
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(calls)))
+
+    future = asyncio.run_coroutine_threadsafe(every(), loop)
+    results: list[Any] = [None] * len(calls)
+    try:
+        for _ in range(len(calls)):
+            index, result, error = done.get()
+            if error is not None:
+                raise error
+            results[index] = result
+            if on_result is not None:
+                on_result(index, result)
+    finally:
+        future.cancel()  # after a fatal error or an interrupt nothing keeps calling
+    return results
