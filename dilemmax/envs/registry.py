@@ -20,6 +20,7 @@ class EnvSpec:
     env_id: str
     entry_point: str  # "package.module:ClassName"
     summary: str
+    game: bool = True  # False for envs built on the games (the scenario sets), not games
 
     def load(self) -> type[MultiAgentEnv]:
         module_name, class_name = self.entry_point.split(":")
@@ -29,11 +30,12 @@ class EnvSpec:
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def register(env_id: str, entry_point: str, summary: str) -> None:
+def register(env_id: str, entry_point: str, summary: str, game: bool = True) -> None:
     if env_id in _REGISTRY:
         raise ValueError(f"environment id {env_id!r} is already registered")
-    _REGISTRY[env_id] = EnvSpec(env_id, entry_point, summary)
-    _register_gymnasium_id(env_id)
+    _REGISTRY[env_id] = EnvSpec(env_id, entry_point, summary, game)
+    if game:
+        _register_gymnasium_id(env_id)
 
 
 def gymnasium_id(env_id: str) -> str:
@@ -57,9 +59,10 @@ def _register_gymnasium_id(env_id: str) -> None:
     )
 
 
-def registered_envs() -> list[str]:
-    """The ids ``make`` accepts, in registration order."""
-    return list(_REGISTRY)
+def registered_envs(games_only: bool = True) -> list[str]:
+    """The games ``make`` accepts, in registration order; with ``games_only=False`` also the
+    envs built on them (``scenarios``: a game's focal seats against background populations)."""
+    return [env_id for env_id, spec in _REGISTRY.items() if spec.game or not games_only]
 
 
 def env_spec(env_id: str) -> EnvSpec:
@@ -101,4 +104,13 @@ register(
     "open_harvest",
     "dilemmax.envs.open_harvest.env:OpenHarvestEnv",
     "OpenSocialJax Commons Harvest: apples regrow only near apples, under hidden pay rules",
+)
+# Not a game: the focal seats of one against a set of background populations. Its class lives
+# in dilemmax.scenarios (named by path, so nothing here imports it); `make("scenarios",
+# game="open_harvest", which="train")` builds a set for `dilemmax train` and JaxMARL loops.
+register(
+    "scenarios",
+    "dilemmax.scenarios.registry:RegisteredScenarios",
+    "a game's focal seats against the registered background populations (train / test sets)",
+    game=False,
 )

@@ -168,7 +168,7 @@ class ScenarioEnv(MultiAgentEnv):
         return self.game.action_space(agent)
 
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
-        """``focal_return`` float32[F] per focal seat, ``per_capita`` (their mean), the
+        """``return`` float32[F] per focal seat, ``per_capita`` (their mean), the
         background's per-seat return float32[B] and the length."""
         valid = rollout.valid
         focal = jnp.stack([jnp.sum(jnp.where(valid, rollout.rewards[a], 0.0)) for a in self.agents])
@@ -176,7 +176,7 @@ class ScenarioEnv(MultiAgentEnv):
             jnp.where(valid[:, None], rollout.infos["background_rewards"], 0.0), axis=0
         )
         return {
-            "focal_return": focal,
+            "return": focal,
             "per_capita": jnp.mean(focal),
             "background_return": background,
             "length": jnp.sum(valid).astype(jnp.int32),

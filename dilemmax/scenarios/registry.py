@@ -15,6 +15,8 @@ pairs one focal agent with one partner.
 
 from __future__ import annotations
 
+from dilemmax.envs.option_spec import OptionSpec
+from dilemmax.scenarios.env import ScenarioEnv
 from dilemmax.scenarios.spec import Scenario, ScenarioSet, by_name
 
 GRID_FOCAL = (0, 1, 2)  # of five seats; seats 3 and 4 are the background
@@ -190,3 +192,26 @@ def scenario_set(game: str, which: str) -> ScenarioSet:
         games = sorted({s.game for s in SETS.values()})
         raise KeyError(f"no scenario set {name!r}: games {games}, sets train / test")
     return SETS[name]
+
+
+class RegisteredScenarios(ScenarioEnv):
+    """A registered scenario set as an env id: ``make("scenarios", game=..., which=...)``.
+
+    So ``dilemmax train scenarios --set env_kwargs.game=open_harvest`` trains focal agents
+    against the train set's backgrounds, and any code that takes an env id takes a scenario set.
+    """
+
+    option_specs = {
+        "game": OptionSpec("str", choices=tuple(sorted({s.game for s in SETS.values()}))),
+        "which": OptionSpec("str", choices=("train", "test")),
+    }
+
+    def __init__(self, game: str = "open_harvest", which: str = "train"):
+        chosen = scenario_set(game, which)
+        built = chosen.build()
+        super().__init__(built.game, built.focal, built.backgrounds, built.names)
+        self.scenario_set = chosen
+
+    @property
+    def name(self) -> str:
+        return f"scenarios:{self.scenario_set.name}"

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 from dilemmax.scenarios.env import ScenarioEnv
 
-# zoo:<game>/<name> -> the run folder it names (set by dilemmax.scenarios.zoo).
+# zoo:<game>/<name> -> the run folder it names (default: dilemmax.agents.zoo.resolve).
 ZooResolver = Callable[[str], Path]
 
 
@@ -150,22 +151,14 @@ def background_policy(game, spec: str, resolve_zoo: ZooResolver | None = None):
 
 
 def checkpoint_digest(spec: str, resolve_zoo: ZooResolver | None = None) -> str:
-    """sha256 (hex) of every file of the run a trained or zoo background loads, in name order."""
+    """sha256 (hex) of every file of the run a trained or zoo background loads."""
     kind, _, rest = spec.partition(":")
-    path = _trained_path(kind, rest.split(",")[0], resolve_zoo)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    hasher = hashlib.sha256()
-    for file in files:
-        hasher.update(str(file.relative_to(path if path.is_dir() else path.parent)).encode())
-        hasher.update(file.read_bytes())
-    return hasher.hexdigest()
+    return zoo.run_digest(_trained_path(kind, rest.split(",")[0], resolve_zoo))
 
 
 def _trained_path(kind: str, target: str, resolve_zoo: ZooResolver | None) -> Path:
     if kind == "zoo":
-        if resolve_zoo is None:
-            raise UsageError(f"zoo:{target}: no zoo to resolve it from")
-        return resolve_zoo(target)
+        return (zoo.resolve if resolve_zoo is None else resolve_zoo)(target)
     path = Path(target)
     if not path.exists():
         raise UsageError(f"trained:{target}: no such run folder or checkpoint")
