@@ -176,7 +176,7 @@ def plan_task(
 
     Args:
         plan: what to play (a design's plan, or one part of a game's default configuration).
-        name: the task's name in logs.
+        name: the dataset's name (the task is named by its registry entry: dilemmax/<name>).
         seed: the run seed (``dilemmax play --seed``).
         max_steps: stop each episode after this many steps (``--max-steps``).
         protocol: text-protocol options under each part's own (``--protocol``).
@@ -193,6 +193,5 @@ def plan_task(
         solver=play_episode(by_id, structured_output),
         scorer=episode_metrics(),
         config=PLAY_SAMPLING,
-        name=name,
         metadata={"seed": int(seed), "parts": [p.name for p in plan.parts], **(metadata or {})},
     )

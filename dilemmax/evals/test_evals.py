@@ -7,7 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +28,8 @@ from dilemmax.evals.scoring import score_values
 from dilemmax.evals.tasks import plan_task
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.llm.server import LocalChatServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def moral_hazard_reply(model: str, text: str) -> str:
@@ -131,18 +137,26 @@ def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
 
 
 # --------------------------------------------------------------------------- OpenAI provider
-def test_openai_compatible_provider_against_the_local_server_scores_like_play(tmp_path):
+def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_play(tmp_path):
+    """``inspect eval dilemmax/consequence`` (the entry point, Inspect's command line and its
+    OpenAI-compatible provider) against the local server, beside ``dilemmax play``."""
     with LocalChatServer(lambda body: consequence_reply(body["messages"][-1]["content"])) as srv:
         played = play_json(tmp_path, "ca", [
             "consequence", "--seats", "openai:tiny", "--episodes", "2", "--base-url", srv.base_url,
         ])  # fmt: skip
         served = srv.answered
-        model = get_model("openai-api/local/tiny", base_url=srv.base_url, api_key="test")
-        (log,) = inspect_eval(
-            TASKS["consequence"](episodes=2), model=model, log_dir=str(tmp_path), display="none"
-        )
+        env = {**os.environ, "LOCAL_API_KEY": "test", "JAX_PLATFORMS": "cpu"}
+        command = [
+            str(Path(sys.executable).with_name("inspect")), "eval", "dilemmax/consequence",
+            "--model", "openai-api/local/tiny", "--model-base-url", srv.base_url,
+            "-T", "episodes=2", "--log-dir", str(tmp_path / "logs"), "--display", "none",
+        ]  # fmt: skip
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
         assert srv.answered == 2 * served  # every call went over HTTP, as many as play made
-    assert log.status == "success", log.error
+    (info,) = list_eval_logs(str(tmp_path / "logs"))
+    log = read_eval_log(info.name)
+    assert log.status == "success" and log.eval.task == "dilemmax/consequence"
     assert_same_scores(log.samples, played["episodes"])
     assert all("fatality" in s.scores["episode_metrics"].value for s in log.samples)
 
