@@ -122,21 +122,22 @@ def run(design: Design, args) -> int:
     print(f"{design.name} ({design.section}): {len(plan.parts)} part(s), ~{plan.calls:,.0f} calls")
     session = play_parts(plan.parts, args, ident, "experiment")
     out = session.out
-    extra = {}
-    if design.extra is not None and shard.index == 0:
-        extra = design.extra(plan, args, out, bool(args.resume))
-    if shard.sharded:
-        shards.write_record(session, "experiment", ident, args, extra)
-        print(f"shard {shard}: {out}; merge the shards with `dilemmax experiment merge DIR...`")
-        return 0
-    _analysed(design, plan, session.results, args, extra, out)
+    with RunLock(out, "experiment"):  # the session's lock is released: taken again till the end
+        extra = {}
+        if design.extra is not None and shard.index == 0:
+            extra = design.extra(plan, args, out, bool(args.resume))
+        if shard.sharded:
+            shards.write_record(session, "experiment", ident, args, extra)
+            print(f"shard {shard}: {out}; merge the shards with `dilemmax experiment merge DIR...`")
+            return 0
+        _analysed(design, plan, session.results, args, extra, out)
     return 0
 
 
 def _analysed(design, plan, results, args, extra, out: Path) -> None:
+    """The design's report of ``results``, written into ``out`` (whose lock the caller holds)."""
     report = design.analyse(plan, list(results), args, extra)
-    with RunLock(out, "experiment report"):
-        written = write_report(out, header(design, args, plan), report)
+    written = write_report(out, header(design, args, plan), report)
     print(f"{design.name}: wrote {', '.join(str(p) for p in written)}")
 
 
@@ -151,7 +152,8 @@ def merge(dirs: Sequence[str], out: str | None) -> int:
             f"the shards' run is not what {design.name} plans from their options now (the "
             "design changed since they ran?)"
         )
-    _analysed(design, plan, merged.results, args, merged.extra, merged.out)
+    with RunLock(merged.out, "experiment merge"):
+        _analysed(design, plan, merged.results, args, merged.extra, merged.out)
     return 0
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dilemmax.commandline import parse_assignments
+from dilemmax.commandline import output_file, parse_assignments
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.envs.registry import env_spec, make
@@ -175,7 +175,10 @@ def _play(args) -> int:
 
 def _merge(args) -> int:
     """``dilemmax play merge SHARD_DIR... --out DIR``: the shards' episodes as one run."""
+    if args.json:
+        output_file(args.json, "--json")
     merged = shards.merge(args.dirs, args.out, "play")
+    merged.args.json = args.json
     results = [(r, None) for r in merged.results]
     return _report(merged.args, results, merged.out)
 

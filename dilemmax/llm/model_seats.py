@@ -166,6 +166,7 @@ class ModelSeats(StepHook):
                 "error": completion.error,
                 "prompt_tokens": completion.prompt_tokens,
                 "completion_tokens": completion.completion_tokens,
+                "reasoning_tokens": completion.reasoning_tokens,
                 "latency_s": round(completion.latency_s, 6),
                 "retries": completion.retries,
             }
@@ -198,6 +199,7 @@ def _completion_from_row(row: Mapping[str, Any]) -> Completion:
         str(row.get("reply") or ""),
         prompt_tokens=int(row.get("prompt_tokens") or 0),
         completion_tokens=int(row.get("completion_tokens") or 0),
+        reasoning_tokens=int(row.get("reasoning_tokens") or 0),  # absent in older transcripts
         latency_s=float(row.get("latency_s") or 0.0),
         retries=int(row.get("retries") or 0),
         error=str(row.get("error") or ""),
