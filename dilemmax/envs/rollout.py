@@ -34,9 +34,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import INVALID_ACTION
+
+EPISODE_AXIS = "episodes"  # the axis of the mesh :func:`run_episodes` spreads episodes over
 
 
 @struct.dataclass
@@ -339,12 +342,16 @@ def run_episodes(
     configs=None,
     num_steps: int | None = None,
     jit: bool = True,
+    mesh: Mesh | str | None = "auto",
 ) -> tuple[Rollout, dict[str, jax.Array]]:
     """``num_episodes`` episodes per configuration, all in one vmapped program.
 
     Args:
         configs: None (each episode samples its configuration), or a batched configuration
             pytree with leading axis C (say ``context_grid()`` of the consequence game).
+        mesh: spreads the episodes over the devices of a one-axis mesh (:func:`spread_episodes`);
+            "auto": over this process's devices when it has more than one and ``jit`` is True
+            (a caller tracing this function passes its own mesh, or None).
 
     Returns:
         (rollouts, metrics): leaves with leading axes [E, ...] without configs, [C, E, ...] with.
@@ -355,11 +362,49 @@ def run_episodes(
         return rollouts, jax.vmap(env.episode_metrics)(rollouts)
 
     num_configs = num_configs_of(configs)
+    if isinstance(mesh, str):
+        mesh = episode_mesh() if jit else None
 
     def fn(k):
         keys = job_keys(k, num_episodes, num_configs)
+        if mesh is not None:
+            return spread_episodes(episodes_on, configs, keys, mesh)
         if configs is None:
             return episodes_on(None, keys)
         return jax.vmap(episodes_on)(configs, keys)
 
     return (jax.jit(fn) if jit else fn)(key)
+
+
+def episode_mesh() -> Mesh | None:
+    """A one-axis mesh over this process's devices, None when it has only one."""
+    devices = jax.local_devices()
+    return Mesh(np.asarray(devices), (EPISODE_AXIS,)) if len(devices) > 1 else None
+
+
+def spread_episodes(episodes_on, configs, keys, mesh: Mesh):
+    """``episodes_on(config, keys)`` for every job of ``keys`` ([E] or [C, E] episode keys),
+    the jobs spread over ``mesh``'s devices: flattened to one axis of C x E (each job with its
+    configuration), padded with copies of the first job to a multiple of the devices, sharded,
+    played, and cut back. Each episode has the key, configuration and program it has unsharded,
+    so the results are the same; only where it runs changes."""
+    lead = (num_configs_of(configs) or 1, keys.shape[1] if configs is not None else keys.shape[0])
+    total = lead[0] * lead[1]
+    rest = keys.shape[2:] if configs is not None else keys.shape[1:]
+    flat_keys = keys.reshape((total, *rest))
+    flat_configs = None
+    if configs is not None:
+        flat_configs = jax.tree.map(lambda x: jnp.repeat(x, lead[1], axis=0), configs)
+    pad = -total % mesh.devices.size
+    spread = NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))
+
+    def padded(x):
+        x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad, *x.shape[1:]))]) if pad else x
+        return jax.lax.with_sharding_constraint(x, spread)
+
+    flat_keys = padded(flat_keys)
+    flat_configs = jax.tree.map(padded, flat_configs)
+    one = lambda config, key: jax.tree.map(lambda x: x[0], episodes_on(config, key[None]))
+    out = jax.vmap(one)(flat_configs, flat_keys)
+    shape = lead if configs is not None else lead[1:]
+    return jax.tree.map(lambda x: x[:total].reshape((*shape, *x.shape[1:])), out)

@@ -4,6 +4,8 @@
     dilemmax train moral_hazard --out runs/mh --resume          # continue after a crash
     dilemmax evaluate runs/mh                                   # latest checkpoint of a run
     dilemmax evaluate runs/mh/checkpoints/ckpt_000004.msgpack --episodes 64
+    dilemmax train moral_hazard --out /shared/mh --coordinator 10.0.0.1:8476 \
+        --num-processes 2 --process-id 0         # on each host, its own id (docs/distributed.md)
 
 ``--set key=value`` overrides any :class:`~dilemmax.train.config.TrainConfig` field, its value
 parsed as that field's type (``env_kwargs.num_agents=3`` or ``env_config.cost=0.2`` reach into
@@ -12,8 +14,10 @@ or anything compiles; a mistake is one line on stderr and exit status 2. A secon
 a folder in use, or a fresh one into a folder that holds a run, is refused; ``--resume`` needs
 the folder's config.json. A start that fails before its first checkpoint removes the folder only
 if it made it and no other run holds it. A training whose loss or parameters stop being finite
-stops with status 1, keeping its last good checkpoint. ``--algo`` and ``--set algo=`` (or the env
-and ``--set env=``) that disagree are refused.
+stops with status 1, keeping its last good checkpoint. On several processes (``--coordinator``
+and friends, or launched by SLURM / Open MPI / a Cloud TPU pod) every process runs the same
+command with the same ``--out`` on a shared filesystem; process 0 prints and writes. ``--algo``
+and ``--set algo=`` (or the env and ``--set env=``) that disagree are refused.
 
 ``evaluate`` plays the held-out configurations (``--split``, for the grid games, which have
 train / held-out pools of layouts and rules); the other games have no split and evaluate on their
@@ -45,6 +49,7 @@ from dilemmax.envs.options import env_option_specs
 from dilemmax.envs.registry import env_spec
 from dilemmax.errors import UsageError
 from dilemmax.runlock import RunFolderError, RunLock
+from dilemmax.train import distributed
 from dilemmax.train.config import (
     TrainConfig,
     _check_env_kwargs,
@@ -58,6 +63,14 @@ from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun, load_
 def _cmd_train(args) -> int:
     # Everything the user gave is checked before a folder is made or anything compiles.
     with user_input(f"train {args.env}"):
+        # Before anything touches a device: joining the other processes must come first.
+        many = distributed.join(_cluster(args))
+        primary = distributed.is_primary()
+        if many and not args.out:
+            raise UsageError(
+                "a run on several processes needs --out: the same folder for every process, on "
+                "a filesystem they share"
+            )
         _known_env(args.env)
         overrides = parse_sets(args.set, args.env)
         algo = _chosen_algo(args, overrides)
@@ -69,7 +82,8 @@ def _cmd_train(args) -> int:
         if args.resume:
             config = _saved_config(out, args.env, algo, overrides)
         else:
-            if (out / CONFIG_FILE).exists():
+            taken = primary and (out / CONFIG_FILE).exists()
+            if not distributed.agree(not taken):
                 raise UsageError(
                     f"{out} already holds a run: continue it with --resume or choose another --out"
                 )
@@ -77,21 +91,26 @@ def _cmd_train(args) -> int:
         if args.no_progress:
             config.progress = False
         run = TrainingRun(config, out)
-    _, created = output_folder(out, "--out")
+    created = output_folder(out, "--out")[1] if primary else False
     try:
-        print(
-            f"training {config.algo} on {config.env}: {config.num_updates} updates x "
-            f"{config.num_envs} envs x {config.num_steps} steps, {config.num_seeds} seed(s) "
-            f"-> {out}"
-        )
+        if primary:
+            where = f", {distributed.describe()} each" if many else ""
+            print(
+                f"training {config.algo} on {config.env}: {config.num_updates} updates x "
+                f"{config.num_envs} envs x {config.num_steps} steps, {config.num_seeds} seed(s)"
+                f"{where} -> {out}"
+            )
         run.train(resume=args.resume)
     except TrainingDiverged as err:
-        print(f"dilemmax train: {err}", file=sys.stderr)
+        if primary:
+            print(f"dilemmax train: {err}", file=sys.stderr)
         return 1
     except BaseException:
         if created:
             _remove_unstarted(out)
         raise
+    if not primary:
+        return 0
     records = run.records()
     if records:
         last = records[-1]
@@ -104,6 +123,16 @@ def _cmd_train(args) -> int:
                 print(f"  {key:40s} {value}")
     print(f"run folder: {out} (config.json, metrics.jsonl, checkpoints/, curve.png)")
     return 0
+
+
+def _cluster(args) -> distributed.Cluster:
+    return distributed.Cluster(
+        coordinator=args.coordinator,
+        num_processes=args.num_processes,
+        process_id=args.process_id,
+        mode=args.distributed,
+        heartbeat_timeout=args.heartbeat_timeout,
+    )
 
 
 def _chosen_algo(args, overrides: dict) -> str:
@@ -250,6 +279,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_cluster_options(p)
     p.set_defaults(func=_cmd_train)
 
     p = subparsers.add_parser("evaluate", help="the env's metrics of a trained policy")
@@ -268,6 +298,37 @@ def add_commands(subparsers) -> None:
     p.add_argument("--set", action="append", help="config key=value for evaluation (repeatable)")
     p.add_argument("--json", help="where to write the metrics (default <run>/eval.json)")
     p.set_defaults(func=_cmd_evaluate)
+
+
+def _add_cluster_options(p) -> None:
+    """The options of a run on several processes (docs/distributed.md)."""
+    g = p.add_argument_group("several processes (jax.distributed)")
+    g.add_argument("--coordinator", help="host:port of process 0's coordination service")
+    g.add_argument("--num-processes", type=positive_int, help="processes of the run")
+    g.add_argument("--process-id", type=_process_id, help="this process's index, from 0")
+    g.add_argument(
+        "--distributed",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="auto: join when --coordinator is given or SLURM / Open MPI / a TPU pod launched "
+        "several tasks; on: always (JAX detects the cluster); off: one process",
+    )
+    g.add_argument(
+        "--heartbeat-timeout",
+        type=positive_int,
+        default=100,
+        help="seconds without a peer's heartbeat before every process stops (default 100)",
+    )
+
+
+def _process_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**20:
+        raise argparse.ArgumentTypeError(f"expected an index from 0, got {text[:40]!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

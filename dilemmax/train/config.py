@@ -69,10 +69,12 @@ class TrainConfig:
     parameters a fresh run starts from (a curriculum's next stage), with a fresh optimiser; the
     networks must have the same shapes. Resuming ignores it (the run's own checkpoint wins).
 
-    Run: num_seeds seeds train in one vmapped program; shard splits the env batch over all local
-    devices ("auto": when there is more than one). log_every updates make one compiled chunk
-    (the unit of logging, progress and checkpointing); checkpoint_every and eval_every count
-    chunks. wandb is off by default (wandb_mode "offline" works without a network).
+    Run: num_seeds seeds train in one vmapped program; shard splits the env batch over every
+    device of the run, all processes' ("auto": when there is more than one; a run on several
+    processes always shards). checkpointer: "auto" (msgpack files on one process, orbax folders
+    on several), "msgpack" or "orbax" (see :mod:`dilemmax.train.run`). log_every updates make
+    one compiled chunk (the unit of logging, progress and checkpointing); checkpoint_every and
+    eval_every count chunks. wandb is off by default (wandb_mode "offline" works without a network).
     """
 
     env: str = "moral_hazard"
@@ -118,6 +120,7 @@ class TrainConfig:
     seed: int = 0
     num_seeds: int = 1
     shard: str = "auto"
+    checkpointer: str = "auto"
     log_every: int = 10
     checkpoint_every: int = 5
     keep_checkpoints: int = 3
@@ -280,6 +283,7 @@ FIELD_RANGES: dict[str, OptionSpec] = {
     "seed": OptionSpec("int", low=0, high=INT32_MAX),
     "num_seeds": OptionSpec("int", low=1, high=65_536),
     "shard": OptionSpec("choice", choices=("auto", "on", "off", True, False)),
+    "checkpointer": OptionSpec("str", choices=("auto", "msgpack", "orbax")),
     "log_every": _COUNT,
     "checkpoint_every": _COUNT,
     "keep_checkpoints": _COUNT,

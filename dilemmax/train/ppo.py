@@ -385,12 +385,13 @@ class Trainer:
         kwargs = {**self.config.env_kwargs, **self.config.eval_env_kwargs}
         return ConfiguredEnv(make_env(self.config.env, kwargs))
 
-    def evaluate(self, params, env_config: dict, key: jax.Array, greedy: bool = False):
+    def evaluate(self, params, env_config: dict, key: jax.Array, greedy: bool = False, mesh=None):
         """The env's metrics of the current policy on the evaluation configurations.
 
         Learning seats play the trained policy, the other seats their partner policy. Returns
         the env's ``episode_metrics`` with leading axes [C, episodes] (eval_grid) or [episodes].
-        Not jitted here (``run_episodes`` runs with ``jit=False``): jit the caller.
+        Not jitted here (``run_episodes`` runs with ``jit=False``): jit the caller. ``mesh``:
+        the episodes spread over its devices (the same episodes; see ``run_episodes``).
         """
         env = self.eval_env()
         env.overrides = dict(env_config)
@@ -402,7 +403,7 @@ class Trainer:
         if grid is not None:
             grid = jax.vmap(lambda cfg: apply_config_overrides(cfg, env_config))(grid)
         _, metrics = run_episodes(
-            env, seats, key, self.config.eval_episodes, configs=grid, jit=False
+            env, seats, key, self.config.eval_episodes, configs=grid, jit=False, mesh=mesh
         )
         return metrics
 

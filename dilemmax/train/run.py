@@ -6,7 +6,8 @@ too)::
     config.json          the TrainConfig (what `--resume` and `dilemmax evaluate` rebuild from)
     metrics.jsonl        one record per chunk of `log_every` updates (training stats, periodic
                          evaluation with the env's own metrics)
-    checkpoints/         ckpt_<chunk>.msgpack, the newest `keep_checkpoints`
+    checkpoints/         ckpt_<chunk>.msgpack or ckpt_<chunk>/ (orbax), the newest
+                         `keep_checkpoints`
     curve.png            learning curves drawn from metrics.jsonl
     eval.json            written by `dilemmax evaluate`
 
@@ -23,58 +24,53 @@ newest one is named and skipped for the previous good one; a partial last line o
 (a crash mid-write) is dropped; ``--resume`` needs the folder's config.json. When a loss or a
 parameter stops being finite, training stops with :class:`TrainingDiverged` before saving that
 state, so the last checkpoint is the last good one.
+
+On several processes (:mod:`dilemmax.train.distributed`) every process runs this same loop on the
+global arrays; process 0 alone holds the lock and writes config, metrics, curves and wandb, and
+checkpoints are orbax folders that every process writes its shards into (asynchronously: the next
+chunk trains while the last one is written). ``checkpointer`` picks the format: "auto" (msgpack
+on one process, orbax on several), "msgpack" or "orbax"; a folder may hold both, and a resume
+reads whichever is newest, on any number of processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import os
 import time
-import warnings
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from matplotlib.figure import Figure
-from tqdm.auto import tqdm
+from jax.sharding import NamedSharding, PartitionSpec
 
 from dilemmax.agents import checkpoint
-from dilemmax.agents.checkpoint import CONFIG_FILE, CURVE_FILE, METRICS_FILE, find_checkpoint
+from dilemmax.agents.checkpoint import CONFIG_FILE, METRICS_FILE
 from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
 from dilemmax.train.config import TrainConfig
+from dilemmax.train.distributed import agree, is_primary
 from dilemmax.train.envs import check_env_config, check_fits
 from dilemmax.train.ppo import RunnerState, Trainer
+from dilemmax.train.records import (  # noqa: F401 (re-exported)
+    WandbLogger,
+    _postfix,
+    _progress,
+    non_finite_losses,
+    plot_curves,
+    read_records,
+    summarize,
+)
 from dilemmax.train.sharding import data_mesh, place, runner_shardings
+from dilemmax.train.warm_start import warm_start_params
 
 _DISPLAY_FIELDS = ("progress",)
+# Fields added after runs were saved: a config.json without one ran with its default.
+_ADDED_FIELDS = {"checkpointer": "auto"}
 
 
 class TrainingDiverged(RuntimeError):
     """A loss or parameter became NaN or infinite; the last good checkpoint is kept."""
-
-
-def read_records(path: Path, warn=print) -> list[dict]:
-    """The JSON records of a metrics.jsonl; a line that does not parse (a partial last line
-    from a crash mid-write, a damaged line) is dropped with a warning."""
-    if not path.exists():
-        return []
-    out = []
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            warn(f"{path}: dropping unreadable line {number} (partial write?)")
-            continue
-        if isinstance(record, dict) and isinstance(record.get("chunk"), int):
-            out.append(record)
-        else:
-            warn(f"{path}: dropping line {number} (not a metrics record)")
-    return out
 
 
 def _all_finite(tree) -> jax.Array:
@@ -86,33 +82,8 @@ def _all_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def non_finite_losses(metrics: dict) -> list[str]:
-    """Names of the ``loss/*`` metrics of a chunk with a NaN or infinite entry."""
-    return sorted(
-        name
-        for name, value in metrics.items()
-        if name.startswith("loss/") and not np.all(np.isfinite(np.asarray(value, np.float64)))
-    )
-
-
-def _to_json(value: Any) -> Any:
-    value = np.asarray(value)
-    if value.size == 1:
-        v = float(value.reshape(()))
-        return v if math.isfinite(v) else None
-    return [_to_json(v) for v in value]
-
-
-def summarize(metrics: dict, lead_axes: int) -> dict:
-    """Means over the first ``lead_axes`` axes (seeds, configurations, episodes), NaN-aware."""
-    out = {}
-    for name, value in metrics.items():
-        value = np.asarray(value, np.float64)
-        axes = tuple(range(min(lead_axes, value.ndim)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[name] = _to_json(np.nanmean(value, axis=axes) if axes else value)
-    return out
+def _silent(_: str) -> None:
+    """Where the processes other than process 0 send their messages (each is said once)."""
 
 
 class TrainingRun:
@@ -127,10 +98,22 @@ class TrainingRun:
         self.trainer = Trainer(config, env=env)
         check_env_config(self.trainer.env, config.env_config)
         self.mesh = data_mesh(config.shard, config.num_envs)
+        self.primary = is_primary()
+        self.say = print if self.primary else _silent
+        self.orbax = config.checkpointer == "orbax" or (
+            config.checkpointer == "auto" and jax.process_count() > 1
+        )
+        if jax.process_count() > 1 and not self.orbax:
+            raise ValueError(
+                f"checkpointer={config.checkpointer}: a run on {jax.process_count()} processes "
+                "writes orbax checkpoints (each process its own shards); use auto or orbax"
+            )
         self._chunk_fn = None
         self._eval_fn = None
         self._init_fn = None
-        self._finite_fn = jax.jit(_all_finite)
+        self._sharded_init_fn = None
+        self._writer = None  # the async orbax checkpointer, made at the first save
+        self._finite_fn = jax.jit(_all_finite, out_shardings=self._replicated())
         if check_memory:
             check_fits(config, self.trainer, self.seed_keys(), self.mesh)
 
@@ -139,14 +122,32 @@ class TrainingRun:
         base = jax.random.PRNGKey(self.config.seed)
         return jax.random.split(base, self.config.num_seeds)
 
+    def _replicated(self) -> NamedSharding | None:
+        return None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec())
+
     def _init(self) -> RunnerState:
         """The fresh runner state of every seed (its program compiled once per run object)."""
         if self._init_fn is None:
             self._init_fn = jax.jit(jax.vmap(self.trainer.init))
         return self._init_fn(self.seed_keys())
 
+    def abstract_state(self) -> RunnerState:
+        """The runner state's shapes and dtypes (``jax.ShapeDtypeStruct`` leaves, nothing run)."""
+        return jax.eval_shape(jax.vmap(self.trainer.init), self.seed_keys())
+
+    def shardings(self) -> RunnerState | None:
+        """Where each leaf of the runner state lives (None without a mesh)."""
+        return None if self.mesh is None else runner_shardings(self.abstract_state(), self.mesh)
+
     def init_state(self) -> RunnerState:
-        return place(self._init(), self.mesh)
+        if self.mesh is None:
+            return self._init()
+        # Every process runs the init program over the global mesh and keeps its own shards:
+        # the seeds' keys are host values, the same on every process.
+        if self._sharded_init_fn is None:
+            init = jax.vmap(self.trainer.init)
+            self._sharded_init_fn = jax.jit(init, out_shardings=self.shardings())
+        return self._sharded_init_fn(jax.device_get(self.seed_keys()))
 
     def chunk(self, state: RunnerState):
         if self._chunk_fn is None:
@@ -155,15 +156,17 @@ class TrainingRun:
                 self._chunk_fn = jax.jit(fn)
             else:
                 shardings = runner_shardings(state, self.mesh)
-                self._chunk_fn = jax.jit(fn, out_shardings=(shardings, None))
+                self._chunk_fn = jax.jit(fn, out_shardings=(shardings, self._replicated()))
         return self._chunk_fn(state)
 
     def evaluate(self, state: RunnerState, key: jax.Array, greedy: bool = False) -> dict:
         """The env's metrics on the evaluation configurations, averaged over seeds and episodes."""
         if self._eval_fn is None:
-            fn = lambda p, c, k: self.trainer.evaluate(p, c, k, greedy)
-            self._eval_fn = jax.jit(jax.vmap(fn))
+            fn = lambda p, c, k: self.trainer.evaluate(p, c, k, greedy, self.mesh)
+            self._eval_fn = jax.jit(jax.vmap(fn), out_shardings=self._replicated())
         keys = jax.random.split(key, self.config.num_seeds)
+        if self.mesh is not None:
+            keys = jax.device_get(keys)
         metrics = self._eval_fn(state.params, state.env_config, keys)
         lead = 3 if self.config.eval_grid else 2
         return summarize(metrics, lead)
@@ -193,16 +196,46 @@ class TrainingRun:
         with (self.dir / METRICS_FILE).open("a") as f:
             f.write(json.dumps(record) + "\n")
 
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ checkpoints
+    def restore(self, path: str | Path) -> tuple[RunnerState, dict]:
+        """(state on this run's devices, metadata) of one checkpoint of either format."""
+        state, meta = checkpoint.restore(path, self.abstract_state(), self.shardings())
+        return place(state, self.mesh), meta
+
     def restore_latest(self) -> tuple[RunnerState, int] | None:
         """The newest good checkpoint (damaged newer ones named and skipped) and the chunk to
-        continue from; None without checkpoints."""
-        found = checkpoint.restore_latest_good(self.dir, self.template())
+        continue from; None without checkpoints. Every process restores the same one."""
+        found = checkpoint.restore_latest_good(
+            self.dir,
+            self.abstract_state(),
+            warn=self.say,
+            shardings=self.shardings(),
+            agree=agree if jax.process_count() > 1 else None,
+        )
         if found is None:
             return None
         state, meta, path = found
         self._check_progress(meta, path)
         return place(state, self.mesh), meta["chunk"] + 1
+
+    def save(self, state: RunnerState, chunk: int, update: int) -> None:
+        """Checkpoint ``chunk``: a msgpack file, or an orbax folder written in the background
+        while the next chunk trains (the previous one is finished first)."""
+        if not self.orbax:
+            if self.primary:
+                checkpoint.save(self.dir, state, chunk, update, self.config.keep_checkpoints)
+            return
+        if self._writer is None:
+            self._writer = checkpoint.orbax_checkpointer(asynchronous=True)
+        self.finish_saving()
+        checkpoint.save_orbax(self.dir, state, chunk, update, self._writer)
+
+    def finish_saving(self) -> None:
+        """Waits for a checkpoint still being written, then keeps the newest ones."""
+        if self._writer is not None:
+            self._writer.wait_until_finished()
+            if self.primary:
+                checkpoint.prune(self.dir, self.config.keep_checkpoints)
 
     def _check_progress(self, meta: dict, path: Path) -> None:
         """Refuses a checkpoint that config.json, edited since, no longer describes: one past
@@ -231,33 +264,7 @@ class TrainingRun:
         same network options); a source with one seed seeds every seed of this run. Raises
         :class:`RunFolderError` naming what does not match.
         """
-        path = Path(source)
-        try:
-            ckpt, _ = find_checkpoint(path)
-            raw = checkpoint.read_raw(ckpt)
-        except (FileNotFoundError, OSError, checkpoint.CheckpointError) as err:
-            reason = f"no usable checkpoint ({err})"
-            raise RunFolderError(f"init_from={str(source)!r}: {reason}") from None
-        loaded = raw["runner_state"]["params"]
-        ours = jax.tree_util.tree_flatten_with_path(state.params)[0]
-        theirs = dict(jax.tree_util.tree_flatten_with_path(loaded)[0])
-        seeds = self.config.num_seeds
-        leaves = []
-        for where, mine in ours:
-            name = jax.tree_util.keystr(where)
-            other = theirs.get(where)
-            if other is None:
-                raise RunFolderError(f"init_from={str(source)!r}: it has no parameter {name}")
-            other = np.asarray(other)
-            if other.shape[1:] != mine.shape[1:] or other.shape[0] not in (1, seeds):
-                raise RunFolderError(
-                    f"init_from={str(source)!r}: parameter {name} has shape {other.shape}, this "
-                    f"run's is {tuple(mine.shape)} (seeds first): the networks differ"
-                )
-            leaves.append(jnp.broadcast_to(jnp.asarray(other, mine.dtype), mine.shape))
-        if len(theirs) != len(ours):
-            raise RunFolderError(f"init_from={str(source)!r}: its network has other parameters")
-        params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(state.params), leaves)
+        params = warm_start_params(state.params, source, self.config.num_seeds)
         opt_state = jax.jit(jax.vmap(self.trainer.tx.init))(params)
         return place(state.replace(params=params, opt_state=opt_state), self.mesh)
 
@@ -274,6 +281,8 @@ class TrainingRun:
         current = json.loads(self.config.to_json())
         # Display-only fields may differ between the run and its resumption.
         same = lambda d: {k: v for k, v in d.items() if k not in _DISPLAY_FIELDS}
+        if isinstance(saved, dict):
+            saved = {**{k: v for k, v in _ADDED_FIELDS.items() if k not in saved}, **saved}
         if not isinstance(saved, dict) or same(saved) != same(current):
             raise RunFolderError(
                 f"cannot resume {self.dir}: its {CONFIG_FILE} is not this run's configuration"
@@ -281,38 +290,58 @@ class TrainingRun:
 
     def train(self, resume: bool = False, max_chunks: int | None = None) -> RunnerState:
         """Trains to ``config.num_chunks`` chunks (or ``max_chunks`` more, to test crashes),
-        holding the folder's lock throughout (:class:`RunFolderError` if another run holds it)."""
-        with RunLock(self.dir, "training"):
+        holding the folder's lock throughout (:class:`RunFolderError` if another run holds it;
+        on several processes, process 0 holds it for all)."""
+        lock, error = None, None
+        if self.primary:
+            try:
+                lock = RunLock(self.dir, "training").acquire()
+            except RunFolderError as err:
+                error = err
+        if not agree(error is None):
+            raise error or RunFolderError(f"{self.dir}: process 0 could not lock the run folder")
+        try:
             return self._train(resume, max_chunks)
+        finally:
+            if lock is not None:
+                lock.release()
 
-    def _train(self, resume: bool, max_chunks: int | None) -> RunnerState:
+    def _start(self, resume: bool) -> tuple[RunnerState, int]:
+        """The state and chunk training starts from: the newest good checkpoint on resume, else
+        a fresh state (config.json and an empty metrics.jsonl written first)."""
         c = self.config
-        start = 0
         if resume:
             self.check_resumable()
         restored = self.restore_latest() if resume else None
-        if restored is None:
-            if resume:
-                print(f"no checkpoint in {self.dir}: starting afresh")
-            elif (self.dir / CONFIG_FILE).exists():
-                # Checked again under the lock: a run that finished between the command's own
-                # check and this lock must not have its config and metrics overwritten.
-                raise RunFolderError(
-                    f"{self.dir} already holds a run: continue it with --resume or choose "
-                    "another --out"
-                )
+        if restored is not None:
+            state, start = restored
+            if self.primary:
+                self._truncate_records(start)
+            return state, start
+        if resume:
+            self.say(f"no checkpoint in {self.dir}: starting afresh")
+        # Checked again under the lock: a run that finished between the command's own check and
+        # this lock must not have its config and metrics overwritten.
+        taken = self.primary and not resume and (self.dir / CONFIG_FILE).exists()
+        if not agree(not taken):
+            raise RunFolderError(
+                f"{self.dir} already holds a run: continue it with --resume or choose another --out"
+            )
+        if self.primary:
             self.write_config()
             (self.dir / METRICS_FILE).write_text("")
-            state = self.init_state()
-            if c.init_from:
-                state = self.warm_start(state, c.init_from)
-        else:
-            state, start = restored
-            self._truncate_records(start)
+        state = self.init_state()
+        if c.init_from:
+            state = self.warm_start(state, c.init_from)
+        return state, 0
+
+    def _train(self, resume: bool, max_chunks: int | None) -> RunnerState:
+        c = self.config
+        state, start = self._start(resume)
         stop = c.num_chunks if max_chunks is None else min(c.num_chunks, start + max_chunks)
 
-        logger = WandbLogger(c, self.dir) if c.wandb else None
-        bar = _progress(c, start, stop)
+        logger = WandbLogger(c, self.dir) if c.wandb and self.primary else None
+        bar = _progress(c, start, stop) if self.primary else None
         steps_per_chunk = c.num_envs * c.num_steps * c.log_every
         eval_key = jax.random.PRNGKey(c.seed + 1_000_003)
         try:
@@ -334,142 +363,53 @@ class TrainingRun:
                 if c.eval_every > 0 and ((chunk + 1) % c.eval_every == 0 or last):
                     key = jax.random.fold_in(eval_key, chunk)
                     record.update({f"eval/{k}": v for k, v in self.evaluate(state, key).items()})
-                self._append(record)
+                if self.primary:
+                    self._append(record)
                 if logger is not None:
                     logger.log(record)
                 if (chunk + 1) % c.checkpoint_every == 0 or last or chunk == stop - 1:
-                    checkpoint.save(self.dir, state, chunk, record["update"], c.keep_checkpoints)
+                    self.save(state, chunk, record["update"])
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(_postfix(record))
         finally:
+            with contextlib.suppress(Exception):  # a failed save is named by the error above
+                self.finish_saving()
             if bar is not None:
                 bar.close()
             if logger is not None:
                 logger.finish()
-        plot_curves(self.dir)
+        if self.primary:
+            plot_curves(self.dir)
         return state
 
     def _stop_if_diverged(self, state: RunnerState, metrics: dict, chunk: int) -> None:
         """Raises :class:`TrainingDiverged` (before anything of this chunk is saved) when a loss
-        or a parameter is NaN or infinite."""
+        or a parameter is NaN or infinite (on every process alike)."""
         bad = non_finite_losses(metrics)
         if not bool(self._finite_fn(state.params)):
             bad.append("parameters")
-        if bad:
+        if not agree(not bad):
+            self.finish_saving()
             last = checkpoint.latest_checkpoint(self.dir)
             kept = f"last good checkpoint kept: {last}" if last else "no checkpoint was written"
             raise TrainingDiverged(
                 f"training diverged in chunk {chunk} (updates up to "
-                f"{(chunk + 1) * self.config.log_every}): non-finite {', '.join(bad)}; {kept}. "
+                f"{(chunk + 1) * self.config.log_every}): non-finite "
+                f"{', '.join(bad) or 'values on another process'}; {kept}. "
                 "Try a smaller lr or max_grad_norm"
             )
 
 
-def _progress(config: TrainConfig, start: int, stop: int):
-    if not config.progress:
-        return None
-    return tqdm(
-        total=config.num_chunks,
-        initial=start,
-        desc=f"{config.algo} {config.env}",
-        unit="chunk",
-        dynamic_ncols=True,
-    )
-
-
-def _postfix(record: dict) -> dict:
-    out = {}
-    for key in ("return/learners", "loss/entropy", "env_steps_per_s"):
-        if isinstance(record.get(key), float):
-            out[key.split("/")[-1]] = f"{record[key]:.3g}"
-    return out
-
-
-class WandbLogger:
-    """Optional Weights & Biases logging (the ``wandb`` extra); offline mode needs no network."""
-
-    def __init__(self, config: TrainConfig, run_dir: Path):
-        try:
-            import wandb  # the optional wandb extra: imported only when a run logs to it
-        except ImportError as err:
-            raise SystemExit(
-                "wandb=true needs the wandb package: pip install 'dilemmax[wandb]'"
-            ) from err
-        self._wandb = wandb
-        self.run = wandb.init(
-            project=config.wandb_project,
-            config=config.to_dict(),
-            dir=str(run_dir),
-            mode=config.wandb_mode,
-            name=run_dir.name,
-            resume="allow",
-        )
-
-    def log(self, record: dict) -> None:
-        flat = {}
-        for key, value in record.items():
-            if isinstance(value, list):
-                flat.update({f"{key}/{i}": v for i, v in enumerate(value) if v is not None})
-            elif value is not None:
-                flat[key] = value
-        self._wandb.log(flat, step=int(record["env_steps"]))
-
-    def finish(self) -> None:
-        self.run.finish()
-
-
-def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path | None:
-    """Draws return, entropy and the scalar evaluation metrics against env steps."""
-    run_dir = Path(run_dir)
-    path = run_dir / METRICS_FILE
-    if not path.exists():
-        return None
-    records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    if not records:
-        return None
-    steps = [r["env_steps"] for r in records]
-    eval_keys = sorted(
-        {k for r in records for k, v in r.items() if k.startswith("eval/") and isinstance(v, float)}
-    )
-    # Metrics that moved during training first: they are the informative curves.
-    spread = lambda k: len({r[k] for r in records if isinstance(r.get(k), float)}) > 1
-    eval_keys.sort(key=lambda k: not spread(k))
-    panels = [("return/learners", "training return (learners)"), ("loss/entropy", "entropy")]
-    panels += [(k, k) for k in eval_keys[:6]]
-    cols = 2
-    rows = -(-len(panels) // cols)
-    # The object-oriented API draws off-screen, whatever backend pyplot would pick.
-    fig = Figure(figsize=(10, 3 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, (key, title) in zip(axes.flat, panels, strict=False):
-        xs = [s for s, r in zip(steps, records, strict=True) if isinstance(r.get(key), float)]
-        ys = [r[key] for r in records if isinstance(r.get(key), float)]
-        ax.plot(xs, ys, marker="." if len(xs) < 30 else None)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("env steps")
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.axis("off")
-    config = (
-        json.loads((run_dir / CONFIG_FILE).read_text()) if (run_dir / CONFIG_FILE).exists() else {}
-    )
-    fig.suptitle(f"{config.get('algo', '')} on {config.get('env', '')}")
-    fig.tight_layout()
-    out = Path(out) if out else run_dir / CURVE_FILE
-    fig.savefig(out, dpi=100)
-    return out
-
-
 def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
-    """(run, restored state, checkpoint) from a run folder (its newest good checkpoint) or a
-    checkpoint file inside one.
+    """(run, restored state, checkpoint) from a run folder (its newest good checkpoint), a
+    checkpoint file or an orbax checkpoint folder inside one.
 
     Raises :class:`RunFolderError` for a folder without config.json or checkpoints, and
-    :class:`~dilemmax.agents.checkpoint.CheckpointError` for a damaged checkpoint file.
+    :class:`~dilemmax.agents.checkpoint.CheckpointError` for a damaged checkpoint.
     """
     path = Path(path)
-    if path.is_file():
+    if path.is_file() or checkpoint.is_orbax(path):
         ckpt, run_dir = path, path.parent.parent
     elif path.is_dir():
         run_dir, ckpt = path, None
@@ -486,10 +426,10 @@ def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
     config.validate()
     run = TrainingRun(config, run_dir, check_memory=False)
     if ckpt is not None:
-        state, _ = checkpoint.restore(ckpt, run.template())
+        state, _ = run.restore(ckpt)
         return run, state, ckpt
-    found = checkpoint.restore_latest_good(run_dir, run.template())
+    found = checkpoint.restore_latest_good(run_dir, run.abstract_state(), shardings=run.shardings())
     if found is None:
         raise RunFolderError(f"no checkpoint in {run_dir}")
     state, _, ckpt = found
-    return run, state, ckpt
+    return run, place(state, run.mesh), ckpt
