@@ -336,3 +336,41 @@ def test_one_key_schedule_for_the_scan_the_arena_and_batched_play(with_configs):
     for name in ("step_actions", "step_rewards", "return", "length"):
         np.testing.assert_array_equal(looped[name], scanned[name], err_msg=f"arena {name}")
         np.testing.assert_array_equal(batched[name], scanned[name], err_msg=f"batched {name}")
+
+
+class SeenBy(RecordingProtocol):
+    """Notes which agent each play hook of this instance served (parses: by the prompt's seat)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.seen = set()
+
+    def turn(self, state, agent, memory):
+        self.seen.add(("turn", agent))
+        return super().turn(state, agent, memory)
+
+    def parse_reply(self, reply, prompt):
+        if prompt.kind == "act":
+            self.seen.add(("parse", self.env.agents[int(prompt.context["seat"])]))
+        return super().parse_reply(reply, prompt)
+
+    def after_step(self, memory, agent, state, actions, infos, next_state):
+        self.seen.add(("after_step", agent))
+        return super().after_step(memory, agent, state, actions, infos, next_state)
+
+
+def test_each_seat_plays_with_its_own_protocol_instance(env):
+    model = LLMPolicy(ScriptedClient(reply_for), "m")
+    first, second = SeenBy(env), SeenBy(env)
+    seats = [Seat("m", model), Seat("m", model)]
+    protocols = {"agent_0": first, "agent_1": second}
+    BatchedPlay(env, seats, first, num_envs=2, protocols=protocols).run(jax.random.key(0), 2)
+    hooks = {"turn", "parse", "after_step"}
+    assert first.seen == {(h, "agent_0") for h in hooks}
+    assert second.seen == {(h, "agent_1") for h in hooks}
+    # A seat's own options over the default protocol: its own instance (brief prompts here).
+    seats = [Seat("m", model), Seat("m", model, protocol_options={"brief": True})]
+    runner = BatchedPlay(env, seats, num_envs=2)
+    assert runner.protocols["agent_1"].brief and not runner.protocols["agent_0"].brief
+    with pytest.raises(ValueError, match="pass its protocol in protocols="):
+        BatchedPlay(env, seats, MoralHazardText(env), num_envs=2)
