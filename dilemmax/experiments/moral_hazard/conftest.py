@@ -40,7 +40,7 @@ def play(design, argv: list[str], out=None, resume: bool = False):
             build_seat(part.seats.get(agent) or args.seats, part.env, args, cache)
             for agent in part.env.agents
         ]
-        runner = BatchedPlay(part.env, seats, part.env.text_protocol(), num_envs=32)
+        runner = BatchedPlay(part.env, seats, part.env.text_protocol(), num_envs=16)
         results.append(runner.run(jax.random.key(0), part.episodes, part.configs, part=part.name))
     extra = design.extra(plan, args, out, resume) if design.extra else {}
     return plan, results, extra, design.analyse(plan, results, args, extra)

@@ -44,7 +44,7 @@ from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
 from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.figures import draw_figure3
-from dilemmax.llm.play import PlayResult
+from dilemmax.llm.play import CallsFailed, PlayResult
 from dilemmax.llm.seats import build_seat, seat_specs
 
 FOCAL = "agent_0"
@@ -159,7 +159,9 @@ def _focal_spec(args) -> str | None:
 
 
 def extra(plan_: Plan, args, out: str | Path | None, resume: bool) -> dict:
-    """The probes, through the focal seat's client; recorded to ``out/probes.jsonl``."""
+    """The probes, through the focal seat's client; recorded to ``out/probes.jsonl``. A call
+    that failed after its retries stops the run (``--on-call-error stop``, the default) or
+    counts as a wrong answer (``invalid``)."""
     if getattr(args, "no_probes", False):
         return {"probes": None, "reason": "--no-probes"}
     spec = _focal_spec(args)
@@ -177,6 +179,13 @@ def extra(plan_: Plan, args, out: str | Path | None, resume: bool) -> dict:
         ]
     path = None if out is None else Path(out) / probes.PROBE_FILE
     rows = probes.ask_items(seat.policy, asks, path, resume)
+    failed = [r for r in rows if r["error"]]
+    if failed and getattr(args, "on_call_error", "stop") == "stop":
+        raise CallsFailed(
+            f"{len(failed)} probe call(s) failed (first: {failed[0]['key']}: {failed[0]['error']})"
+            "; the answered ones are in probes.jsonl, so the same command with --resume asks "
+            "only the rest"
+        )
     return {"probes": probes.summary(rows)}  # the rows themselves are in probes.jsonl
 
 

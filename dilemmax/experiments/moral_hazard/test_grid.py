@@ -8,7 +8,7 @@ import pytest
 from dilemmax.cli import main
 from dilemmax.experiments.moral_hazard import grid, sweeps, tables
 from dilemmax.experiments.moral_hazard.common import table_columns
-from dilemmax.experiments.moral_hazard.conftest import parse, play, run_experiment
+from dilemmax.experiments.moral_hazard.conftest import parse, run_experiment
 
 # The paper's column names, in its order (Tables 2, 5, 6, 7, 17 and 18).
 PAPER_TABLE2 = ["Model", "Team", "Local", "Query", "Info", "Valid"]
@@ -22,7 +22,7 @@ PERFECT = "100.0 ± 0.0"
 
 @pytest.fixture(scope="module")
 def grid_run(planted_server, tmp_path_factory):
-    argv = ["--conditions", "n=3", "--replicates", "2", "--episodes", "2",
+    argv = ["--conditions", "k=0.10", "--replicates", "2", "--episodes", "2",
             "--seats", "openai:planted", "--base-url", planted_server.base_url]  # fmt: skip
     return run_experiment(["moral_hazard/grid", *argv], tmp_path_factory.mktemp("grid"))
 
@@ -45,24 +45,23 @@ def test_grid_row_of_the_planted_model_and_the_random_control(grid_run):
     random = report.results["random"]
     assert random["format_validity"]["replicates"] == [1.0, 1.0]  # every random move is legal
     assert len(random["team_success"]["replicates"]) == 2
-    assert set(report.results["conditions"]) == {"n=3"}
+    assert set(report.results["conditions"]) == {"k=0.10"}
     assert report.results["episodes"] == 2 * 2
 
 
 def test_sweeps_recover_the_planted_cost_cut(planted_server, tmp_path):
-    argv = ["--sweeps", "k,n", "--k-values", "0.10,0.40", "--n-values", "3", "--replicates",
-            "2", "--episodes", "2", "--seats", "openai:planted",
+    argv = ["--sweeps", "k,w_T", "--k-values", "0.10,0.40", "--w-team-values", "0.5",
+            "--replicates", "2", "--episodes", "2", "--seats", "openai:planted",
             "--base-url", planted_server.base_url]  # fmt: skip
-    _, _, _, report = play(sweeps.DESIGN, argv)
+    report = run_experiment(["moral_hazard/sweeps", *argv], tmp_path / "sweeps")
     table6, table7 = report.tables["table6"], report.tables["table7"]
     assert table_columns(table6) == PAPER_TABLE6 and table_columns(table7) == PAPER_TABLE7
     assert f"| 0.10 | {PERFECT} | {PERFECT} | 0.0 ± 0.0 | 0.0 ± 0.0 |" in table6
     k40 = report.results["sweeps"]["k"]["k=0.40"]
     assert k40["query_rate"]["mean"] == 0.0 and k40["team_success"]["mean"] == 0.0
     assert k40["unsafe_choice"]["mean"] == 1.0  # unwarned, it takes the top (unsafe) option
-    assert f"| $n$ | 3 | {PERFECT} | {PERFECT} | 0.0 ± 0.0 | 0.0 ± 0.0 |" in table7
-    report.figures["figure2"](str(tmp_path / "f2.png"))
-    assert (tmp_path / "f2.png").stat().st_size > 1000
+    assert f"| $w_T$ | 0.50 | {PERFECT} | {PERFECT} | 0.0 ± 0.0 | 0.0 ± 0.0 |" in table7
+    assert (report.out / "figure2.png").stat().st_size > 1000
     full = sweeps.DESIGN.plan(parse(sweeps.DESIGN, []))
     assert full.calls == 45 * 3 * (2 * 9 + 2 * 7 + sum(range(2, 10)))
 

@@ -148,3 +148,24 @@ def test_combine_puts_models_side_by_side(run, tmp_path):
         == 2
     )
     assert "| 0.30 | 0.650 | 0.675 | 0.675 |" in (out / "table8.md").read_text()
+
+
+def test_failed_probe_calls_stop_and_resume_asks_only_them(tmp_path):
+    from dilemmax.experiments.moral_hazard.conftest import parse
+    from dilemmax.experiments.moral_hazard.planted import boundary_model
+    from dilemmax.llm.play import CallsFailed
+    from dilemmax.llm.server import LocalChatServer
+
+    argv = ["--costs", "0.10", "--shares", "0.5", "--max-attempts", "1", "--seats", "openai:p"]
+    reply = boundary_model()
+    with LocalChatServer(reply, faults={i: "500" for i in range(4)}) as server:
+        args = parse(isolation.DESIGN, [*argv, "--base-url", server.base_url])
+        plan = isolation.DESIGN.plan(args)
+        with pytest.raises(CallsFailed, match="4 probe call"):
+            isolation.extra(plan, args, tmp_path, resume=False)
+        kept = (tmp_path / probes.PROBE_FILE).read_text().splitlines()
+        assert len(kept) == 12  # the answered ones, none of the failed
+        before = server.answered
+        done = isolation.extra(plan, args, tmp_path, resume=True)
+        assert server.answered - before == 4
+    assert done["probes"]["comprehension_items"] == 15
