@@ -22,10 +22,13 @@ from dilemmax.experiments.open_grid.tables import model_label
 from dilemmax.llm.seats import seat_specs
 
 
-def arena_specs(env, args) -> list[str]:
-    """The spec of each seat in the user's order (``--seat`` over ``--seats``)."""
+def arena_specs(env, args) -> list[str] | None:
+    """The spec of each seat in the user's order (``--seat`` over ``--seats``); None when the
+    user named no seat at all (``--list`` plans without seats: the session then asks for them)."""
     given = seat_specs(env, args)
     default = getattr(args, "seats", None)
+    if not given and not default:
+        return None
     missing = [a for a in env.agents if a not in given and not default]
     if missing:
         raise UsageError(
@@ -41,7 +44,7 @@ def plan_arena(game: str, args) -> Plan:
     n = env.num_agents
     parts = []
     for seed in range(common.seeds_of(args)):
-        seating = {env.agents[(i + seed) % n]: spec for i, spec in enumerate(specs)}
+        seating = {env.agents[(i + seed) % n]: spec for i, spec in enumerate(specs or [])}
         parts.append(common.seed_part(f"seed{seed}", env, args, seed, seats=seating))
     return Plan(parts, {"game": game, "specs": specs})
 
