@@ -75,18 +75,29 @@ def _part_seats(part, user_seats: Mapping[str, str], cache: dict) -> list[_Seat]
     unknown = sorted(set(user_seats) - set(env.agents))
     if unknown:
         raise UsageError(f"seats names unknown agent(s) {unknown}; agents: {env.agents}")
+    for agent, spec in user_seats.items():
+        if _is_model(spec):
+            index = env.agents.index(agent)
+            raise UsageError(
+                f"seats: {agent}={spec} names a model; in Inspect a seat's model is its role: "
+                f"--model-role {role_of(index)}=<provider>/<model>"
+            )
     specs = {**user_seats, **part.seats}
     seats = []
     for i, agent in enumerate(env.agents):
         options = dict(part.seat_protocol_options.get(agent, {}))
         spec = specs.get(agent)
-        if spec is None or spec.split(":", 1)[0].strip() in MODEL_KINDS:
+        if spec is None or _is_model(spec):
             seats.append(_Seat(role_of(i), role=role_of(i), protocol_options=options))
             continue
         # Scripted and trained seats as dilemmax play builds them (checked, one-line errors).
         seat = build_seat(spec, env, SimpleNamespace(env=env.name), cache)
         seats.append(_Seat(spec, seat.policy, protocol_options=options))
     return seats
+
+
+def _is_model(spec: str) -> bool:
+    return spec.split(":", 1)[0].strip() in MODEL_KINDS
 
 
 def _episode_seats(env, seats: Sequence[_Seat], run_options, made) -> tuple[EpisodeSeat, ...]:

@@ -189,6 +189,10 @@ def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
         plans.design_plan(design, {"cells": 3})
     with pytest.raises(UsageError, match="episodes"):
         plans.design_plan(design, {"episodes": "many"})
+    with pytest.raises(UsageError, match="--model-role seat_1="):
+        plan_task(plan, "toy", seats="agent_0=scripted:teacher agent_1=openai:m")
+    with pytest.raises(UsageError, match="unknown agent"):
+        plan_task(plan, "toy", seats={"agent_9": "scripted:teacher"})
     with pytest.raises(UsageError, match="scripted policy 'nobody'"):
         plan_task(plans.design_plan(design, {"partner": "nobody"})[0], "toy")
 
@@ -219,3 +223,9 @@ def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
         assert sample.metadata["config_name"]
         agents = {m.metadata["agent"] for m in sample.messages if m.role == "assistant"}
         assert agents == {"agent_0"}  # the partner plays inside JAX: no model calls
+
+
+def test_import_dilemmax_imports_no_inspect():
+    code = "import sys, dilemmax; print('inspect_ai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
