@@ -50,9 +50,6 @@ def plan_of(design: Design, args) -> Plan:
     plan = design.plan(args)
     if not plan.parts:
         raise UsageError(f"{design.name}: these options leave nothing to play")
-    names = [p.name for p in plan.parts]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{design.name}: its plan repeats a part name ({names})")
     return plan
 
 

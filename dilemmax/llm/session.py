@@ -217,6 +217,9 @@ def play_parts(
     play``); ``identity`` is what the transcript is keyed by (the shard is added to it)."""
     check_run_options(args)
     shard = Shard.parse(getattr(args, "shard", None))
+    names = [p.name for p in parts]
+    if len(set(names)) != len(names):  # the transcript keys calls by part name
+        raise ValueError(f"the parts' names repeat ({names})")
     for part in parts:
         if part.episodes < 1:
             raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
