@@ -102,17 +102,16 @@ def _error_message(payload: bytes) -> str:
 
 
 class Replicas:
-    """A seat's servers and the calls outstanding on each: each call goes to the one with the
-    fewest (on a tie, the one sent the fewest so far), as replicas of one model behind no load
-    balancer need. Used from the event loop's thread only."""
+    """The calls outstanding on each of a seat's ``count`` servers: each call goes to the one
+    with the fewest (on a tie, the one sent the fewest so far), as replicas of one model behind
+    no load balancer need. Used from the event loop's thread only."""
 
-    def __init__(self, urls: Sequence[str]):
-        self.urls = tuple(url.rstrip("/") + "/chat/completions" for url in urls)
-        self.outstanding = [0] * len(self.urls)
-        self.sent = [0] * len(self.urls)
+    def __init__(self, count: int):
+        self.outstanding = [0] * count
+        self.sent = [0] * count
 
     def pick(self) -> int:
-        choice = min(range(len(self.urls)), key=lambda r: (self.outstanding[r], self.sent[r]))
+        choice = min(range(len(self.sent)), key=lambda r: (self.outstanding[r], self.sent[r]))
         self.outstanding[choice] += 1
         self.sent[choice] += 1
         return choice
@@ -131,7 +130,9 @@ class ChatTransport:
     """
 
     def __init__(self, base_urls: Sequence[str] | None, api_key: str, timeout: float):
-        self.replicas = Replicas(base_urls or (OPENAI_API,))
+        urls = base_urls or (OPENAI_API,)
+        self.urls = tuple(url.rstrip("/") + "/chat/completions" for url in urls)
+        self.replicas = Replicas(len(self.urls))
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self.timeout = float(timeout)
 
@@ -146,7 +147,7 @@ class ChatTransport:
             session = await _session()
             timeout = aiohttp.ClientTimeout(total=self.timeout)
             async with session.post(
-                self.replicas.urls[replica], data=payload, headers=self.headers, timeout=timeout
+                self.urls[replica], data=payload, headers=self.headers, timeout=timeout
             ) as response:
                 raw = await response.read()
                 if response.status != 200:

@@ -125,6 +125,12 @@ class ScriptedClient:
         return out
 
 
+def token_count(value: Any) -> int:
+    """A token count as a provider reported it, 0 when it is not a count (the reply itself is
+    still good: a bad usage field must not lose it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def last_user_message(request: ChatRequest) -> str:
     """The text of the request's last user message ("" if none)."""
     for message in reversed(request.messages):

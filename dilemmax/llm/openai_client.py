@@ -6,29 +6,23 @@ event loop (:mod:`dilemmax.llm.aio`), over the process's kept-alive connections
 harness sees a synchronous ``complete``. (The official ``openai`` package spent about 2 ms of
 CPU per call on building and validating objects, which bound batched play at ~400 calls/s.)
 
-Retries are ``tenacity``'s jittered exponential backoff on 429, 5xx, timeouts, dropped
-connections, replies that are not valid JSON and replies with no choices. A 429 or 503 that says
-when to come back (``Retry-After`` in seconds or as an HTTP date, or ``retry-after-ms``) is
-retried no sooner than that, up to ``max_retry_after`` seconds, with the jitter only added above
-it. 401 / 403 / 404 raise :class:`FatalClientError` at once (a wrong key or model name does not
-heal). Several base URLs are replicas of one model: each call goes to the one with the fewest
-calls outstanding.
+Retries (:mod:`dilemmax.llm.retrying`) are ``tenacity``'s jittered exponential backoff on 429,
+5xx, timeouts, dropped connections, replies that are not valid JSON and replies with no choices.
+A 429 or 503 that says when to come back (``Retry-After`` in seconds or as an HTTP date, or
+``retry-after-ms``) is retried no sooner than that, up to ``max_retry_after`` seconds, with the
+jitter only added above it. 401 / 403 / 404 raise :class:`FatalClientError` at once (a wrong
+key or model name does not heal). Several base URLs are replicas of one model: each call goes
+to the one with the fewest calls outstanding.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
-
-import tenacity
 
 from dilemmax.llm import aio, sampling
 from dilemmax.llm.chat_http import (
@@ -42,7 +36,19 @@ from dilemmax.llm.chat_http import (
     PermissionDeniedError,
     RateLimitError,
 )
-from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
+from dilemmax.llm.client import (
+    ChatRequest,
+    Completion,
+    FatalClientError,
+    OnResult,
+    token_count,
+)
+from dilemmax.llm.retrying import (  # noqa: F401 (parse_retry_after, retry_after: re-exported)
+    RetryPolicy,
+    describe_error,
+    parse_retry_after,
+    retry_after,
+)
 
 
 class NoChoices(ValueError):
@@ -60,49 +66,8 @@ TRANSIENT_ERRORS = (
 FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, NotFoundError)
 
 
-def _describe(error: BaseException) -> str:
-    status = getattr(error, "status_code", None)
-    name = type(error).__name__
-    text = str(error).splitlines()[0] if str(error) else ""
-    return f"{name}{f' {status}' if status else ''}: {text}"[:300]
-
-
-def retry_after(error: BaseException | None) -> float | None:
-    """Seconds the server asked the client to wait (``retry-after-ms``, or ``Retry-After`` as
-    seconds or an HTTP date), None when it did not say or said something unreadable."""
-    headers = getattr(getattr(error, "response", None), "headers", None)
-    if headers is None:
-        return None
-    try:
-        millis = headers.get("retry-after-ms")
-        if millis is not None:
-            return _seconds(float(str(millis)[:40]) / 1000)
-        text = headers.get("retry-after")
-        return None if text is None else parse_retry_after(str(text))
-    except (AttributeError, TypeError, ValueError):  # headers of an unexpected shape
-        return None
-
-
-def parse_retry_after(text: str, now: datetime | None = None) -> float | None:
-    """A ``Retry-After`` value in seconds from now: ``"3"`` or an HTTP date; None if neither.
-
-    Total on any text (long values are not numbers, and the date parser is linear)."""
-    text = text.strip()[:100]
-    try:
-        return _seconds(float(text))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # an HTTP date is GMT
-        when = when.replace(tzinfo=UTC)
-    return _seconds((when - (now or datetime.now(UTC))).total_seconds())
-
-
-def _seconds(value: float) -> float | None:
-    return max(0.0, value) if math.isfinite(value) else None
+def _transient(error: BaseException) -> bool:
+    return isinstance(error, TRANSIENT_ERRORS)
 
 
 class OpenAIClient:
@@ -165,36 +130,18 @@ class OpenAIClient:
         self.model = model
         self.base_urls = _base_urls(base_url)
         self.base_url = "|".join(self.base_urls) if self.base_urls else None
-        sent = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "top_k": top_k,
-            "presence_penalty": presence_penalty,
-            "max_tokens": max_tokens,
-            "seed": seed,
-        }
-        self.options = {
-            k: sampling.check_option(v, sampling.OPENAI[k], k)
-            for k, v in sent.items()
-            if v is not None
-        }
-        if reasoning_effort is not None:
-            effort = sampling.GENERATION["reasoning_effort"]
-            self.options["reasoning_effort"] = effort.check(reasoning_effort, "reasoning_effort")
+        self.options = sampling.sampling_options(
+            temperature=temperature, top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
+            max_tokens=max_tokens, seed=seed, reasoning_effort=reasoning_effort,
+        )  # fmt: skip
         self.output = sampling.GENERATION["output"].check(output, "output")
         if not structured_output:
             self.output = "text"
         timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
-        self.max_attempts = sampling.check_option(
-            max_attempts, sampling.CLIENT["max_attempts"], "max_attempts"
-        )
         self.concurrency = sampling.check_option(
             concurrency, sampling.CLIENT["concurrency"], "concurrency"
         )
-        waits = sampling.Range("float", 0.0)
-        self.backoff = sampling.check_option(backoff, waits, "backoff")
-        self.max_backoff = sampling.check_option(max_backoff, waits, "max_backoff")
-        self.max_retry_after = sampling.check_option(max_retry_after, waits, "max_retry_after")
+        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_after)
         self._transport = ChatTransport(self.base_urls, api_key, timeout)
         self._in_flight: asyncio.Semaphore | None = None  # made on the loop, at the first call
 
@@ -215,24 +162,6 @@ class OpenAIClient:
         return aio.run_batch(calls, on_result)
 
     # ------------------------------------------------------------------ one request
-    def _retrying(self) -> tenacity.AsyncRetrying:
-        return tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(TRANSIENT_ERRORS),
-            wait=self._wait,
-            stop=tenacity.stop_after_attempt(self.max_attempts),
-            reraise=True,
-        )
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        """The server's Retry-After (capped) plus jitter above it, or the jittered backoff."""
-        asked = retry_after(state.outcome.exception() if state.outcome else None)
-        if asked is None:
-            backoff = tenacity.wait_random_exponential(
-                multiplier=self.backoff, max=self.max_backoff
-            )
-            return backoff(state)
-        return min(asked, self.max_retry_after) + random.uniform(0.0, self.backoff)
-
     async def _complete_one(self, request: ChatRequest) -> Completion:
         if self._in_flight is None:  # on the loop's thread: no other coroutine runs meanwhile
             self._in_flight = asyncio.Semaphore(self.concurrency)
@@ -243,22 +172,23 @@ class OpenAIClient:
         start = time.perf_counter()
         attempts = 0
         try:
-            async for attempt in self._retrying():
+            async for attempt in self.retry.retrying(_transient):
                 with attempt:
                     attempts += 1
                     response = await self._create(request)
                     if not _field(response, "choices"):
                         raise NoChoices("the server's reply held no choices")
         except FATAL_ERRORS as error:
+            where = self.base_url or "OpenAI API"
             raise FatalClientError(
-                f"{self.base_url or 'OpenAI API'} refused model {self.model!r}: {_describe(error)}"
+                f"{where} refused model {self.model!r}: {describe_error(error)}"
             ) from error
         except Exception as error:  # a failed call is recorded, never raised into the game
             return Completion(
                 "",
                 latency_s=time.perf_counter() - start,
                 retries=attempts - 1,
-                error=_describe(error),
+                error=describe_error(error),
             )
         return self._completion(response, time.perf_counter() - start, attempts - 1)
 
@@ -294,11 +224,11 @@ class OpenAIClient:
         details = _field(usage, "completion_tokens_details")
         return Completion(
             text,
-            prompt_tokens=_count(_field(usage, "prompt_tokens")),
-            completion_tokens=_count(_field(usage, "completion_tokens")),
+            prompt_tokens=token_count(_field(usage, "prompt_tokens")),
+            completion_tokens=token_count(_field(usage, "completion_tokens")),
             latency_s=latency,
             retries=retries,
-            reasoning_tokens=_count(_field(details, "reasoning_tokens")),
+            reasoning_tokens=token_count(_field(details, "reasoning_tokens")),
         )
 
 
@@ -307,12 +237,6 @@ def _field(value: Any, name: str) -> Any:
     if isinstance(value, Mapping):
         return value.get(name)
     return getattr(value, name, None)
-
-
-def _count(value: Any) -> int:
-    """A token count as the server reported it, 0 when it is not a count (the reply itself is
-    still good: a bad usage field must not lose it)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _response_format(schema: Mapping[str, Any] | None, output: str) -> dict[str, Any] | None:

@@ -149,6 +149,19 @@ GENERATION = {
     "reasoning_effort": Choice(REASONING_EFFORTS),
     "output": Choice(OUTPUT_MODES),
 }
+REASONING_TOKENS = Range("int", 1)  # a thinking budget (Inspect maps it onto each provider's)
+
+
+def sampling_options(**given: Any) -> dict:
+    """The sampling and reasoning options a client sends (``temperature``, ..., ``seed``,
+    ``reasoning_effort``, ``reasoning_tokens``), each checked; None ones left out."""
+    checks = {**OPENAI, **GENERATION, "reasoning_tokens": REASONING_TOKENS}
+    unknown = sorted(set(given) - set(checks) - {"output"})
+    if unknown:
+        raise TypeError(f"unknown sampling options {unknown}")
+    return {k: check_option(v, checks[k], k) for k, v in given.items() if v is not None}
+
+
 # The flags of add_model_arguments and the range each must fit (None values mean "the server's
 # default" and are not checked).
 FLAGS = {

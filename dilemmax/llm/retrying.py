@@ -1,0 +1,110 @@
+"""The retry policy every API client shares: which errors, how long to wait, how often.
+
+``tenacity``'s jittered exponential backoff (``backoff`` doubling up to ``max_backoff``
+seconds), or, when the server said when to come back (``Retry-After`` in seconds or as an HTTP
+date, or ``retry-after-ms``), no sooner than that, up to ``max_retry_after`` seconds, with the
+jitter only added above it; at most ``max_attempts`` attempts, the first included.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import tenacity
+
+from dilemmax.llm import sampling
+
+WAITS = sampling.Range("float", 0.0)
+
+
+def describe_error(error: BaseException) -> str:
+    """``"RateLimitError 429: <first line>"``: how a failed call's error is recorded."""
+    status = getattr(error, "status_code", None)
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}{f' {status}' if status else ''}: {text}"[:300]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a client retries a call (every field checked: an :class:`OptionError` names it)."""
+
+    max_attempts: int = 6  # attempts per call, the first included
+    backoff: float = 0.5  # the backoff's first window, seconds
+    max_backoff: float = 30.0  # its largest window, seconds
+    max_retry_after: float = 60.0  # the longest Retry-After honoured, seconds
+
+    def __post_init__(self):
+        attempts = sampling.CLIENT["max_attempts"]
+        object.__setattr__(
+            self, "max_attempts", sampling.check_option(self.max_attempts, attempts, "max_attempts")
+        )
+        for name in ("backoff", "max_backoff", "max_retry_after"):
+            object.__setattr__(self, name, sampling.check_option(getattr(self, name), WAITS, name))
+
+    def retrying(
+        self,
+        transient: Callable[[BaseException], bool],
+        asked: Callable[[BaseException | None], float | None] | None = None,
+    ) -> tenacity.AsyncRetrying:
+        """An async retry loop: ``transient(error)`` says whether to try again, ``asked(error)``
+        how long the server asked to wait (default: its Retry-After headers)."""
+        asked = retry_after if asked is None else asked
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            seconds = asked(state.outcome.exception() if state.outcome else None)
+            if seconds is None:
+                backoff = tenacity.wait_random_exponential(
+                    multiplier=self.backoff, max=self.max_backoff
+                )
+                return backoff(state)
+            return min(seconds, self.max_retry_after) + random.uniform(0.0, self.backoff)
+
+        return tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(transient),
+            wait=wait,
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            reraise=True,
+        )
+
+
+def retry_after(error: BaseException | None) -> float | None:
+    """Seconds the server asked the client to wait (``retry-after-ms``, or ``Retry-After`` as
+    seconds or an HTTP date), None when it did not say or said something unreadable."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return _seconds(float(str(millis)[:40]) / 1000)
+        text = headers.get("retry-after")
+        return None if text is None else parse_retry_after(str(text))
+    except (AttributeError, TypeError, ValueError):  # headers of an unexpected shape
+        return None
+
+
+def parse_retry_after(text: str, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` value in seconds from now: ``"3"`` or an HTTP date; None if neither.
+
+    Total on any text (long values are not numbers, and the date parser is linear)."""
+    text = text.strip()[:100]
+    try:
+        return _seconds(float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT
+        when = when.replace(tzinfo=UTC)
+    return _seconds((when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(value: float) -> float | None:
+    return max(0.0, value) if math.isfinite(value) else None

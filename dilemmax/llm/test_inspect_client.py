@@ -1,0 +1,145 @@
+"""``inspect:<provider>/<model>`` seats (issue #28), no network: Inspect's OpenAI-compatible
+provider pointed at the local test server, and Inspect's mock model. The same scripted replies
+give exactly the actions and metrics of an ``openai:`` seat; a 429 is retried and counted; the
+seat's options reach the request body; a refused model stops the run."""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import numpy as np
+import pytest
+
+import dilemmax
+from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
+from dilemmax.llm.inspect_client import InspectClient
+from dilemmax.llm.inspect_messages import chat_messages, chat_request, completion_from_output
+from dilemmax.llm.play import BatchedPlay, Seat
+from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.seats import add_model_arguments, build_seat
+from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.test_resume import reply  # planted moral-hazard replies (query, note, final)
+
+pytest.importorskip("inspect_ai")  # the optional inspect extra (installed with dev)
+
+SCHEMA = {"type": "object", "properties": {"action": {"type": "string"}}}
+REQUEST = ChatRequest(({"role": "system", "content": "rules"}, {"role": "user", "content": "go"}))
+FAST = ["--timeout", "5", "--max-attempts", "4"]
+
+
+def model_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    return parser.parse_args([*FAST, *argv])
+
+
+def play(env, seat, episodes=4):
+    runner = BatchedPlay(env, [seat] * env.num_agents, num_envs=4)
+    return runner.run(jax.random.key(3), episodes)
+
+
+@pytest.fixture(scope="module")
+def moral_hazard():
+    return dilemmax.make("moral_hazard")
+
+
+def test_an_inspect_seat_plays_exactly_as_an_openai_seat(moral_hazard):
+    with LocalChatServer(reply) as server:
+        args = model_args("--base-url", server.base_url)
+        cache: dict = {}
+        plain = build_seat("openai:tiny", moral_hazard, args, cache)
+        inspect = build_seat("inspect:openai-api/local/tiny", moral_hazard, args, cache)
+        ours, theirs = play(moral_hazard, plain), play(moral_hazard, inspect)
+    assert ours.metrics.keys() == theirs.metrics.keys()
+    for name in ours.metrics:
+        np.testing.assert_array_equal(ours.metrics[name], theirs.metrics[name], err_msg=name)
+    a, b = ours.stats["openai:tiny"], theirs.stats["inspect:openai-api/local/tiny"]
+    assert (a.calls, a.act_calls, a.valid, a.errors) == (b.calls, b.act_calls, b.valid, b.errors)
+    assert a.calls > 0 and a.valid == a.act_calls and b.retries == 0
+    assert a.prompt_tokens == b.prompt_tokens and a.completion_tokens == b.completion_tokens
+
+
+def test_inspects_mock_model_gives_the_same_actions(moral_hazard):
+    """``mockllm/model`` with the planted policy as its outputs: the episodes' metrics equal
+    those of the scripted client with the same policy."""
+    from inspect_ai.model import ModelOutput, ModelUsage  # the optional inspect extra
+
+    def mock(messages, tools, tool_choice, config):
+        request = chat_request(messages)
+        text = reply({"messages": [dict(m) for m in request.messages]})
+        output = ModelOutput.from_content(model="mockllm/model", content=text)
+        # Counted as the scripted client counts (words); without usage the mock model would
+        # fetch a tokenizer from the network.
+        words = sum(len(m["content"].split()) for m in request.messages)
+        output.usage = ModelUsage(input_tokens=words, output_tokens=len(text.split()))
+        return output
+
+    client = InspectClient("mockllm/model", model_args={"custom_outputs": mock})
+    scripted = ScriptedClient(lambda request: reply({"messages": list(request.messages)}))
+    mocked = play(moral_hazard, Seat("inspect", LLMPolicy(client, "inspect")))
+    planted = play(moral_hazard, Seat("scripted", LLMPolicy(scripted, "scripted")))
+    for name in planted.metrics:
+        np.testing.assert_array_equal(mocked.metrics[name], planted.metrics[name], err_msg=name)
+    a, b = mocked.stats["inspect"], planted.stats["scripted"]
+    assert (a.calls, a.valid, a.prompt_tokens) == (b.calls, b.valid, b.prompt_tokens)
+    assert a.valid > 0 and a.completion_tokens == b.completion_tokens
+
+
+def test_a_rate_limit_is_retried_and_counted_and_the_options_reach_the_body():
+
+    faults = {0: "retry_after", 1: "429", 2: "500"}
+    with LocalChatServer(lambda body: "ACTION QUERY", faults, retry_after="0.3") as server:
+        client = InspectClient(
+            "openai-api/local/qwen", base_url=server.base_url, temperature=1.0, top_p=0.95,
+            top_k=20, presence_penalty=1.5, max_tokens=300, seed=7, reasoning_effort="low",
+            output="json_object", timeout=5, backoff=0.01, max_backoff=0.02,
+        )  # fmt: skip
+        [completion] = client.complete([ChatRequest(REQUEST.messages, SCHEMA)])
+        assert completion.text == "ACTION QUERY" and completion.error == ""
+        assert completion.retries == 3 and server.received == 4
+        assert server.arrivals[1] - server.arrivals[0] >= 0.3  # the Retry-After was honoured
+        assert completion.prompt_tokens == 2 and completion.completion_tokens == 2
+    body = server.bodies[-1]
+    expected = {"model": "qwen", "temperature": 1.0, "top_p": 0.95, "top_k": 20,
+                "presence_penalty": 1.5, "max_tokens": 300, "seed": 7, "reasoning_effort": "low",
+                "response_format": {"type": "json_object"}}  # fmt: skip
+    assert {k: body.get(k) for k in expected} == expected
+    assert body["messages"] == [dict(m) for m in REQUEST.messages]
+
+
+def test_exhausted_retries_are_an_error_and_a_refused_model_stops_the_run():
+
+    with LocalChatServer(lambda body: "x", {i: "500" for i in range(3)}) as server:
+        client = InspectClient(
+            "openai-api/local/m", base_url=server.base_url, max_attempts=3, backoff=0.01,
+            max_backoff=0.02,
+        )  # fmt: skip
+        [completion] = client.complete([REQUEST])
+        assert completion.text == "" and "500" in completion.error and completion.retries == 2
+    with LocalChatServer(lambda body: "x", {0: "404"}) as server:
+        client = InspectClient("openai-api/local/missing", base_url=server.base_url)
+        with pytest.raises(FatalClientError, match="refused model .*NotFound"):
+            client.complete([REQUEST])
+        assert server.received == 1
+    with pytest.raises(FatalClientError, match="Inspect cannot build model 'nosuch/m'"):
+        InspectClient("nosuch/m")
+
+
+def test_a_schema_the_server_refuses_drops_to_text_and_usage_counts_reasoning():
+    from inspect_ai.model import ModelOutput, ModelUsage  # the optional inspect extra
+
+    with LocalChatServer(lambda body: '{"action": "up"}', structured_output=False) as server:
+        client = InspectClient("openai-api/local/m", base_url=server.base_url)
+        [first] = client.complete([ChatRequest(REQUEST.messages, SCHEMA)])
+        assert first.text == '{"action": "up"}' and client.output == "text"
+        assert "response_format" not in server.bodies[-1]
+    output = ModelOutput.from_content(model="m", content="ACTION QUERY")
+    output.usage = ModelUsage(input_tokens=11, output_tokens=40, total_tokens=51,
+                              reasoning_tokens=32)  # fmt: skip
+    completion = completion_from_output(output, latency_s=0.5, retries=1)
+    assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
+        "ACTION QUERY", 11, 40,
+    )  # fmt: skip
+    assert completion.reasoning_tokens == 32 and completion.retries == 1
+    assert chat_request(chat_messages(REQUEST)) == REQUEST
