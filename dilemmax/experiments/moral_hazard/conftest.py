@@ -1,5 +1,6 @@
-"""Plays a design's plan through the batched harness without the runner (no network): each
-part's fixed seats plus the user's ``--seats``, a planted model behind a LocalChatServer."""
+"""Helpers of the moral-hazard design tests (no network): a design's options parsed as the runner
+parses them, a design run through ``dilemmax experiment`` in-process, and a planted model
+behind a LocalChatServer."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import jax
 import pytest
 
 from dilemmax.cli import main
 from dilemmax.experiments.moral_hazard.planted import boundary_model
-from dilemmax.llm.play import BatchedPlay
-from dilemmax.llm.seats import add_model_arguments, build_seat
+from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.server import LocalChatServer
 
 
@@ -27,23 +26,6 @@ def parse(design, argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.env, args.grid = "moral_hazard", False
     return args
-
-
-def play(design, argv: list[str], out=None, resume: bool = False):
-    """(plan, results, extra, report) of ``design`` under ``argv``."""
-    args = parse(design, argv)
-    plan = design.plan(args)
-    cache: dict = {}
-    results = []
-    for part in plan.parts:
-        seats = [
-            build_seat(part.seats.get(agent) or args.seats, part.env, args, cache)
-            for agent in part.env.agents
-        ]
-        runner = BatchedPlay(part.env, seats, part.env.text_protocol(), num_envs=16)
-        results.append(runner.run(jax.random.key(0), part.episodes, part.configs, part=part.name))
-    extra = design.extra(plan, args, out, resume) if design.extra else {}
-    return plan, results, extra, design.analyse(plan, results, args, extra)
 
 
 def run_experiment(command: list[str], out: Path) -> SimpleNamespace:
