@@ -13,7 +13,8 @@ design (``dilemmax experiment <design>``, named with ``_`` for ``/``: ``moral_ha
 
 Parameters every task takes: ``seed`` (the run seed), ``max_steps`` (stop each episode there),
 ``seats`` (``"agent_1=scripted:teacher"``: scripted or trained seats over the models),
-``protocol`` (text-protocol options, ``"memory=none"``) and ``structured_output``. A game task
+``protocol`` (text-protocol options, ``"memory=none"``) and ``output_mode`` (``json_schema``,
+``json_object`` or ``text``, as ``dilemmax play --output-mode``). A game task
 also takes ``episodes``, ``options`` (env options, ``"num_agents=3"``) and ``grid``; a design
 task takes its design's own options (``-T episodes=2 -T conditions=k=0.10``).
 """
@@ -49,11 +50,11 @@ def _game_task(game: str) -> Callable[..., Task]:
         grid: bool = False,
         seats: str | dict | None = None,
         protocol: str | dict | None = None,
-        structured_output: bool = True,
+        output_mode: str = "json_schema",
     ) -> Task:
         plan = plans.game_plan(game, episodes, options, grid)
         return plan_task(
-            plan, game, seed, max_steps, _options(protocol), seats, structured_output,
+            plan, game, seed, max_steps, _options(protocol), seats, output_mode,
             {"game": game, "episodes": episodes, "grid": grid},
         )  # fmt: skip
 
@@ -67,14 +68,14 @@ def _design_task(design_name: str, name: str) -> Callable[..., Task]:
         max_steps: int | None = None,
         seats: str | dict | None = None,
         protocol: str | dict | None = None,
-        structured_output: bool = True,
+        output_mode: str = "json_schema",
         **params: Any,
     ) -> Task:
         design = plans.designs()[design_name]
         run = {"seed": seed, "max_steps": max_steps, "protocol": _entries(protocol)}
         plan, _ = plans.design_plan(design, {**run, **params})
         return plan_task(
-            plan, name, seed, max_steps, _options(protocol), seats, structured_output,
+            plan, name, seed, max_steps, _options(protocol), seats, output_mode,
             {"design": design.name, "section": design.section, "parameters": params},
         )  # fmt: skip
 

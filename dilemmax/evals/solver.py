@@ -36,16 +36,16 @@ from inspect_ai.model import (
     GenerateConfig,
     Model,
     ModelOutput,
-    ResponseSchema,
     get_model,
 )
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.util import JSONSchema
 
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.loop import EpisodeLoop, Played, StepHook
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-from dilemmax.llm.client import Completion
+from dilemmax.llm import sampling
+from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.inspect_messages import chat_messages, completion_from_output, request_config
 from dilemmax.llm.policy import CallStats, parse_safely
 
 STORE_KEY = "dilemmax"  # the sample store's entry holding the episode's metrics and calls
@@ -117,38 +117,20 @@ def loop_for(episode: Episode) -> EpisodeLoop:
     return cached
 
 
-# --------------------------------------------------------------------------- messages
-def prompt_messages(prompt: Prompt) -> list[ChatMessage]:
-    """The system message (when the prompt has one) and the user message of ``prompt``: the
-    messages ``ChatRequest.from_prompt`` sends an OpenAI-compatible server."""
-    messages: list[ChatMessage] = []
-    if prompt.system:
-        messages.append(ChatMessageSystem(content=prompt.system))
-    messages.append(ChatMessageUser(content=prompt.user))
-    return messages
+# --------------------------------------------------------------------------- calls
+OUTPUT_MODES = sampling.OUTPUT_MODES  # as an ``openai:`` seat's ``output=``
 
 
-def prompt_config(prompt: Prompt, structured_output: bool) -> GenerateConfig:
-    """Asks for the prompt's JSON schema as structured output where it has one (as an
-    ``openai:`` seat does unless ``--no-structured-output``)."""
-    if not structured_output or not prompt.json_schema:
-        return GenerateConfig()
+def prompt_call(prompt: Prompt, output_mode: str) -> tuple[list[ChatMessage], GenerateConfig]:
+    """The Inspect messages and config of one turn: the request ``dilemmax play`` sends
+    (``ChatRequest.from_prompt``), translated by :mod:`dilemmax.llm.inspect_messages`, with the
+    prompt's JSON schema as structured output where ``output_mode`` asks for it."""
+    request = ChatRequest.from_prompt(prompt)
     try:
-        schema = JSONSchema.model_validate(dict(prompt.json_schema))
+        config = request_config(request, output_mode)
     except ValueError:  # a schema Inspect cannot describe: the reply is parsed from text anyway
-        return GenerateConfig()
-    return GenerateConfig(response_schema=ResponseSchema(name="reply", json_schema=schema))
-
-
-def completion_of(output: ModelOutput) -> Completion:
-    """Inspect's output as the harness's :class:`Completion` (for the call counts)."""
-    usage = output.usage
-    return Completion(
-        output.completion,
-        prompt_tokens=int(usage.input_tokens) if usage else 0,
-        completion_tokens=int(usage.output_tokens) if usage else 0,
-        latency_s=float(output.time or 0.0),
-    )
+        config = GenerateConfig()
+    return chat_messages(request), config
 
 
 # --------------------------------------------------------------------------- the hook
@@ -159,10 +141,10 @@ class _InspectSeats(StepHook):
     sample's event loop.
     """
 
-    def __init__(self, episode: Episode, models: Mapping[str, Model], structured_output: bool):
+    def __init__(self, episode: Episode, models: Mapping[str, Model], output_mode: str):
         self.episode = episode
         self.models = models
-        self.structured_output = structured_output
+        self.output_mode = output_mode
         self.seats = [s for s in episode.seats if s.is_model]
         self.memory = {s.agent: s.protocol.new_memory(s.agent) for s in self.seats}
         self.stats: dict[str, CallStats] = {}
@@ -220,7 +202,11 @@ class _InspectSeats(StepHook):
                 self.memory[seat.agent], seat.agent, prompt, output.completion, reply
             )
             stats = self.stats.setdefault(seat.name, CallStats())
-            stats.add(completion_of(output), reply if prompt.kind == "act" else None, False)
+            stats.add(
+                completion_from_output(output, output.time or 0.0),
+                reply if prompt.kind == "act" else None,
+                False,
+            )
             self._log(t, seat, prompt, output, reply)
             parsed.append(reply)
         self.last_output = outputs[-1]
@@ -230,9 +216,8 @@ class _InspectSeats(StepHook):
         outputs: list[ModelOutput | None] = [None] * len(asks)
 
         async def one(i: int, seat: EpisodeSeat, prompt: Prompt) -> None:
-            config = prompt_config(prompt, self.structured_output)
-            model = self.models[seat.agent]
-            outputs[i] = await model.generate(prompt_messages(prompt), config=config)
+            messages, config = prompt_call(prompt, self.output_mode)
+            outputs[i] = await self.models[seat.agent].generate(messages, config=config)
 
         async with anyio.create_task_group() as group:
             for i, (seat, prompt) in enumerate(asks):
@@ -260,10 +245,10 @@ class _InspectSeats(StepHook):
 
 
 # --------------------------------------------------------------------------- playing
-def play(episode: Episode, models: Mapping[str, Model], structured_output: bool = True):
+def play(episode: Episode, models: Mapping[str, Model], output_mode: str = "json_schema"):
     """Plays ``episode`` (on a worker thread of a running event loop: its model calls go back
     to that loop). Returns (:class:`Played` with leading axis 1, the hook)."""
-    hook = _InspectSeats(episode, models, structured_output)
+    hook = _InspectSeats(episode, models, output_mode)
     played = loop_for(episode).play(
         jnp.stack([episode.key]), episode.config, np.ones(1, bool), hook
     )
@@ -285,21 +270,21 @@ def episode_record(episode: Episode, played: Played, hook: _InspectSeats) -> dic
 
 
 def play_episode(
-    episodes: Mapping[str, Episode], structured_output: bool = True, limiter_size: int = 64
+    episodes: Mapping[str, Episode], output_mode: str = "json_schema", limiter_size: int = 64
 ) -> Solver:
     """Plays the sample's episode (looked up by sample id in ``episodes``) with each model
     seat's Inspect model: its role's model if the eval binds one, else the eval's model.
 
     Args:
         episodes: sample id -> :class:`Episode`.
-        structured_output: ask for a prompt's JSON schema as structured output.
+        output_mode: one of :data:`OUTPUT_MODES` (how a prompt's JSON schema is asked for).
         limiter_size: episodes stepping at once (each holds a worker thread while it waits).
     """
 
     # Registered with plain parameters only: Inspect writes a solver's parameters into the log,
     # and the episodes (envs, keys, policies) are no JSON.
     @solver(name="play_episode")
-    def dilemmax_episode(structured_output: bool = True, episodes: int = 0) -> Solver:
+    def dilemmax_episode(output_mode: str = "json_schema", episodes: int = 0) -> Solver:
         limiter: list[anyio.CapacityLimiter] = []  # made in the eval's event loop, on first use
 
         async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -308,7 +293,7 @@ def play_episode(
             if not limiter:
                 limiter.append(anyio.CapacityLimiter(limiter_size))
             played, hook = await anyio.to_thread.run_sync(
-                play, episode, models, structured_output, limiter=limiter[0]
+                play, episode, models, output_mode, limiter=limiter[0]
             )
             state.messages = hook.messages
             if hook.last_output is not None:
@@ -320,7 +305,7 @@ def play_episode(
         return solve
 
     table = dict(episodes)
-    return dilemmax_episode(structured_output, len(table))
+    return dilemmax_episode(output_mode, len(table))
 
 
 def _first(tree):

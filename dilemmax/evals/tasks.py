@@ -29,7 +29,7 @@ from inspect_ai.model import GenerateConfig
 from dilemmax.envs.rollout import episode_jobs, num_configs_of
 from dilemmax.errors import UsageError
 from dilemmax.evals.scoring import episode_metrics
-from dilemmax.evals.solver import Episode, EpisodeSeat, play_episode
+from dilemmax.evals.solver import OUTPUT_MODES, Episode, EpisodeSeat, play_episode
 from dilemmax.experiments.design import Plan
 from dilemmax.llm.play import protocol_with, rotate_seats
 from dilemmax.llm.seats import build_seat
@@ -180,7 +180,7 @@ def plan_task(
     max_steps: int | None = None,
     protocol: Mapping[str, Any] | None = None,
     seats: str | Mapping[str, str] | None = None,
-    structured_output: bool = True,
+    output_mode: str = "json_schema",
     metadata: Mapping[str, Any] | None = None,
 ) -> Task:
     """The Inspect task playing every episode of ``plan`` (see the module docstring).
@@ -192,16 +192,19 @@ def plan_task(
         max_steps: stop each episode after this many steps (``--max-steps``).
         protocol: text-protocol options under each part's own (``--protocol``).
         seats: agent -> spec of scripted / trained seats over the models (``--seat``).
-        structured_output: ask for a prompt's JSON schema as structured output.
+        output_mode: how a prompt's JSON schema is asked for: ``json_schema`` (structured
+            output, as ``dilemmax play`` does by default), ``json_object`` or ``text``.
         metadata: extra task metadata (the design, its parameters).
     """
+    if output_mode not in OUTPUT_MODES:
+        raise UsageError(f"output_mode {output_mode!r}: expected one of {OUTPUT_MODES}")
     episodes = plan_episodes(plan, seed, max_steps, protocol, parse_seats(seats))
     by_id = {f"{e.part}|e{e.info['episode']}": e for e in episodes}
     if len(by_id) != len(episodes):
         raise UsageError(f"{name}: two parts of the plan share a name")
     return Task(
         dataset=MemoryDataset([sample_of(e) for e in episodes], name=name),
-        solver=play_episode(by_id, structured_output),
+        solver=play_episode(by_id, output_mode),
         scorer=episode_metrics(),
         config=PLAY_SAMPLING,
         metadata={"seed": int(seed), "parts": [p.name for p in plan.parts], **(metadata or {})},
