@@ -173,9 +173,16 @@ def combine(name: str, dirs: Sequence[str], out: str | None) -> int:
 
 def listing(known: dict[str, Design], parsers: dict[str, argparse.ArgumentParser]) -> int:
     """``dilemmax experiment --list``: each design, its section and its calls at the paper's
-    sizes (the plan of the design's default options)."""
+    sizes (the plan of the design's default options). A design whose plan needs what only the
+    user gives (a model in every seat) is listed with the reason; one whose plan fails otherwise
+    (a bug) too, and the listing then ends with status 1."""
+    status = 0
     for name, design in known.items():
-        args = parsers[name].parse_args([])
-        calls = plan_of(design, args).calls
-        print(f"{name:28s} {calls:>12,.0f} calls  {design.section}: {design.summary}")
-    return 0
+        try:
+            calls = f"{plan_of(design, parsers[name].parse_args([])).calls:>12,.0f} calls"
+        except UsageError as error:
+            calls = f"calls depend on the options ({' '.join(str(error).split())[:80]})"
+        except Exception as error:  # a broken design must not hide the others
+            calls, status = f"cannot be planned: {type(error).__name__}: {error}"[:120], 1
+        print(f"{name:28s} {calls}  {design.section}: {design.summary}")
+    return status

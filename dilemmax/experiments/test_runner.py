@@ -162,3 +162,27 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
         assert err.startswith("dilemmax experiment: error:") and "\n" not in err, err
         assert message in err, err
     assert not (tmp_path / "x").exists()
+
+
+def test_list_goes_on_past_a_design_it_cannot_plan(monkeypatch, capsys):
+    from dataclasses import replace
+
+    from dilemmax.errors import UsageError
+
+    def needs_seats(args):
+        raise UsageError("the arena needs a model in every seat")
+
+    def broken(args):
+        raise KeyError("oops")
+
+    needy = replace(TINY, name="moral_hazard/needy", plan=needs_seats)
+    bad = replace(TINY, name="moral_hazard/bad", plan=broken)
+    known = {d.name: d for d in (needy, TINY)}
+    monkeypatch.setattr(registry, "designs", lambda: known)
+    assert main(["experiment", "--list"]) == 0
+    needy_line, tiny_line = capsys.readouterr().out.strip().split("\n")
+    assert "calls depend on the options (the arena needs a model" in needy_line
+    assert "10 calls" in tiny_line
+    known[bad.name] = bad
+    assert main(["experiment", "--list"]) == 1
+    assert "cannot be planned: KeyError" in capsys.readouterr().out.strip().split("\n")[-1]
