@@ -43,13 +43,15 @@ def _full_game_episode(scenario_env: ScenarioEnv, scenario: int, focal_policy, k
         key_act_focal, game_step_key = step_parts(step_key)
         focal_keys = seat_keys(key_act_focal, scenario_env.num_agents)
         masks = game.action_mask(playing.state)
-        actions, acted = act_seats(game, seats, game_step_key, playing)
+        actions, acted = jax.jit(lambda k, p: act_seats(game, seats, k, p))(game_step_key, playing)
         for j, seat in enumerate(scenario_env.focal):
             agent = game.agents[seat]
             view = dataclasses.replace(_view(game, playing, seat), mask=masks[agent])
             actions[agent] = jnp.int32(focal_policy(focal_keys[j], view))
         was_finished = bool(playing.finished)
-        playing, (rewards, _, _) = advance(game, seats, game_step_key, playing, actions, acted)
+        playing, (rewards, _, _) = jax.jit(lambda k, p, a, c: advance(game, seats, k, p, a, c))(
+            game_step_key, playing, actions, acted
+        )
         if not was_finished:
             returns += np.array([float(rewards[a]) for a in game.agents])
             actions_seen.append([int(actions[a]) for a in game.agents])
@@ -60,9 +62,8 @@ def _view(game, playing, seat):
     return observations_for(game, playing.obs, playing.state)[game.agents[seat]]
 
 
-@pytest.mark.parametrize("set_name", ["consequence/test", "moral_hazard/train"])
-def test_focal_only_env_is_the_full_game_with_the_background_seated(set_name):
-    env = SETS[set_name].build()
+def test_focal_only_env_is_the_full_game_with_the_background_seated(built):
+    env = built("consequence/test")
     key = jax.random.key(7)
     for scenario in range(env.num_scenarios):
         config = ScenarioConfig(jnp.int32(scenario))
@@ -84,8 +85,8 @@ def test_focal_only_env_is_the_full_game_with_the_background_seated(set_name):
         assert got_actions == [[row[i] for i in env.focal] for row in want_actions]
 
 
-def test_every_scenario_of_a_set_runs_in_one_vmapped_program_as_it_does_alone():
-    env = scenario_set("consequence", "train").build()
+def test_every_scenario_of_a_set_runs_in_one_vmapped_program_as_it_does_alone(built):
+    env = built("consequence/train")
     key = jax.random.key(3)
     _, together = run_episodes(env, random_policy, key, 4, env.scenario_configs())
     for s in range(env.num_scenarios):
@@ -101,20 +102,20 @@ def _metrics(env, key):
     return env.episode_metrics(run_episode(env, random_policy, key, ScenarioConfig(jnp.int32(0))))
 
 
-def test_jit_equals_no_jit_and_the_scenarios_differ():
-    env = scenario_set("moral_hazard", "test").build()
+def test_jit_equals_no_jit_and_the_scenarios_differ(built):
+    env = built("moral_hazard/test")
     key = jax.random.key(11)
-    _, jitted = run_episodes(env, random_policy, key, 8, env.scenario_configs())
+    _, jitted = run_episodes(env, random_policy, key, 2, env.scenario_configs())
     with jax.disable_jit():
-        _, plain = run_episodes(env, random_policy, key, 8, env.scenario_configs(), jit=False)
+        _, plain = run_episodes(env, random_policy, key, 2, env.scenario_configs(), jit=False)
     np.testing.assert_allclose(
         np.asarray(jitted["per_capita"]), np.asarray(plain["per_capita"]), atol=1e-6
     )
     assert env.agents == ["agent_0"] and env.num_agents == 1
 
 
-def test_step_through_the_base_class_auto_resets_and_keeps_focal_keys():
-    env = scenario_set("consequence", "test").build()
+def test_step_through_the_base_class_auto_resets_and_keeps_focal_keys(built):
+    env = built("consequence/test")
     obs, state = env.reset(jax.random.key(0))
     assert set(obs) == {"agent_0"}
     step = jax.jit(env.step)
@@ -127,14 +128,14 @@ def test_step_through_the_base_class_auto_resets_and_keeps_focal_keys():
         env.step(jax.random.key(0), state, {"agent_0": 0, "agent_1": 0})
 
 
-def test_background_sees_the_game_not_the_wrapper():
+def test_background_sees_the_game_not_the_wrapper(built):
     seen = []
 
     def spy(key, observation):
         seen.append(type(observation.state).__name__)
         return jnp.int32(0)
 
-    game = SETS["moral_hazard/test"].build().game
+    game = built("moral_hazard/test").game
     env = ScenarioEnv(game, (0,), [[None, spy]])
     run_episode(env, random_policy, jax.random.key(0), ScenarioConfig(jnp.int32(0)))
     assert seen and all(name != "ScenarioState" for name in seen)
@@ -184,9 +185,9 @@ def test_registry_sets_are_disjoint_in_backgrounds_and_configurations():
         )
 
 
-def test_every_registered_scripted_background_exists_for_its_game():
-    for scenario_set_ in SETS.values():
-        env = scenario_set_.build()
+def test_every_registered_scripted_background_exists_for_its_game(built):
+    for name, scenario_set_ in SETS.items():
+        env = built(name)
         names = set(policies_for(env.game))
         for s in scenario_set_.scenarios:
             for spec in s.background.values():

@@ -1,0 +1,99 @@
+"""Scoring populations on scenario sets, and the zoo's names, digests and loading."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from dilemmax.agents import zoo
+from dilemmax.envs.policies import policies_for
+from dilemmax.errors import UsageError
+from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios.registry import SETS
+
+
+def test_t_interval_and_normalised_score_by_hand():
+    mean, low, high = E.mean_interval(np.array([1.0, 2.0, 3.0, 4.0]))
+    half = 3.182 * np.std([1, 2, 3, 4], ddof=1) / 2  # t(3) * sd / sqrt(4)
+    assert mean == 2.5 and low == pytest.approx(2.5 - half) and high == pytest.approx(2.5 + half)
+    assert E.t95(11) == E.t95(10) == 2.228 and E.t95(100) == 1.96
+    assert E.normalised(5.0, random=1.0, best=9.0) == 0.5
+    assert E.normalised(1.0, 1.0, 1.0) is None
+
+
+def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agent(built):
+    """Against a partner who never queries, only the focal agent's own query can warn anyone:
+    the teacher (queries, warns, reads the board) beats the random control there. As the only
+    reference population the teacher scores exactly 1 and random exactly 0."""
+    scenarios = SETS["moral_hazard/test"]
+    env = built("moral_hazard/test")
+    choices = policies_for(env.game)
+    key = jax.random.key(0)
+    teacher = E.score_policy(scenarios, choices["teacher"], key, 16, env)
+    control = E.score_policy(scenarios, choices["random_control"], key, 16, env)
+    assert [r.scenario for r in teacher] == list(env.names)
+    for t, c in zip(teacher, control, strict=True):
+        assert t.episodes == 16 and t.digest == c.digest and t.ci_low <= t.mean <= t.ci_high
+    assert teacher[0].scenario == "moral_hazard/never_queries" and teacher[0].mean > control[0].mean
+    refs = E.references(scenarios, {"teacher": choices["teacher"]}, key, 16, env)
+    rows = E.summary_rows(teacher, refs)
+    assert all(
+        r["best_population"] == "teacher" and r["normalised"] == pytest.approx(1.0) for r in rows
+    )
+    random_rows = E.summary_rows(E.score_policy(scenarios, E.random_policy, key, 16, env), refs)
+    assert all(r["normalised"] == pytest.approx(0.0) for r in random_rows)
+    table = E.summary_table(rows)
+    assert table.splitlines()[0] == "| " + " | ".join(E.SUMMARY_COLUMNS) + " |"
+    assert len(table.splitlines()) == 2 + len(rows)
+
+
+def test_references_of_a_changed_scenario_are_refused(tmp_path, built):
+    scenarios = SETS["moral_hazard/test"]
+    env = built("moral_hazard/test")
+    key = jax.random.key(1)
+    rows = E.score_policy(scenarios, E.random_policy, key, 2, env)
+    refs = {rows[0].scenario: {"random": 0.0, "best": 1.0, "best_population": "x", "digest": "old"}}
+    with pytest.raises(ValueError, match="another version"):
+        E.summary_rows(rows, refs)
+    path = E.summary_plot(E.summary_rows(rows, {}), tmp_path / "plot.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def _fake_zoo(tmp_path, run_files: dict[str, str], digest: str | None = None):
+    run = tmp_path / "consequence" / "ippo"
+    (run / "checkpoints").mkdir(parents=True)
+    for name, text in run_files.items():
+        (run / name).write_text(text)
+    entry = {"run": "consequence/ippo", "seed": 1, "digest": digest or zoo.run_digest(run)}
+    (tmp_path / zoo.MANIFEST).write_text(json.dumps({"consequence/ippo_s1": entry}))
+    return run
+
+
+def test_zoo_names_resolve_verify_and_refuse(tmp_path):
+    run = _fake_zoo(tmp_path, {"config.json": "{}"})
+    assert zoo.names(tmp_path) == ["consequence/ippo_s1"]
+    assert zoo.verify("consequence/ippo_s1", tmp_path) == run
+    for bad in ("consequence/ippo_s9", "../../etc", "", "x" * 500):
+        with pytest.raises(UsageError, match="not in the zoo"):
+            zoo.resolve(bad, tmp_path)
+    (run / "config.json").write_text('{"changed": 1}')
+    with pytest.raises(UsageError, match="do not match"):
+        zoo.verify("consequence/ippo_s1", tmp_path)
+    (tmp_path / zoo.MANIFEST).write_text("[not json")
+    with pytest.raises(UsageError, match="unreadable"):
+        zoo.manifest(tmp_path)
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_every_shipped_zoo_population_loads_and_plays(name):
+    """Every population of the shipped zoo matches its digest, loads against its game and plays
+    an episode there through the episode driver."""
+    from dilemmax.envs.registry import make
+    from dilemmax.envs.rollout import run_episodes
+
+    game = zoo.manifest()[name]["game"]
+    env = make(game)
+    policy = zoo.load(name, env=env, greedy=True)
+    _, metrics = run_episodes(env, policy, jax.random.key(0), 1, num_steps=min(env.max_steps, 20))
+    assert np.all(np.isfinite(np.asarray(metrics["return"])))
