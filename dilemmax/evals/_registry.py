@@ -15,7 +15,8 @@ Parameters every task takes: ``seed`` (the run seed), ``max_steps`` (stop each e
 ``seats`` (``"agent_1=scripted:teacher"``: scripted or trained seats over the models),
 ``protocol`` (text-protocol options, ``"memory=none"``) and ``output_mode`` (``json_schema``,
 ``json_object`` or ``text``, as ``dilemmax play --output-mode``). A game task
-also takes ``episodes``, ``options`` (env options, ``"num_agents=3"``) and ``grid``; a design
+also takes ``episodes``, ``options`` (env options, ``"num_agents=3"``), ``grid`` and ``rotate``
+(every seating rotation: the roles move round the agents); a design
 task takes its design's own options (``-T episodes=2 -T conditions=k=0.10``).
 """
 
@@ -48,14 +49,15 @@ def _game_task(game: str) -> Callable[..., Task]:
         max_steps: int | None = None,
         options: str | dict | None = None,
         grid: bool = False,
+        rotate: bool = False,
         seats: str | dict | None = None,
         protocol: str | dict | None = None,
         output_mode: str = "json_schema",
     ) -> Task:
-        plan = plans.game_plan(game, episodes, options, grid)
+        plan = plans.game_plan(game, episodes, options, grid, rotate)
         return plan_task(
             plan, game, seed, max_steps, _options(protocol), seats, output_mode,
-            {"game": game, "episodes": episodes, "grid": grid},
+            {"game": game, "episodes": episodes, "grid": grid, "rotate": rotate},
         )  # fmt: skip
 
     game_task.__doc__ = f"{game}: its default configuration, as `dilemmax play {game}`."

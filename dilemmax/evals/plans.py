@@ -1,7 +1,8 @@
 """The plans the Inspect tasks play: ``dilemmax play``'s parts and the papers' designs.
 
-- A game task plays the parts ``dilemmax play <game> [--grid]`` plays: its parser reads the
-  task's parameters (``episodes``, ``options`` as ``--set``, ``grid``), and its own part builder
+- A game task plays the parts ``dilemmax play <game> [--grid] [--rotate]`` plays: its parser
+  reads the task's parameters (``episodes``, ``options`` as ``--set``, ``grid``, ``rotate``), and
+  its own part builder
   makes the parts, so an Inspect run and a play run of the same parameters play the same
   episodes.
 - A design task plays ``design.plan(args)``, the plan ``dilemmax experiment <design>`` plays:
@@ -90,15 +91,17 @@ def _play_parser() -> argparse.ArgumentParser:
     return top
 
 
-def game_plan(game: str, episodes: int = 1, options=None, grid: bool = False) -> Plan:
-    """The parts of ``dilemmax play <game> --episodes <episodes> [--set ...] [--grid]``."""
+def game_plan(
+    game: str, episodes: int = 1, options=None, grid: bool = False, rotate: bool = False
+) -> Plan:
+    """The parts of ``dilemmax play <game> --episodes <episodes> [--set ...] [--grid]
+    [--rotate]``."""
     if game not in GAMES:
         raise UsageError(f"no game {game!r}; games: {GAMES}")
     words = ["play", game, "--episodes", str(int(episodes))]
     for entry in assignments(options, "options"):
         words += ["--set", entry]
-    if grid:
-        words.append("--grid")
+    words += ["--grid"] * bool(grid) + ["--rotate"] * bool(rotate)
     try:
         args = _play_parser().parse_args(words)
     except argparse.ArgumentError as error:

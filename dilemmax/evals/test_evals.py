@@ -100,10 +100,10 @@ def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     ) as server:
         played = play_json(tmp_path, "mh", [
             "moral_hazard", "--seat", "agent_0=openai:a", "--seat", "agent_1=openai:b",
-            "--episodes", "4", "--seed", "3", "--base-url", server.base_url,
+            "--episodes", "2", "--seed", "3", "--rotate", "--base-url", server.base_url,
         ])  # fmt: skip
     (log,) = inspect_eval(
-        TASKS["moral_hazard"](episodes=4, seed=3),
+        TASKS["moral_hazard"](episodes=2, seed=3, rotate=True),
         model=mock("a", moral_hazard_reply),
         model_roles={"seat_1": mock("b", moral_hazard_reply)},
         log_dir=str(tmp_path / "logs"),
@@ -111,11 +111,18 @@ def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     )
     assert log.status == "success", log.error
     assert_same_scores(log.samples, played["episodes"])
-    # Model b at seat 1 always queries, model a at seat 0 never does: recovered per seat.
+    # Model b (role seat_1) always queries, model a never does: recovered per agent, and the
+    # roles move round the agents with the rotation.
     for sample in log.samples:
         score = sample.scores["episode_metrics"].value
-        assert score["query_by_agent[0]"] == 0.0 and score["query_by_agent[1]"] == 1.0
-        assert sample.metadata["seed"] == 3 and sample.metadata["seats"]["agent_1"] == "seat_1"
+        seats = sample.metadata["seats"]
+        for i, agent in enumerate(["agent_0", "agent_1"]):
+            assert score[f"query_by_agent[{i}]"] == float(seats[agent] == "seat_1")
+        assert sample.metadata["seed"] == 3
+    assert (
+        sorted(s.metadata["seats"]["agent_0"] for s in log.samples)
+        == ["seat_0"] * 2 + ["seat_1"] * 2
+    )
 
     # The written log: one sample per episode, its scores, the turns as messages.
     (info,) = list_eval_logs(str(tmp_path / "logs"))
