@@ -231,7 +231,14 @@ def check_same_run(records: Sequence[tuple[Path, dict]]) -> None:
     count = first["shard"][1]
     seen: dict[int, Path] = {}
     for folder, record in records:
-        for name in ("run", "identity", "total"):
+        mine, theirs = record["identity"], first["identity"]
+        if mine != theirs:
+            differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+            raise ShardError(
+                f"{folder} is a shard of another run than {first_dir} (their {', '.join(differ)} "
+                "differ; only --shard, --out and the server options may)"
+            )
+        for name in ("run", "total"):
             if record[name] != first[name]:
                 raise ShardError(
                     f"{folder} is a shard of another run than {first_dir} ({name} differs)"

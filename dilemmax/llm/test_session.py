@@ -120,7 +120,8 @@ def test_two_shards_on_two_servers_merge_into_the_whole_run(tmp_path, capsys):
     (tmp_path / "odd" / "shard.json").write_text(json.dumps(record))
     assert main(["play", "merge", str(tmp_path / "s0"), str(tmp_path / "odd"), "--out",
                  str(tmp_path / "x")]) == 2  # fmt: skip
-    assert "shard of another run" in capsys.readouterr().err
+    assert "shard of another run than" in (err := capsys.readouterr().err)
+    assert "(their seed differ; only --shard, --out and the server options may)" in err
 
 
 @pytest.mark.parametrize(
