@@ -23,7 +23,9 @@ from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.tables import (
+    TABLE2_CAPTION,
     TABLE2_COLUMNS,
+    captioned,
     combine,
     draw_figure4,
     table2_row,
@@ -151,7 +153,7 @@ def _tables(payload: Mapping) -> dict[str, str]:
         for name, out in payload["conditions"].items()
     ]
     return {
-        "table2": common.markdown(TABLE2_COLUMNS, rows),
+        "table2": captioned(common.markdown(TABLE2_COLUMNS, rows), TABLE2_CAPTION),
         "conditions": common.markdown(CONDITION_COLUMNS, per_condition),
     }
 

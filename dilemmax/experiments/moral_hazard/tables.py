@@ -31,6 +31,24 @@ TABLE18_COLUMNS = ("Comparison", "Metric", "d_z", "P(Δ̄>0)", "Exact p", "Holm 
 TABLE5_METRICS = (("Team success", "team_success"), ("Unsafe choice", "unsafe_choice"))
 WEIGHT_METHODS = ("SFT", "RLOO", "SFT+RLOO")
 BEST_WEIGHT = "Best observed weight"
+TABLE2_CAPTION = (
+    "Percentages over the 15-condition grid, mean ± sample sd across replicates (each the mean "
+    "over its episodes); Random: the random valid-action control on the same cases."
+)
+TABLE5_CAPTION = (
+    "Δ pp: mean percentage-point change against Base over the paired models; CI: exact "
+    "bootstrap over model pairs; Positive: models with a positive change (for unsafe choice a "
+    "positive change is worse); Exact p: paired sign flips."
+)
+TABLE18_CAPTION = (
+    "d_z: mean paired change / its sd; P(Δ̄>0) from the exact bootstrap over model pairs; Holm "
+    "and Benjamini-Hochberg adjust over every row of Table 5."
+)
+
+
+def captioned(table: str, caption: str) -> str:
+    """A markdown table followed by its caption (the first line stays the header)."""
+    return f"{table}\n{caption}\n"
 
 
 def table2_row(label: str, outcomes: Mapping) -> list[str]:
@@ -200,7 +218,10 @@ def _table5_markdown(rows: Sequence[dict]) -> tuple[str, str]:
         ]
         for r in rows
     ]
-    return common.markdown(TABLE5_COLUMNS, main), common.markdown(TABLE18_COLUMNS, secondary)
+    return (
+        captioned(common.markdown(TABLE5_COLUMNS, main), TABLE5_CAPTION),
+        captioned(common.markdown(TABLE18_COLUMNS, secondary), TABLE18_CAPTION),
+    )
 
 
 def combine(runs: Sequence[Mapping]) -> Report:
@@ -211,7 +232,7 @@ def combine(runs: Sequence[Mapping]) -> Report:
     table2_rows, table2_records = _table2(runs, pooled)
     table5 = _table5(pooled)
     lomo_name, lomo = _leave_one_out(pooled)
-    tables = {"table2": common.markdown(TABLE2_COLUMNS, table2_rows)}
+    tables = {"table2": captioned(common.markdown(TABLE2_COLUMNS, table2_rows), TABLE2_CAPTION)}
     if table5:
         tables["table5"], tables["table18"] = _table5_markdown(table5)
     if lomo:

@@ -109,7 +109,8 @@ def test_combine_gives_the_planted_signs(grid_run, tmp_path):
     assert table_columns(report.tables["table17"].split("\n\n", 1)[1]) == PAPER_TABLE17
     assert "| SFT − Base | Team success | +9." in report.tables["table5"]
     # Table 2: the four planted models and the real run (Base), then the random control.
-    labels = [line.split("|")[1].strip() for line in report.tables["table2"].splitlines()[2:]]
+    lines = [line for line in report.tables["table2"].splitlines()[2:] if line.startswith("|")]
+    labels = [line.split("|")[1].strip() for line in lines]
     assert labels == ["openai:planted", "A", "B", "C", "D", "Random"]
     lomo = report.results["leave_one_model_out"]
     assert lomo["comparison"] == "Best observed weight − Base" and len(lomo["rows"]) == 4
