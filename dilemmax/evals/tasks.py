@@ -6,7 +6,9 @@ Each part of the plan is played as a ``dilemmax play`` session plays it: the run
 user's, the part's protocol options over the user's and each seat's own over those
 (:func:`dilemmax.llm.play.protocol_with`), every rotation when the part rotates. A sample's id is
 the episode id ``dilemmax play`` writes (``<part>|e<episode>``), and its metadata holds the
-episode's configuration index and name, the seed and the seating.
+episode's configuration (index, name and values), the seed and the seating. Inspect's
+``--epochs`` plays each episode again from the same key (the env's draws repeat; only the
+models' sampling differs).
 
 Model seats: agent ``i`` of the part's seating (before rotation) is played by the model of the
 Inspect role ``seat_<i>``, or by the eval's model (``--model``) when no role names one
@@ -16,12 +18,14 @@ user's ``seats`` parameter names) plays inside JAX, as in ``dilemmax play``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import jax
+import numpy as np
 from inspect_ai import Task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
@@ -156,6 +160,7 @@ def plan_episodes(
                     "episode": job.episode,
                     "config_index": job.config_index,
                     "config_name": names[job.config_index] if names else None,
+                    "config": config_values(config),
                     "seed": int(seed),
                     "rotation": shift,
                     "seats": {s.agent: s.name for s in seating},
@@ -164,6 +169,18 @@ def plan_episodes(
                 episode = Episode(name, env, seating, job.key, config, num_steps, info)
                 episodes.append(episode)
     return episodes
+
+
+def config_values(config) -> dict[str, Any] | None:
+    """A batched (leading axis 1) configuration's fields as plain values, for the sample's
+    metadata; None for a configuration the episode samples from its key."""
+    if config is None:
+        return None
+    if not dataclasses.is_dataclass(config):
+        return {"value": jax.tree.map(lambda x: np.asarray(x)[0].tolist(), config)}
+    return {
+        f.name: np.asarray(getattr(config, f.name))[0].tolist() for f in dataclasses.fields(config)
+    }
 
 
 def sample_of(episode: Episode) -> Sample:

@@ -228,6 +228,7 @@ def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
     for sample in log.samples:
         assert sample.metadata["seats"]["agent_1"] == "scripted:isolation_partner"
         assert sample.metadata["config_name"]
+        assert sample.metadata["config"]["cost"] == pytest.approx(0.1)
         agents = {m.metadata["agent"] for m in sample.messages if m.role == "assistant"}
         assert agents == {"agent_0"}  # the partner plays inside JAX: no model calls
 
