@@ -3,7 +3,8 @@ model-level diagnostics), with the appendix's Tables 17 (leave one model out) an
 size, bootstrap P(mean > 0), Holm and BH adjustments), from several runs' ``results.json``.
 
 Each run is one model under one method (``--method``: Base, SFT, RLOO, SFT+RLOO, GEPA, ...).
-Runs of the same model and method pool their replicates. A comparison "<method> - Base" pairs,
+A single run's mean +- sd is over its replicates; several runs of the same model and method are
+its model-run seeds (one value per run). A comparison "<method> - Base" pairs,
 per model, the method's mean over replicates with the base run's; "Best observed weight - Base"
 takes, per model, the weight update (SFT, RLOO or SFT+RLOO) with the highest team success, and
 reports its team and unsafe-choice changes (a descriptive upper envelope, as in the paper).
@@ -74,13 +75,25 @@ def _checked(runs: Sequence[Mapping]) -> list[Mapping]:
 
 
 def _pooled(runs: Sequence[Mapping]) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """(model, method) -> outcome -> every replicate value of its runs, in run order."""
-    pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
+    """(model, method) -> outcome -> the values its mean +- sd is taken over.
+
+    One run: its replicates' values. Several runs of the same model and method (model-run
+    seeds: adapters trained from different seeds, or repeated sampling runs): one value per run,
+    the mean over its replicates, so the sd is across runs as in the paper's Table 2.
+    """
+    by_key: dict[tuple[str, str], list[Mapping]] = {}
     for run in runs:
-        key = (str(run["model"]), str(run.get("method") or "Base"))
-        into = pooled.setdefault(key, {})
-        for outcome, summary in run["outcomes"].items():
-            into.setdefault(outcome, []).extend(float(v) for v in summary["replicates"])
+        by_key.setdefault((str(run["model"]), str(run.get("method") or "Base")), []).append(run)
+    pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for key, group in by_key.items():
+        outcomes = list(dict.fromkeys(o for run in group for o in run["outcomes"]))
+        pooled[key] = {
+            o: [float(v) for v in group[0]["outcomes"][o]["replicates"]]
+            if len(group) == 1
+            else [float(np.mean(run["outcomes"][o]["replicates"])) for run in group]
+            for o in outcomes
+            if all(o in run["outcomes"] for run in group)
+        }
     return pooled
 
 

@@ -126,6 +126,13 @@ def test_combine_gives_the_planted_signs(grid_run, tmp_path):
     assert not (out / "table5.md").exists()
 
 
+def test_several_runs_of_one_model_are_its_seeds():
+    runs = [_run("A", "Base", team, 0.5) for team in (0.1, 0.2, 0.6)]
+    # Each run's replicates are team -+ 0.01: the seeds' values are 0.1, 0.2, 0.6.
+    row = tables.combine(runs).tables["table2"].splitlines()[2]
+    assert row.startswith("| A | 30.0 ± 26.5 |")  # sd(10, 20, 60) = 26.46
+
+
 def test_combine_refuses_other_results():
     from dilemmax.errors import UsageError
 
