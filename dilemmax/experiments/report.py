@@ -101,7 +101,7 @@ def read_results(folder: str | Path, design: str) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ResultsError(f"{path}: no results.json (is {folder} a finished run?)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ResultsError(f"{path}: not readable JSON ({str(error)[:120]})") from None
     problem = _problem(data, design)
     if problem:

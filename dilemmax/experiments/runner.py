@@ -20,7 +20,7 @@ from dilemmax.commandline import output_folder, parse_assignments
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry
 from dilemmax.experiments.design import Design, Plan, Report
-from dilemmax.experiments.report import read_results, write_report
+from dilemmax.experiments.report import ResultsError, read_results, write_report
 from dilemmax.llm import shards
 from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.session import Shard, model_identity, play_parts
@@ -162,13 +162,33 @@ def combine(name: str, dirs: Sequence[str], out: str | None) -> int:
     if not dirs or not out:
         raise UsageError("combine needs the runs' folders (RUN_DIR...) and --out DIR")
     runs = [read_results(folder, name) for folder in dirs]
-    report: Report = design.combine(runs)
+    report = _combined(design, runs, dirs)
     folder, _ = output_folder(out, "--out")
     fields = {"design": name, "section": design.section, "combined_from": [str(d) for d in dirs]}
     with RunLock(folder, "experiment combine"):
         written = write_report(folder, fields, report)
     print(f"{name}: combined {len(runs)} run(s); wrote {', '.join(str(p) for p in written)}")
     return 0
+
+
+def _combined(design: Design, runs: list[dict], dirs: Sequence[str]) -> Report:
+    """``design.combine(runs)``; results it cannot read (edited by hand, another version's) are
+    a one-line error naming the first run that fails alone."""
+    try:
+        return design.combine(runs)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        for folder, run in zip(dirs, runs, strict=True):
+            try:
+                design.combine([run])
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as alone:
+                raise ResultsError(
+                    f"{Path(folder) / 'results.json'}: its results do not read as {design.name}'s "
+                    f"({type(alone).__name__}: {str(alone)[:100]})"
+                ) from alone
+        raise ResultsError(
+            f"{design.name}: the runs' results do not combine ({type(error).__name__}: "
+            f"{str(error)[:100]})"
+        ) from error
 
 
 def listing(known: dict[str, Design], parsers: dict[str, argparse.ArgumentParser]) -> int:

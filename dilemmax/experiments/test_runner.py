@@ -143,6 +143,9 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     capsys.readouterr()
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "results.json").write_text("{not json")
+    (tmp_path / "edited").mkdir()
+    edited = {**results, "results": {"query": {}}}  # a hand-edited run: no "pair" row
+    (tmp_path / "edited" / "results.json").write_text(json.dumps(edited))
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "results.json").write_text('{"summary": {}}')
     x = str(tmp_path / "x")
@@ -150,6 +153,10 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
         (["combine", TINY.name, str(tmp_path / "broken"), "--out", x], "broken/results.json"),
         (["combine", TINY.name, str(tmp_path / "foreign"), "--out", x], "not the results of"),
         (["combine", TINY.name, str(out), "--out", x], "combined from several runs"),
+        (
+            ["combine", TINY.name, str(run), str(tmp_path / "edited"), "--out", x],
+            "edited/results.json: its results do not read as moral_hazard/tiny's (KeyError",
+        ),
         (["combine", "moral_hazard/nope", str(run), "--out", x], "no experiment design"),
         (["merge", str(tmp_path / "s0"), "--out", x], "shard(s) 1/2 not given"),
         ([TINY.name, "--seats", "scripted:teacher"], "needs --out"),

@@ -40,6 +40,7 @@ VERSION = 1
 STATS_FIELDS = tuple(vars(CallStats()))
 STEPS_FILE = re.compile(r"steps_\d+\.npz")  # a part's kept steps, beside the record
 DTYPE_KINDS = "biuf"  # bool, int, unsigned, float: the dtypes an episode metric has
+MAX_RECORD_BYTES = 4 << 30  # far above a paper-sized sweep's (~1 kB per episode)
 
 
 class ShardError(UsageError):
@@ -152,10 +153,12 @@ def read_record(folder: Path, command: str) -> dict:
     """A shard's record, every field checked (one-line :class:`ShardError` naming the file)."""
     path = folder / RECORD
     try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise ShardError(f"{path}: larger than any shard record ({MAX_RECORD_BYTES} bytes)")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ShardError(f"{path}: no shard record (run the shard to its end)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ShardError(f"{path}: not a readable shard record ({str(error)[:120]})") from None
     problem = _record_problem(data, command)
     if problem:
