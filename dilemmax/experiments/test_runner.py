@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -39,7 +40,14 @@ def plan(args) -> Plan:
     return Plan(
         [
             Part("pair", TWO, seats=partner, episodes=args.episodes, calls_per_episode=2.5),
-            Part("trio", THREE, seats=partner, episodes=args.episodes, calls_per_episode=2.5),
+            Part(
+                "trio",
+                THREE,
+                seats=partner,
+                episodes=args.episodes,
+                calls_per_episode=2.5,
+                keep_steps=True,
+            ),
         ],
         {"sizes": [2, 3]},
     )
@@ -53,8 +61,20 @@ def analyse(plan, results, args, extra) -> Report:
     table = "| part | model query |\n| --- | --- |\n" + "".join(
         f"| {name} | {q[0]:.2f} |\n" for name, q in query.items()
     )
+    trio = results[1]  # kept its steps: the played steps, the act replies, an infos digest
+    steps = {
+        "played": trio.valid.sum(axis=1).tolist(),
+        "replies": [[(r["step"], r["agent"], r["valid"]) for r in e] for e in trio.replies],
+        "infos": float(sum(np.asarray(x, np.float64).sum() for x in jax.tree.leaves(trio.infos))),
+    }
+    assert results[0].valid is None and not results[0].replies
     return Report(
-        {"query": query, "episodes": [len(r.episodes) for r in results], "extra": extra},
+        {
+            "query": query,
+            "episodes": [len(r.episodes) for r in results],
+            "extra": extra,
+            "steps": steps,
+        },
         {"queries": table},
         {"bars": lambda path: _bars(path, query)},
     )
@@ -118,6 +138,11 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     # The planted model queries only as Agent 1 (agent_0), never as Agent 3; the teacher does.
     assert results["results"]["query"] == {"pair": [1.0, 1.0], "trio": [1.0, 1.0, 0.0]}
     assert results["results"]["episodes"] == [2, 2]
+    steps = results["results"]["steps"]  # work, note, final; agent_2 never queried: no note
+    assert steps["played"] == [3, 3] and steps["infos"] > 0
+    replies = [[0, "agent_0", True], [0, "agent_2", True], [1, "agent_0", True],
+               [2, "agent_0", True], [2, "agent_2", True]]  # fmt: skip
+    assert steps["replies"] == [replies, replies]
     assert results["results"]["extra"] == {"probe": 2, "resumed": False}
     resumed = json.loads((run / "results.json").read_text())
     assert resumed["results"]["query"] == results["results"]["query"]
