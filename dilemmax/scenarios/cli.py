@@ -1,0 +1,292 @@
+"""``dilemmax scenarios``: the registered scenario sets, and a focal population scored on one.
+
+    dilemmax scenarios list [--game moral_hazard] [--json sets.json]
+    dilemmax scenarios evaluate --game open_harvest --run runs/oh-ippo,seed=1 --out runs/oh-test
+    dilemmax scenarios evaluate --game consequence --zoo consequence/ippo_s0 --set train
+    dilemmax scenarios evaluate --game moral_hazard --scripted teacher --episodes 32
+    dilemmax scenarios evaluate --game moral_hazard --seats openai:my-model \\
+        --base-url http://localhost:8000/v1 --episodes 8 --out runs/mh-model   # then --resume
+
+The focal population is one of: a ``dilemmax train`` run folder (``--run DIR[,seed=k]``, trained
+on the full game or on a scenario set, ``dilemmax train scenarios``), a zoo population, a
+scripted policy, or seats of ``dilemmax play`` (``--seat agent=spec`` / ``--seats spec``:
+language models through the batched play harness, with its transcript and ``--resume``). Every
+scenario of the set (default ``test``) plays ``--episodes`` episodes; each row is the focal
+agents' per-capita return with its 95% interval and, with ``--references zoo`` (the default),
+the normalised score against random focal agents and the best of the game's zoo populations.
+``--out`` gets summary.md, summary.png and results.json, each row with its scenario's digest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import jax
+
+from dilemmax.agents import zoo
+from dilemmax.agents.trained import TrainedPolicy
+from dilemmax.commandline import output_file, output_folder, positive_int, seed_int
+from dilemmax.envs.policies import policies_for
+from dilemmax.envs.registry import make
+from dilemmax.errors import UsageError
+from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.seats import add_model_arguments
+from dilemmax.llm.transcript import TranscriptMismatch
+from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios.play import play_scenarios
+from dilemmax.scenarios.registry import SETS, scenario_set
+
+GAMES = tuple(sorted({s.game for s in SETS.values()}))
+HELP = "held-out scenarios: list the sets, or score a focal population on one"
+
+
+# --------------------------------------------------------------------------- list
+def set_listing(names: list[str]) -> list[dict]:
+    """Every scenario of the named sets: name, description, focal and background seats, digest."""
+    out = []
+    for set_name in names:
+        scenarios = SETS[set_name]
+        first = scenarios.scenarios[0]
+        agents = make(first.game, **dict(first.options)).agents
+        digests = scenarios.digests()
+        rows = [
+            {
+                "scenario": s.name,
+                "description": s.description,
+                "focal": [agents[i] for i in s.focal],
+                "background": {agents[i]: spec for i, spec in sorted(s.background.items())},
+                "digest": digests[s.name],
+            }
+            for s in scenarios.scenarios
+        ]
+        out.append({"set": set_name, "options": dict(first.options), "scenarios": rows})
+    return out
+
+
+def _cmd_list(args) -> int:
+    if args.game is not None and args.game not in GAMES:
+        raise UsageError(f"--game {str(args.game)[:80]!r}: no scenario sets; games: {GAMES}")
+    if args.json:
+        output_file(args.json, "--json")
+    names = [n for n in SETS if args.game is None or SETS[n].game == args.game]
+    listing = set_listing(names)
+    for entry in listing:
+        print(f"{entry['set']}  (options {entry['options']})")
+        for row in entry["scenarios"]:
+            seats = ", ".join(f"{a}={spec}" for a, spec in row["background"].items())
+            print(f"  {row['scenario']}  [{row['digest']}]")
+            print(f"    {row['description']}")
+            print(f"    focal {', '.join(row['focal'])}; background {seats}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(listing, indent=1) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- focal populations
+SOURCES = ("run", "zoo", "scripted", "seats")
+
+
+def _source(args) -> str:
+    """Which focal population the flags name: exactly one of --run, --zoo, --scripted, seats."""
+    given = [name for name in SOURCES[:3] if getattr(args, name)]
+    if args.seat or args.seats:
+        given.append("seats")
+    if len(given) != 1:
+        shown = ", ".join(f"--{g}" if g != "seats" else "--seat/--seats" for g in given)
+        raise UsageError(
+            "name one focal population: --run DIR, --zoo NAME, --scripted NAME or "
+            f"--seat/--seats (got {shown or 'none'})"
+        )
+    return given[0]
+
+
+def parse_run(text: str) -> tuple[Path, int, bool]:
+    """``DIR[,seed=k][,greedy]`` -> (folder, seed, greedy); a one-line error otherwise."""
+    target, *flags = str(text).split(",")
+    seed, greedy = 0, False
+    for flag in flags:
+        name, sep, value = flag.strip().partition("=")
+        if name == "seed" and sep and value.isdigit() and len(value) <= 9:
+            seed = int(value)
+        elif name == "greedy" and not sep:
+            greedy = True
+        else:
+            raise UsageError(f"--run {text[:120]!r}: expected DIR[,seed=<k>][,greedy]")
+    if not target or not Path(target).exists():
+        raise UsageError(f"--run {target[:120]!r}: no such run folder or checkpoint")
+    return Path(target), seed, greedy
+
+
+def load_run(text: str, env, game: str, which: str, greedy: bool):
+    """A training run as the focal population, checked against the seats it must play: a run of
+    the full game must have learned the focal seats; one trained on a scenario set (``dilemmax
+    train scenarios``) must be of this game."""
+    path, seed, own_greedy = parse_run(text)
+    greedy = greedy or own_greedy
+    probe = TrainedPolicy.load(path, seed=seed, greedy=greedy)
+    if probe.env_id == "scenarios":
+        trained_game = (probe.config.get("env_kwargs") or {}).get("game", "open_harvest")
+        if trained_game != game:
+            raise UsageError(f"--run {path}: trained on {trained_game} scenarios, not {game}'s")
+        scenario_env = make("scenarios", game=game, which=which)
+        return TrainedPolicy.load(path, seed=seed, greedy=greedy, env=scenario_env)
+    policy = TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env.game)
+    learners = list(getattr(policy, "learners", range(env.game.num_agents)))
+    missing = [env.game.agents[i] for i in env.focal if i not in learners]
+    if missing:
+        raise UsageError(
+            f"--run {path}: it learned seats {[env.game.agents[i] for i in learners]}, not the "
+            f"focal seat(s) {missing} of these scenarios"
+        )
+    return policy
+
+
+def focal_policy(args, env, source: str):
+    """(label, jittable policy) of the --run, --zoo or --scripted population."""
+    if source == "run":
+        return f"run:{args.run}", load_run(args.run, env, args.game, args.set, args.greedy)
+    if source == "zoo":
+        return f"zoo:{args.zoo}", zoo.load(args.zoo, env=env.game, greedy=args.greedy)
+    choices = policies_for(env.game)
+    if args.scripted not in choices:
+        raise UsageError(f"--scripted {str(args.scripted)[:80]!r}: known: {sorted(choices)}")
+    return f"scripted:{args.scripted}", choices[args.scripted]
+
+
+def zoo_populations(game_id: str, env) -> dict[str, object]:
+    """name -> policy of every zoo population of ``game_id`` (the references' candidates)."""
+    entries = zoo.manifest()
+    names = [n for n in sorted(entries) if entries[n].get("game", n.split("/")[0]) == game_id]
+    return {f"zoo:{n}": zoo.load(n, env=env.game, greedy=True) for n in names}
+
+
+# --------------------------------------------------------------------------- evaluate
+def _check_evaluate(args) -> str:
+    if args.game not in GAMES:
+        raise UsageError(f"--game {str(args.game)[:80]!r}: no scenario sets; games: {GAMES}")
+    source = _source(args)
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be >= 1")
+    if source != "seats":
+        for flag in ("resume",):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag} is for --seat/--seats focal seats (their transcript)")
+        if args.json:
+            output_file(args.json, "--json")
+        if args.out:
+            output_folder(args.out, "--out")
+    return source
+
+
+def _finite(value):
+    """JSON has no infinity: an unbounded interval (one episode) is written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_outputs(args, payload: dict, rows: list[dict], title: str) -> None:
+    table = E.summary_table(rows)
+    print(title)
+    print(table, end="")
+    text = json.dumps(_json_safe(payload), indent=1) + "\n"
+    if args.out:
+        out = Path(args.out)
+        (out / "summary.md").write_text(f"# {title}\n\n{table}")
+        E.summary_plot(rows, out / "summary.png", title)
+        (out / "results.json").write_text(text)
+        print(f"wrote {out / 'summary.md'}, {out / 'summary.png'}, {out / 'results.json'}")
+    if args.json:
+        Path(args.json).write_text(text)
+
+
+def _json_safe(tree):
+    if isinstance(tree, dict):
+        return {k: _json_safe(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return [_json_safe(v) for v in tree]
+    return _finite(tree)
+
+
+def _cmd_evaluate(args) -> int:
+    try:
+        return _evaluate(args)
+    except (FatalClientError, TranscriptMismatch, FileExistsError) as error:
+        raise UsageError(str(error)) from error
+
+
+def _evaluate(args) -> int:
+    source = _check_evaluate(args)
+    scenarios = scenario_set(args.game, args.set)
+    env = scenarios.build()
+    key = jax.random.key(args.seed)
+    populations = zoo_populations(args.game, env) if args.references == "zoo" else None
+    if source == "seats":
+        _play_arguments(args)
+        label = ", ".join(args.seat or []) + (f" (--seats {args.seats})" if args.seats else "")
+        scores, _ = play_scenarios(scenarios, env, args)
+    else:
+        label, policy = focal_policy(args, env, source)
+        scores = E.score_policy(scenarios, policy, key, args.episodes, env, None, args.max_steps)
+    refs = {}
+    if populations is not None:
+        refs = E.references(scenarios, populations, key, args.episodes, env, None, args.max_steps)
+    rows = E.summary_rows(scores, refs)
+    payload = {
+        "set": scenarios.name,
+        "focal": label,
+        "seed": args.seed,
+        "episodes": args.episodes,
+        "max_steps": args.max_steps,
+        "references": refs or None,
+        "rows": rows,
+    }
+    write_outputs(args, payload, rows, f"{scenarios.name}: {label}")
+    return 0
+
+
+def _play_arguments(args) -> None:
+    """The fields ``dilemmax play``'s session reads that this command fixes."""
+    args.env, args.grid, args.shard = args.game, False, None
+
+
+def add_commands(subparsers) -> None:
+    """Adds ``scenarios`` (``list``, ``evaluate``) to the main parser's subcommands."""
+    p = subparsers.add_parser(
+        "scenarios", help=HELP, description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    sub = p.add_subparsers(dest="scenarios_command", required=True)
+    q = sub.add_parser("list", help="every set and scenario, with its digest")
+    q.add_argument("--game", help=f"only this game's sets ({', '.join(GAMES)})")
+    q.add_argument("--json", help="also write the listing to this JSON file")
+    q.set_defaults(func=_cmd_list)
+
+    q = sub.add_parser("evaluate", help="a focal population's score on a scenario set")
+    q.add_argument("--game", required=True, help=f"the game ({', '.join(GAMES)})")
+    q.add_argument("--set", choices=("train", "test"), default="test", help="default: test")
+    q.add_argument("--run", help="a `dilemmax train` run folder: DIR[,seed=<k>][,greedy]")
+    q.add_argument("--zoo", help="a zoo population, e.g. open_harvest/ippo_s0")
+    q.add_argument("--scripted", help="a scripted policy of the game in every focal seat")
+    q.add_argument("--greedy", action="store_true", help="--run / --zoo: most likely action")
+    q.add_argument("--seat", action="append", help="focal agent=<kind>:<target> (repeatable)")
+    q.add_argument("--seats", help="<kind>:<target> for every focal seat not given by --seat")
+    add_model_arguments(q)
+    q.add_argument("--episodes", type=positive_int, default=8, help="per scenario (default 8)")
+    q.add_argument("--seed", type=seed_int, default=0)
+    q.add_argument("--references", choices=("zoo", "none"), default="zoo",
+                   help="zoo (default): random focal agents and the best zoo one")  # fmt: skip
+    q.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    q.add_argument("--envs", type=int, default=16, help="seats: environments stepped together")
+    q.add_argument("--protocol", action="append", help="seats: text protocol option key=value")
+    q.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
+                   help="seats: a call that failed after its retries stops the run (resume "
+                   "later) or plays the invalid move")  # fmt: skip
+    q.add_argument("--out", help="folder: summary.md, summary.png, results.json (+ transcript)")
+    q.add_argument("--resume", action="store_true", help="seats: continue the run in --out")
+    q.add_argument("--json", help="also write results.json's content to this file")
+    q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q.set_defaults(func=_cmd_evaluate)

@@ -1,0 +1,162 @@
+"""Language-model focal seats on a scenario set, through the batched play harness.
+
+A model cannot sit inside a jitted :class:`~dilemmax.scenarios.env.ScenarioEnv` step, so here each
+scenario of the set is one :class:`~dilemmax.llm.session.Part` of a play session on the full
+game (built with the set's options): the focal seats are the user's seats (``--seat`` /
+``--seats``: models, or any other seat kind), every background seat is the scenario's own
+background spec, played by :class:`~dilemmax.llm.play.BatchedPlay` inside JAX as a jittable seat.
+The session keeps a transcript in ``--out`` and ``--resume`` replays it, so a crash costs only the
+calls in flight. Each scenario's score is the game's per-agent ``return`` metric averaged over the
+focal seats (per capita), and over the background seats for the background's; the rows are
+:class:`~dilemmax.scenarios.evaluate.ScenarioScore` rows as ``score_policy`` gives, so the same
+summary table, plot and normalised score follow.
+
+Key schedule. ``score_policy`` plays episode ``e`` of scenario ``s`` with the job key
+``k = job_keys(seed_key, E, S)[s, e]``; ``ScenarioEnv.reset_to`` takes the game's configuration
+from ``game_reset_keys(episode_keys(k)[1])[0]``. BatchedPlay on the full game would sample the
+configuration from its own episode key instead, so here each scenario's part is given those very
+configurations (:func:`scenario_configs`: one per episode, played once each). A model focal seat
+therefore meets, episode by episode, the same layouts, rules, cases and costs as a jittable
+population scored with the same ``--seed``. The reset and step keys still differ (the full
+game's episode key comes from BatchedPlay's ``job_keys(seed_key, 1, E)``, and ScenarioEnv nests
+the background's keys inside the game's step key), so a random background, a game with random
+dynamics, or a game whose reset draws from its key plays other draws; where the background, the
+dynamics and the reset are deterministic given the configuration, a scripted focal population
+scores exactly what ``score_policy`` gives it (the tests check this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import jax
+import numpy as np
+
+from dilemmax.envs.rollout import episode_keys, job_keys
+from dilemmax.errors import UsageError
+from dilemmax.llm.cli import MODEL_DEFAULTS
+from dilemmax.llm.play import PlayResult
+from dilemmax.llm.seats import check_specs, seat_specs
+from dilemmax.llm.session import Part, model_identity, play_parts
+from dilemmax.scenarios.env import ScenarioEnv, game_reset_keys
+from dilemmax.scenarios.evaluate import ScenarioScore, mean_interval
+from dilemmax.scenarios.spec import ScenarioSet, ZooResolver
+
+
+def scenario_configs(env: ScenarioEnv, key: jax.Array, episodes: int):
+    """The game configurations ``score_policy(.., key, episodes)`` plays: leaves [S, E, ...]."""
+
+    def config_of(job_key):
+        _, key_reset, _ = episode_keys(job_key)
+        key_config, _ = game_reset_keys(key_reset)
+        return env.game.sample_config(key_config)
+
+    keys = job_keys(key, episodes, env.num_scenarios)
+    return jax.jit(jax.vmap(jax.vmap(config_of)))(keys)
+
+
+def focal_specs(env: ScenarioEnv, args) -> dict[str, str]:
+    """focal agent -> the user's seat spec (``--seat`` entries over ``--seats``), checked: a
+    ``--seat`` on a background seat, or a focal seat left without one, is a one-line error."""
+    game = env.game
+    named = seat_specs(game, args)
+    focal = [game.agents[i] for i in env.focal]
+    background = sorted(set(named) - set(focal))
+    if background:
+        raise UsageError(
+            f"--seat names background seat(s) {background}; the scenarios' focal seats are "
+            f"{focal} (the background plays the others)"
+        )
+    missing = [a for a in focal if a not in named and not args.seats]
+    if missing:
+        raise UsageError(f"no seat for focal agent(s) {missing}: add --seat or --seats")
+    specs = {a: named.get(a, args.seats) for a in focal}
+    check_specs(game, specs, None, args)
+    return specs
+
+
+def scenario_parts(
+    scenarios: ScenarioSet, env: ScenarioEnv, key: jax.Array, episodes: int
+) -> list[Part]:
+    """One part per scenario: the full game with the scenario's background specs fixed, playing
+    the configurations of :func:`scenario_configs` once each."""
+    configs = scenario_configs(env, key, episodes)
+    parts = []
+    for s, scenario in enumerate(scenarios.scenarios):
+        background = {env.game.agents[i]: spec for i, spec in scenario.background.items()}
+        parts.append(
+            Part(
+                scenario.name,
+                env.game,
+                jax.tree.map(lambda x, s=s: x[s], configs),
+                [f"episode {e}" for e in range(episodes)],
+                seats=background,
+                episodes=1,
+            )
+        )
+    return parts
+
+
+def play_identity(scenarios: ScenarioSet, digests: Mapping[str, str], specs, args) -> dict:
+    """What the transcript is keyed by: a resume of another set, scenario version, seating or
+    sampling is refused by the transcript."""
+    identity = {
+        "command": "scenarios evaluate",
+        "set": scenarios.name,
+        "digests": dict(digests),
+        "seats": dict(specs),
+        "seed": args.seed,
+        "episodes": args.episodes,
+        "envs": args.envs,
+        "max_steps": args.max_steps,
+        "protocol": list(args.protocol or []),
+        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+    }
+    model = model_identity(args, MODEL_DEFAULTS)  # options that change replies, when set
+    if model:
+        identity["model_options"] = model
+    if args.on_call_error != "stop":
+        identity["on_call_error"] = args.on_call_error
+    return identity
+
+
+def score_rows(
+    scenarios: ScenarioSet,
+    env: ScenarioEnv,
+    results: Sequence[PlayResult],
+    digests: Mapping[str, str],
+) -> list[ScenarioScore]:
+    """One row per scenario: the focal seats' per-capita ``return`` with its 95% interval."""
+    focal = list(env.focal)
+    others = [i for i in range(env.game.num_agents) if i not in env.focal]
+    rows = []
+    for scenario, result in zip(scenarios.scenarios, results, strict=True):
+        returns = np.asarray(result.metrics["return"], np.float64)  # [E, A]
+        mean, low, high = mean_interval(returns[:, focal].mean(axis=1))
+        background = float(returns[:, others].mean())
+        episodes = returns.shape[0]
+        rows.append(
+            ScenarioScore(
+                scenario.name, digests[scenario.name], mean, low, high, episodes, background
+            )  # fmt: skip
+        )
+    return rows
+
+
+def play_scenarios(
+    scenarios: ScenarioSet,
+    env: ScenarioEnv,
+    args,
+    resolve_zoo: ZooResolver | None = None,
+) -> tuple[list[ScenarioScore], list[PlayResult]]:
+    """The user's focal seats (``args``: the seat, model and run options of ``dilemmax play``)
+    on every scenario of the set, ``args.episodes`` each: (rows, one PlayResult per scenario)."""
+    specs = focal_specs(env, args)
+    digests = scenarios.digests(resolve_zoo)
+    key = jax.random.key(args.seed)
+    parts = scenario_parts(scenarios, env, key, args.episodes)
+    args.seat = [f"{agent}={spec}" for agent, spec in specs.items()]
+    args.seats = None  # the background seats come from the parts
+    identity = play_identity(scenarios, digests, specs, args)
+    session = play_parts(parts, args, identity, "scenarios evaluate")
+    return score_rows(scenarios, env, session.results, digests), session.results
