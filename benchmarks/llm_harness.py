@@ -9,17 +9,28 @@ Two measurements (compile excluded: every configuration is played once untimed f
   to a loaded machine), with the part spent inside the game's protocol.
 - ``throughput``: agent-steps/s of batched play against the local OpenAI-compatible server
   (``python -m dilemmax.llm.server``, in its own process: instant replies over real HTTP), at
-  1, 16 and 256 envs; every seat is the model.
+  1, 16 and 256 envs; every seat is the model. The seat kinds are played side by side, in turn
+  against the same server, so their ratio comes from one run: ``openai`` (dilemmax's async
+  client), ``inspect`` (Inspect AI's ``openai-api`` provider, an ``inspect:`` seat) and ``sdk``
+  (the official ``openai`` package, synchronous, a thread per call in flight: what the
+  ``openai:`` seat was before). Besides wall time, the CPU seconds per call of this process
+  and of the server's process are given: on a loaded machine they are the steadier figures,
+  and ``1 / max(...)`` is what two free cores would allow.
 
     python benchmarks/llm_harness.py overhead
-    python benchmarks/llm_harness.py throughput --envs 1 16 256
+    python benchmarks/llm_harness.py throughput --envs 1 16 256 --clients openai inspect sdk
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -27,6 +38,8 @@ from timing import load, machine
 
 import dilemmax
 from dilemmax.llm.client import ScriptedClient
+from dilemmax.llm.model_seats import ModelSeats
+from dilemmax.llm.openai_client import OpenAIClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.transcript import Transcript
@@ -66,6 +79,18 @@ class _Clock:
         return timed
 
 
+@contextlib.contextmanager
+def _timed_hooks(clock: _Clock):
+    """The model seats' two hooks of every step (turns and replies; memory after the step)
+    timed by ``clock`` while the block runs."""
+    saved = ModelSeats.fill, ModelSeats.observe
+    ModelSeats.fill, ModelSeats.observe = clock.wrap(saved[0]), clock.wrap(saved[1])
+    try:
+        yield
+    finally:
+        ModelSeats.fill, ModelSeats.observe = saved
+
+
 PROTOCOL_HOOKS = ("new_memory", "next_memory", "turn", "parse_reply", "after_reply",
                   "after_step", "after_episode")  # fmt: skip
 
@@ -90,10 +115,9 @@ def overhead(env_id: str, num_envs: int, episodes: int, repeats: int) -> dict:
         path = Path(tempfile.mkdtemp()) / f"transcript_{repeat}.jsonl"
         transcript = Transcript(path, {"benchmark": env_id})  # written as in a real run
         runner = BatchedPlay(env, seats, protocol, num_envs, steps, transcript)
-        runner._model_actions = harness.wrap(runner._model_actions)
-        runner._observe = harness.wrap(runner._observe)
         client_clock.wall = client_clock.cpu = protocol_clock.wall = protocol_clock.cpu = 0.0
-        runner.run(jax.random.key(1), episodes)
+        with _timed_hooks(harness):
+            runner.run(jax.random.key(1), episodes)
         transcript.close()
         calls = runner.stats["model"].calls
         row = {
@@ -110,9 +134,6 @@ def overhead(env_id: str, num_envs: int, episodes: int, repeats: int) -> dict:
 
 def _server_process(reply: str):
     """The local server in its own process (so it does not share this one's GIL)."""
-    import subprocess
-    import sys
-
     process = subprocess.Popen(
         [sys.executable, "-m", "dilemmax.llm.server", "--reply", reply],
         stdout=subprocess.PIPE,
@@ -121,31 +142,80 @@ def _server_process(reply: str):
     return process, process.stdout.readline().strip()
 
 
-def throughput(env_id: str, num_envs: int, episodes: int, concurrency: int) -> dict:
-    from dilemmax.llm.openai_client import OpenAIClient
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+
+class SdkClient:
+    """The baseline: the official ``openai`` package, synchronous, one thread per call in flight
+    (what the ``openai:`` seat was before the async client). Replies only, no retries."""
+
+    def __init__(self, base_url: str, concurrency: int):
+        import openai  # the baseline's own dependency
+
+        self.openai = openai.OpenAI(base_url=base_url, api_key="EMPTY", max_retries=0)
+        self.concurrency = concurrency
+
+    def complete(self, requests, on_result=None):
+        def one(index):
+            start = time.perf_counter()
+            messages = [dict(m) for m in requests[index].messages]
+            response = self.openai.chat.completions.create(model="local", messages=messages)
+            completion = OpenAIClient._completion(response, time.perf_counter() - start, 0)
+            if on_result is not None:
+                on_result(index, completion)
+            return completion
+
+        with ThreadPoolExecutor(min(self.concurrency, max(len(requests), 1))) as pool:
+            return list(pool.map(one, range(len(requests))))
+
+
+def _client(kind: str, base_url: str, concurrency: int):
+    if kind == "openai":
+        return OpenAIClient("local", base_url=base_url, concurrency=concurrency)
+    if kind == "inspect":
+        from dilemmax.llm.inspect_client import InspectClient  # the optional inspect extra
+
+        return InspectClient("openai-api/local/local", base_url=base_url, concurrency=concurrency)
+    return SdkClient(base_url, concurrency)
+
+
+def throughput(env_id: str, num_envs: int, episodes: int, concurrency: int, kinds) -> list:
+    """One row per client kind, played in turn against one server process (A/B in one run)."""
     env = dilemmax.make(env_id)
     steps = GRID_STEPS if env.max_steps > 100 else None
     process, base_url = _server_process(REPLIES[env_id])
+    rows = []
     try:
-        client = OpenAIClient("local", base_url=base_url, concurrency=concurrency)
-        model = LLMPolicy(client, "model")
-        seats = [Seat("model", model)] * env.num_agents
-        _play(env, seats, num_envs, episodes, steps)  # compile and warm the connections
-        seconds, result, runner = _play(env, seats, num_envs, episodes, steps)
+        for kind in kinds:
+            model = LLMPolicy(_client(kind, base_url, concurrency), "model")
+            seats = [Seat("model", model)] * env.num_agents
+            _play(env, seats, num_envs, episodes, steps)  # compile and warm the connections
+            cpu, server_cpu = time.process_time(), _cpu_seconds(process.pid)
+            seconds, result, runner = _play(env, seats, num_envs, episodes, steps)
+            cpu, server_cpu = time.process_time() - cpu, _cpu_seconds(process.pid) - server_cpu
+            calls = runner.stats["model"].calls
+            assert runner.stats["model"].errors == 0, f"{kind}: calls failed"
+            rows.append(
+                {
+                    "env": env_id,
+                    "client": kind,
+                    "envs": num_envs,
+                    "episodes": episodes,
+                    "agent_steps": calls,
+                    "seconds": seconds,
+                    "agent_steps_per_s": calls / seconds,
+                    "harness_cpu_ms": cpu / calls * 1e3,
+                    "server_cpu_ms": server_cpu / calls * 1e3,
+                    "load": load(),
+                }
+            )
     finally:
         process.kill()
         process.wait()
-    calls = runner.stats["model"].calls
-    return {
-        "env": env_id,
-        "envs": num_envs,
-        "episodes": episodes,
-        "agent_steps": calls,
-        "seconds": seconds,
-        "agent_steps_per_s": calls / seconds,
-        "load": load(),
-    }
+    return rows
 
 
 def main() -> None:
@@ -156,6 +226,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None, help="default: 2 waves")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--clients", nargs="+", default=["openai", "inspect", "sdk"],
+                        choices=["openai", "inspect", "sdk"])  # fmt: skip
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.part == "overhead":
@@ -171,17 +243,19 @@ def main() -> None:
                 flush=True,
             )
         return
-    print("| game | envs | episodes | agent-steps | seconds | agent-steps/s | load |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| game | client | envs | episodes | agent-steps | seconds | agent-steps/s | "
+          "harness CPU ms/call | server CPU ms/call | load |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for game in args.games:
         for num_envs in args.envs:
             episodes = args.episodes or max(num_envs, 8)
-            r = throughput(game, num_envs, episodes, args.concurrency)
-            print(
-                f"| {game} | {num_envs} | {episodes} | {r['agent_steps']} | "
-                f"{r['seconds']:.2f} | {r['agent_steps_per_s']:.0f} | {r['load']} |",
-                flush=True,
-            )
+            for r in throughput(game, num_envs, episodes, args.concurrency, args.clients):
+                print(
+                    f"| {game} | {r['client']} | {num_envs} | {episodes} | {r['agent_steps']} | "
+                    f"{r['seconds']:.2f} | {r['agent_steps_per_s']:.0f} | "
+                    f"{r['harness_cpu_ms']:.2f} | {r['server_cpu_ms']:.2f} | {r['load']} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

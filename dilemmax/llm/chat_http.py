@@ -173,7 +173,8 @@ async def _session():
     if _SESSION is None or _SESSION.closed:
         # No pool limit of its own: each client bounds its calls in flight (its concurrency).
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        _SESSION = aiohttp.ClientSession(connector=connector)
+        # No cookies: an API call carries its key in a header, and a jar costs every request.
+        _SESSION = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
     return _SESSION
 
 

@@ -146,11 +146,14 @@ class InspectClient:
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0
+
+        async def attempt():
+            nonlocal attempts
+            attempts += 1
+            return await self._generate(request)
+
         try:
-            async for attempt in self.retry.retrying(self._transient, self._asked_wait):
-                with attempt:
-                    attempts += 1
-                    output = await self._generate(request)
+            output = await self.retry.call(attempt, self._transient, self._asked_wait)
         except Exception as error:  # a failed call is recorded, never raised into the game
             error = _unwrapped(error)
             if getattr(error, "status_code", None) in FATAL_STATUS:

@@ -6,7 +6,7 @@ event loop (:mod:`dilemmax.llm.aio`), over the process's kept-alive connections
 harness sees a synchronous ``complete``. (The official ``openai`` package spent about 2 ms of
 CPU per call on building and validating objects, which bound batched play at ~400 calls/s.)
 
-Retries (:mod:`dilemmax.llm.retrying`) are ``tenacity``'s jittered exponential backoff on 429,
+Retries (:mod:`dilemmax.llm.retrying`) are a jittered exponential backoff on 429,
 5xx, timeouts, dropped connections, replies that are not valid JSON and replies with no choices.
 A 429 or 503 that says when to come back (``Retry-After`` in seconds or as an HTTP date, or
 ``retry-after-ms``) is retried no sooner than that, up to ``max_retry_after`` seconds, with the
@@ -171,13 +171,17 @@ class OpenAIClient:
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0
+
+        async def attempt():
+            nonlocal attempts
+            attempts += 1
+            response = await self._create(request)
+            if not _field(response, "choices"):
+                raise NoChoices("the server's reply held no choices")
+            return response
+
         try:
-            async for attempt in self.retry.retrying(_transient):
-                with attempt:
-                    attempts += 1
-                    response = await self._create(request)
-                    if not _field(response, "choices"):
-                        raise NoChoices("the server's reply held no choices")
+            response = await self.retry.call(attempt, _transient)
         except FATAL_ERRORS as error:
             where = self.base_url or "OpenAI API"
             raise FatalClientError(

@@ -1,24 +1,28 @@
 """The retry policy every API client shares: which errors, how long to wait, how often.
 
-``tenacity``'s jittered exponential backoff (``backoff`` doubling up to ``max_backoff``
-seconds), or, when the server said when to come back (``Retry-After`` in seconds or as an HTTP
-date, or ``retry-after-ms``), no sooner than that, up to ``max_retry_after`` seconds, with the
-jitter only added above it; at most ``max_attempts`` attempts, the first included.
+Full-jitter exponential backoff (before retry ``n``, a uniform wait in ``0..min(max_backoff,
+backoff * 2**(n-1))`` seconds, the formula of ``tenacity.wait_random_exponential``), or, when
+the server said when to come back (``Retry-After`` in seconds or as an HTTP date, or
+``retry-after-ms``), no sooner than that, up to ``max_retry_after`` seconds, with the jitter only
+added above it; at most ``max_attempts`` attempts, the first included. The loop is a plain
+``while`` on the event loop: a call that succeeds at once (nearly all of them) costs no retry
+machinery.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-
-import tenacity
+from typing import TypeVar
 
 from dilemmax.llm import sampling
 
+T = TypeVar("T")
 WAITS = sampling.Range("float", 0.0)
 
 
@@ -46,30 +50,33 @@ class RetryPolicy:
         for name in ("backoff", "max_backoff", "max_retry_after"):
             object.__setattr__(self, name, sampling.check_option(getattr(self, name), WAITS, name))
 
-    def retrying(
+    def wait(self, attempt: int, asked: float | None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1 = the first), given what
+        the server asked (None: nothing)."""
+        if asked is not None:
+            return min(asked, self.max_retry_after) + random.uniform(0.0, self.backoff)
+        window = self.backoff * 2.0 ** min(max(attempt - 1, 0), 64)  # no float overflow
+        return random.uniform(0.0, min(self.max_backoff, window))
+
+    async def call(
         self,
+        attempt: Callable[[], Awaitable[T]],
         transient: Callable[[BaseException], bool],
-        asked: Callable[[BaseException | None], float | None] | None = None,
-    ) -> tenacity.AsyncRetrying:
-        """An async retry loop: ``transient(error)`` says whether to try again, ``asked(error)``
+        asked: Callable[[BaseException], float | None] | None = None,
+    ) -> T:
+        """``await attempt()`` until it returns, tried again after each error ``transient``
+        accepts, at most :attr:`max_attempts` times; the last error is raised. ``asked(error)``:
         how long the server asked to wait (default: its Retry-After headers)."""
         asked = retry_after if asked is None else asked
-
-        def wait(state: tenacity.RetryCallState) -> float:
-            seconds = asked(state.outcome.exception() if state.outcome else None)
-            if seconds is None:
-                backoff = tenacity.wait_random_exponential(
-                    multiplier=self.backoff, max=self.max_backoff
-                )
-                return backoff(state)
-            return min(seconds, self.max_retry_after) + random.uniform(0.0, self.backoff)
-
-        return tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(transient),
-            wait=wait,
-            stop=tenacity.stop_after_attempt(self.max_attempts),
-            reraise=True,
-        )
+        number = 0
+        while True:
+            number += 1
+            try:
+                return await attempt()
+            except Exception as error:
+                if number >= self.max_attempts or not transient(error):
+                    raise
+                await asyncio.sleep(self.wait(number, asked(error)))
 
 
 def retry_after(error: BaseException | None) -> float | None:

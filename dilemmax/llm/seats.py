@@ -155,7 +155,7 @@ def _check_api_key(spec: str, kind: str, settings: dict) -> None:
 def _model_client(kind: str, target: str, options: dict, args):
     """The client of a model seat; ``options`` as :func:`seat_options` returns them."""
     if kind == "openai":
-        # openai_client needs tenacity, of the optional llm extra: loaded for an openai seat.
+        # openai_client needs aiohttp, of the optional llm extra: loaded for an openai seat.
         from dilemmax.llm.openai_client import OpenAIClient
 
         settings = api_settings(options, args)
