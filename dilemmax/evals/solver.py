@@ -19,6 +19,7 @@ raises, and the sample fails as any Inspect sample does (``--retry-on-error`` pl
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,21 +101,23 @@ class Episode:
 
 # --------------------------------------------------------------------------- compiled loops
 _LOOPS: dict[tuple, EpisodeLoop] = {}
+_LOOPS_LOCK = threading.Lock()  # episodes start on several worker threads at once
 
 
 def loop_for(episode: Episode) -> EpisodeLoop:
     """The batched loop shared by every episode with this env, these JAX seats and this length
-    (samples played at the same time share its compiled steps)."""
+    (samples played at the same time share its compiled steps, compiled once)."""
     env = episode.env
     policies = [None if s.is_model else s.policy for s in episode.seats]
     key = (id(env), tuple(None if p is None else id(p) for p in policies), episode.num_steps)
-    cached = _LOOPS.get(key)
-    if cached is None or cached.env is not env:
-        if len(_LOOPS) >= 32:  # a long-lived process building many envs
-            _LOOPS.clear()
-        # The loop keeps the env and policies alive, so their ids stay theirs.
-        cached = _LOOPS[key] = EpisodeLoop(env, policies, episode.num_steps, batched=True)
-    return cached
+    with _LOOPS_LOCK:
+        cached = _LOOPS.get(key)
+        if cached is None or cached.env is not env:
+            if len(_LOOPS) >= 32:  # a long-lived process building many envs
+                _LOOPS.clear()
+            # The loop keeps the env and policies alive, so their ids stay theirs.
+            cached = _LOOPS[key] = EpisodeLoop(env, policies, episode.num_steps, batched=True)
+        return cached
 
 
 # --------------------------------------------------------------------------- calls
@@ -137,8 +140,8 @@ def prompt_call(prompt: Prompt, output_mode: str) -> tuple[list[ChatMessage], Ge
 class _InspectSeats(StepHook):
     """One episode's model seats: turns, concurrent Inspect calls, parses, memories, messages.
 
-    Runs on the worker thread of the episode; ``portal`` carries each step's calls back to the
-    sample's event loop.
+    Runs on the worker thread of the episode; each step's calls are made on the sample's event
+    loop (``anyio.from_thread.run``).
     """
 
     def __init__(self, episode: Episode, models: Mapping[str, Model], output_mode: str):
@@ -197,17 +200,13 @@ class _InspectSeats(StepHook):
         outputs = anyio.from_thread.run(self._generate, asks)
         parsed = []
         for (seat, prompt), output in zip(asks, outputs, strict=True):
-            reply = parse_safely(seat.protocol, output.completion, prompt)
-            seat.protocol.after_reply(
-                self.memory[seat.agent], seat.agent, prompt, output.completion, reply
-            )
+            completion = completion_from_output(output, output.time or 0.0)
+            reply = parse_safely(seat.protocol, completion.text, prompt)
+            memory = self.memory[seat.agent]
+            seat.protocol.after_reply(memory, seat.agent, prompt, completion.text, reply)
             stats = self.stats.setdefault(seat.name, CallStats())
-            stats.add(
-                completion_from_output(output, output.time or 0.0),
-                reply if prompt.kind == "act" else None,
-                False,
-            )
-            self._log(t, seat, prompt, output, reply)
+            stats.add(completion, reply if prompt.kind == "act" else None, False)
+            self._log(t, seat, prompt, output, completion.text, reply)
             parsed.append(reply)
         self.last_output = outputs[-1]
         return parsed
@@ -224,7 +223,7 @@ class _InspectSeats(StepHook):
                 group.start_soon(one, i, seat, prompt)
         return outputs
 
-    def _log(self, t: int, seat: EpisodeSeat, prompt: Prompt, output, reply: ParsedReply):
+    def _log(self, t: int, seat: EpisodeSeat, prompt: Prompt, output, text: str, reply):
         """The call as sample messages: the agent's system message when it changes, the turn's
         prompt, and the reply with what it parsed to."""
         where = {"agent": seat.agent, "seat": seat.name, "step": t, "kind": prompt.kind}
@@ -238,9 +237,9 @@ class _InspectSeats(StepHook):
             "recovered": bool(reply.recovered),
             "parse_error": reply.error,
         }
-        message = output.message
-        if not isinstance(message, ChatMessageAssistant):
-            message = ChatMessageAssistant(content=output.completion)
+        message = output.choices[0].message if output.choices else None
+        if not isinstance(message, ChatMessageAssistant):  # an output without a message
+            message = ChatMessageAssistant(content=text)
         self.messages.append(message.model_copy(update={"metadata": {**where, **parse}}))
 
 

@@ -13,6 +13,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from inspect_ai import eval as inspect_eval
@@ -21,13 +22,18 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from dilemmax.cli import main
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
 from dilemmax.evals import plans
 from dilemmax.evals._registry import REQUIRED, TASKS
 from dilemmax.evals.scoring import score_values
 from dilemmax.evals.tasks import plan_task
 from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.llm.client import ChatRequest, ScriptedClient
+from dilemmax.llm.play import BatchedPlay, Seat
+from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.test_play import RecordingProtocol, reply_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,6 +147,45 @@ def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     assert {"mean", "stderr"} <= set(metrics["team_success"])
     team = [s.scores["episode_metrics"].value["team_success"] for s in read.samples]
     assert metrics["team_success"]["mean"].value == pytest.approx(np.mean(team))
+
+
+# --------------------------------------------------------------------------- protocol hooks
+class ReflectingGame(MoralHazardEnv):
+    """The moral-hazard game with test_play's protocol: NoReply at the note stage for a
+    non-querier, a reflect question after the work step, replies logged in memory."""
+
+    def text_protocol(self, **options):
+        return RecordingProtocol(self)
+
+
+def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
+    env = ReflectingGame()
+    client = ScriptedClient(reply_for)
+    model = LLMPolicy(client, "model")
+    expected = BatchedPlay(env, [Seat("m", model), Seat("m", model)], num_envs=2).run(
+        jax.random.key(0), 3
+    )
+    plan = Plan([Part("main", env, episodes=3)])
+    (log,) = inspect_eval(
+        plan_task(plan, "reflecting"),
+        model=mock(
+            "m", lambda name, text: reply_for(ChatRequest(({"role": "user", "content": text},)))
+        ),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    episodes = [
+        {**info, "metrics": {k: v[i].tolist() for k, v in expected.metrics.items()}}
+        for i, info in enumerate(expected.episodes)
+    ]
+    assert_same_scores(log.samples, episodes)
+    replies = [m for s in log.samples for m in s.messages if m.role == "assistant"]
+    assert len(replies) == len(client.calls)  # the same calls: NoReply seats are not asked
+    kinds = [m.metadata["kind"] for m in replies]
+    assert kinds.count("reflect") == 2 * 3  # one per agent per episode, after the work step
+    lessons = [m for m in replies if m.metadata["kind"] == "reflect"]
+    assert all(m.text.startswith("LESSON") and m.metadata["valid"] for m in lessons)
 
 
 # --------------------------------------------------------------------------- OpenAI provider
