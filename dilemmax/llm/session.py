@@ -259,6 +259,7 @@ class _Player:
         self.args, self.specs, self.transcript, self.bar = args, specs, transcript, bar
         self.shard = shard
         self.cache: dict = {}  # spec -> Seat: one client per model spec, batched together
+        self.built_for: dict[str, Any] = {}  # spec -> the env its scripted / trained seat is of
         self.played = 0  # episodes of the whole run before the part being played
 
     def play(self, part: Part) -> tuple[PlayResult, list[int]]:
@@ -295,13 +296,25 @@ class _Player:
     def _seats(self, part: Part) -> list[Seat]:
         """The part's seats (its own over the user's), each with its agent's protocol options."""
         specs = {**self.specs, **part.seats}
+        self._forget_seats_of_other_envs(part.env)
         seats = seats_for(part.env, specs, self.args.seats, self.args, self.cache)
+        for seat in seats:
+            if not seat.is_model:
+                self.built_for[seat.name] = part.env
         for i, agent in enumerate(part.env.agents):
             extra = part.seat_protocol_options.get(agent)
             if extra:
                 options = {**seats[i].protocol_options, **extra}
                 seats[i] = dataclasses.replace(seats[i], protocol_options=options)
         return seats
+
+    def _forget_seats_of_other_envs(self, env) -> None:
+        """A scripted or trained seat is of the env it was built (and checked) for: another
+        part's env gets its own. Model seats stay shared, so their clients are built once."""
+        for spec, built in list(self.built_for.items()):
+            if built is not env:
+                self.cache.pop(spec, None)
+                del self.built_for[spec]
 
     def _protocols(self, part, seats, run_options, made, protocol) -> dict[str, TextProtocol]:
         if not any(s.is_model for s in seats):
