@@ -38,11 +38,12 @@ def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agen
     assert teacher[0].scenario == "moral_hazard/never_queries" and teacher[0].mean > control[0].mean
     refs = E.references(scenarios, {"teacher": choices["teacher"]}, key, 16, env)
     rows = E.summary_rows(teacher, refs)
-    assert all(
-        r["best_population"] == "teacher" and r["normalised"] == pytest.approx(1.0) for r in rows
-    )
+    assert rows[0]["best_population"] == "teacher" and rows[0]["normalised"] == pytest.approx(1.0)
     random_rows = E.summary_rows(E.score_policy(scenarios, E.random_policy, key, 16, env), refs)
-    assert all(r["normalised"] == pytest.approx(0.0) for r in random_rows)
+    for r in rows:  # the best population scores 1, uniform random 0 (a tie: no score)
+        want = 1.0 if r["best_population"] == "teacher" else None
+        assert want is None or r["normalised"] == pytest.approx(want)
+    assert random_rows[0]["normalised"] == pytest.approx(0.0)
     table = E.summary_table(rows)
     assert table.splitlines()[0] == "| " + " | ".join(E.SUMMARY_COLUMNS) + " |"
     assert len(table.splitlines()) == 2 + len(rows)

@@ -1,0 +1,89 @@
+"""Language-model focal seats on a scenario set: a planted model's scores are the scores of the
+jittable policy that plays its moves, the transcript resumes without a call."""
+
+import argparse
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dilemmax.commandline import run_parsed
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard.observation import decode
+from dilemmax.envs.moral_hazard.policies import by_stage
+from dilemmax.envs.rollout import episode_keys, job_keys
+from dilemmax.llm.server import LocalChatServer
+from dilemmax.scenarios import cli
+from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios import play as P
+from dilemmax.scenarios.env import game_reset_keys
+from dilemmax.scenarios.registry import SETS
+
+
+def planted(body) -> str:
+    """Keeps the local opportunity with answer B, posts no note, picks D."""
+    text = body["messages"][-1]["content"]
+    if "(work)" in text or "| WORK" in text:
+        return "ACTION LOCAL B"
+    if "(note)" in text or "| NOTE" in text:
+        return "NO NOTE"
+    return "FINAL D"
+
+
+def local_b_final_d(key, observation):
+    """The planted model's moves as a jittable policy."""
+    del key
+    view = decode(observation.array)
+    return by_stage(view, jnp.int32(c.LOCAL_BASE + 1), jnp.int32(c.NO_NOTE),
+                    jnp.int32(c.FINAL_BASE + 3))  # fmt: skip
+
+
+def evaluate(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dilemmax")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    return run_parsed(parser.parse_args(["scenarios", "evaluate", *argv]))
+
+
+def test_scenario_configs_are_the_ones_score_policy_plays(built):
+    """Episode e of scenario s starts from the configuration ScenarioEnv samples for its job key
+    (job_keys(key, E, S)[s, e]); scenario 1, episode 1 checked against the env's own split."""
+    env = built("moral_hazard/test")
+    key = jax.random.key(3)
+    configs = P.scenario_configs(env, key, 2)
+    job = job_keys(key, 2, env.num_scenarios)[1, 1]
+    key_config, _ = game_reset_keys(episode_keys(job)[1])
+    want = env.game.sample_config(key_config)
+    got = jax.tree.map(lambda x: x[1, 1], configs)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), got, want))
+    other = jax.tree.map(lambda x: x[0, 1], configs)
+    assert not jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), other, want))
+
+
+def test_planted_model_scores_what_its_policy_scores_and_resumes_without_a_call(tmp_path, built):
+    """moral_hazard/test, 2 episodes a scenario. Against the partner who never queries (a
+    deterministic script) the game is deterministic given its configuration, and the model plays
+    the configurations score_policy plays: the rows are equal. The random partner draws other
+    keys, so there only the row's shape is fixed. Resumed, the run asks nothing and writes the
+    same rows."""
+    out = tmp_path / "run"
+    argv = ["--game", "moral_hazard", "--seats", "openai:planted", "--episodes", "2",
+            "--references", "none", "--envs", "2", "--no-progress", "--out", str(out)]  # fmt: skip
+    with LocalChatServer(planted) as server:
+        assert evaluate([*argv, "--base-url", server.base_url]) == 0
+        calls = server.answered
+        first = json.loads((out / "results.json").read_text())
+        assert calls >= 2 * 2 * 2  # a work and a final move per episode, at least
+        assert evaluate([*argv, "--base-url", server.base_url, "--resume"]) == 0
+        assert server.answered == calls
+    assert json.loads((out / "results.json").read_text())["rows"] == first["rows"]
+    assert (out / "transcript.jsonl").is_file()
+    scenarios = SETS["moral_hazard/test"]
+    env = built("moral_hazard/test")
+    want = E.score_policy(scenarios, local_b_final_d, jax.random.key(0), 2, env)
+    got = {r["scenario"]: r for r in first["rows"]}
+    never = got["moral_hazard/never_queries"]
+    assert never["mean"] == pytest.approx(want[0].mean, abs=1e-6)
+    assert never["background"] == pytest.approx(want[0].background, abs=1e-6)
+    assert never["digest"] == want[0].digest == scenarios.digests()[want[0].scenario]
+    assert got["moral_hazard/random_partner"]["episodes"] == 2
