@@ -37,7 +37,7 @@ def session_args(url: str, out: Path, **overrides) -> argparse.Namespace:
     add_model_arguments(parser)
     args = parser.parse_args(["--base-url", url])
     settings = dict(seat=None, seats="openai:tiny", protocol=None, envs=2, seed=0, max_steps=None,
-                    on_call_error="stop", out=str(out), resume=False, no_progress=True,
+                    on_call_error="stop", out=out and str(out), resume=False, no_progress=True,
                     shard=None, grid=False, json=None, env="moral_hazard")  # fmt: skip
     return argparse.Namespace(**{**vars(args), **settings, **overrides})
 
@@ -145,3 +145,15 @@ def test_shard_mistakes_are_one_line(extra, message, tmp_path, capsys):
 def test_shard_parse():
     assert Shard.parse(None) == Shard(0, 1) and not Shard.parse(None).sharded
     assert Shard.parse("3/4") == Shard(3, 4) and str(Shard(3, 4)) == "3/4"
+
+
+def test_a_trained_seat_is_checked_against_each_parts_env(tmp_path):
+    from dilemmax.errors import UsageError
+    from dilemmax.llm.test_cli import fake_trained_run
+
+    run = fake_trained_run(tmp_path / "trained")  # trained on two-agent moral_hazard
+    parts = [Part("pair", dilemmax.make("moral_hazard")),
+             Part("trio", dilemmax.make("moral_hazard", num_agents=3))]  # fmt: skip
+    args = session_args("http://127.0.0.1:9/v1", None, seats=f"trained:{run}")
+    with pytest.raises(UsageError, match="cannot load trained seat"):
+        play_parts(parts, args, {})
