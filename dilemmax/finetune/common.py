@@ -6,7 +6,7 @@ A run writes into one output folder::
     <out>/adapter/             the final adapter (``adapter_config.json``, ``adapter_model.*``)
                                and the tokenizer, loadable with ``PeftModel.from_pretrained``
     <out>/settings.json        the settings the run was started with, and its launch
-                               (process count, wrapper)
+                               (process count, accelerate's distributed type)
 
 Starting the same command again on the same folder resumes from the newest checkpoint (the
 Trainer restores optimizer, scheduler, RNG and the data position), unless ``resume=False``.
@@ -257,11 +257,11 @@ def run_trainer(trainer, settings: RunSettings, tokenizer) -> Path:
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = last_checkpoint(out) if settings.resume else None
+    check_world(trainer)
     if processes.is_main_process():
         warn_on_changed_launch(out, checkpoint)
         record = run_record(settings, trainer)
         (out / "settings.json").write_text(json.dumps(record, indent=2, default=str))
-    check_world(trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     adapter_dir = out / "adapter"
     if trainer.is_fsdp_enabled:  # one ordinary PEFT folder, not one shard per process

@@ -89,6 +89,9 @@ def planted_reply(body) -> str:
 
 
 def test_evaluate_plays_any_model_seat_and_recovers_the_planted_policies(tmp_path):
+    """An ``openai:`` seat and (with the inspect extra) an ``inspect:`` seat on one local server,
+    told apart by the model name each sends."""
+    import importlib.util
     from dataclasses import asdict
 
     from dilemmax.cli import main
@@ -101,7 +104,9 @@ def test_evaluate_plays_any_model_seat_and_recovers_the_planted_policies(tmp_pat
     with LocalChatServer(planted_reply) as server:
         url = server.base_url
         argv = ["finetune", "evaluate", "--method", f"asks=openai:querier,base_url={url}"]
-        argv += ["--method", f"never=openai:local,base_url={url}", "--conditions", str(tmp_path)]
+        never = "inspect:openai-api/local/local" if importlib.util.find_spec("inspect_ai") else ""
+        never = f"{never or 'openai:local'},base_url={url}"
+        argv += ["--method", f"never={never}", "--conditions", str(tmp_path)]
         argv += ["--episodes", "4", "--envs", "4", "--no-progress", "--out", str(tmp_path / "o")]
         assert main(argv) == 0
         asked = {body["model"] for body in server.bodies}
