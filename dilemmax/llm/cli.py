@@ -4,7 +4,6 @@
         --base-url http://localhost:8000/v1 --episodes 20 --envs 16 --out runs/mh
     dilemmax play consequence --seats hf:./my-model --grid --out runs/ca   # 228 x 5 sweep
     dilemmax play moral_hazard --seats openai:my-model --grid --episodes 3 --out runs/grid
-
     dilemmax play moral_hazard --seats openai:my-model --grid --shard 0/4 --out runs/grid.0
     dilemmax play merge runs/grid.0 runs/grid.1 runs/grid.2 runs/grid.3 --out runs/grid
 
