@@ -174,11 +174,15 @@ def _check_evaluate(args) -> str:
         for flag in ("resume",):
             if getattr(args, flag):
                 raise UsageError(f"--{flag} is for --seat/--seats focal seats (their transcript)")
-        if args.json:
-            output_file(args.json, "--json")
-        if args.out:
-            output_folder(args.out, "--out")
     return source
+
+
+def _check_outputs(args) -> None:
+    """--json and --out writable (the folder made now), before the first compile."""
+    if args.json:
+        output_file(args.json, "--json")
+    if args.out:
+        output_folder(args.out, "--out")
 
 
 def _finite(value):
@@ -230,6 +234,7 @@ def _evaluate(args) -> int:
         scores, _ = play_scenarios(scenarios, env, args)
     else:
         label, policy = focal_policy(args, env, source)
+        _check_outputs(args)
         scores = E.score_policy(scenarios, policy, key, args.episodes, env, None, args.max_steps)
     refs = {}
     if populations is not None:

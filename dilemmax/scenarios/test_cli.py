@@ -1,0 +1,95 @@
+"""``dilemmax scenarios``: the listing, an evaluation end to end, and refusals before any work."""
+
+import argparse
+import json
+
+import jax
+import pytest
+
+from dilemmax.commandline import run_parsed
+from dilemmax.envs.policies import policies_for
+from dilemmax.scenarios import cli
+from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios.registry import SETS
+
+
+def scenarios(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dilemmax")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    return run_parsed(parser.parse_args(["scenarios", *argv]))
+
+
+def test_list_names_every_scenario_with_its_seats_and_digest(tmp_path, capsys):
+    assert scenarios(["list", "--game", "consequence", "--json", str(tmp_path / "l.json")]) == 0
+    listing = json.loads((tmp_path / "l.json").read_text())
+    assert [e["set"] for e in listing] == ["consequence/train", "consequence/test"]
+    for entry in listing:
+        digests = SETS[entry["set"]].digests()
+        for row in entry["scenarios"]:
+            assert row["digest"] == digests[row["scenario"]]
+            assert row["focal"] == ["agent_0"]
+            assert sorted(row["background"]) == ["agent_1", "agent_2"]
+    out = capsys.readouterr().out
+    assert "consequence/rp_exploiters  [" in out and "agent_1=scripted:starve_then_cover" in out
+
+
+def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, built):
+    """The rows are score_policy's for the same seed, each with its scenario's digest; the
+    references hold random focal agents (0 by construction when the zoo has no better one)."""
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--episodes", "2",
+            "--seed", "4", "--out", str(out)]  # fmt: skip
+    assert scenarios(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    digests = SETS["moral_hazard/test"].digests()
+    assert results["set"] == "moral_hazard/test" and results["focal"] == "scripted:teacher"
+    assert {r["scenario"]: r["digest"] for r in results["rows"]} == digests
+    assert set(results["references"]) == set(digests)
+    env = built("moral_hazard/test")
+    teacher = policies_for(env.game)["teacher"]
+    want = E.score_policy(SETS["moral_hazard/test"], teacher, jax.random.key(4), 2, env)
+    for row, expected in zip(results["rows"], want, strict=True):
+        assert row["mean"] == pytest.approx(expected.mean, abs=1e-6)
+        assert row["random"] == results["references"][row["scenario"]]["random"]
+    table = (out / "summary.md").read_text()
+    assert all(d in table for d in digests.values()) and table.count("\n| moral_hazard/") == 2
+    assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
+
+
+BAD = [
+    (["evaluate", "--game", "moral_hazard"], "name one focal population"),
+    (["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--zoo", "x/y"],
+     "--zoo, --scripted"),
+    (["evaluate", "--game", "chess", "--scripted", "teacher"], "--game 'chess'"),
+    (["evaluate", "--game", "moral_hazard", "--scripted", "nope"], "--scripted 'nope'"),
+    (["evaluate", "--game", "moral_hazard", "--run", "/no/such/run"], "no such run folder"),
+    (["evaluate", "--game", "moral_hazard", "--run", ".,seed=x"], "DIR[,seed=<k>]"),
+    (["evaluate", "--game", "moral_hazard", "--zoo", "../../etc"], "not in the zoo"),
+    (["evaluate", "--game", "moral_hazard", "--seat", "agent_1=scripted:teacher"],
+     "background seat(s) ['agent_1']"),
+    (["evaluate", "--game", "moral_hazard", "--seat", "agent_9=scripted:teacher"],
+     "unknown agent(s)"),
+    (["evaluate", "--game", "moral_hazard", "--seats", "scripted:nope"], "no scripted policy"),
+    (["evaluate", "--game", "moral_hazard", "--seats", "openai:m,colour=red"], "not known"),
+    (["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--resume"],
+     "--resume is for"),
+    (["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--max-steps", "0"],
+     "--max-steps"),
+    (["list", "--game", "chess"], "no scenario sets"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv,message", BAD)
+def test_bad_input_is_one_line_and_status_2_before_any_work(argv, message, capsys, tmp_path):
+    out = ["--out", str(tmp_path / "o")] if argv[0] == "evaluate" else []
+    assert scenarios([*argv, *out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dilemmax scenarios: error:") and "\n" not in err and message in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_in_the_way_is_refused(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--out"]
+    assert scenarios([*argv, str(tmp_path / "file")]) == 2
+    assert "is a file" in capsys.readouterr().err
