@@ -126,8 +126,8 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
         results = json.loads((run / "results.json").read_text())
         assert main(command(server.base_url, run, "--resume")) == 0
         assert server.answered == asked  # every call replayed from the transcript
-        for i in (0, 1):
-            assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/2")) == 0
+        for i in (0, 1, 2):  # shard 1 plays no trio episode (episodes 0, 3 | 1 | 2 of 4)
+            assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/3")) == 0
         assert server.answered == 2 * asked  # the shards together asked the run's calls once
     assert {p.name for p in run.iterdir()} >= {"results.json", "queries.md", "bars.png"}
     assert (run / "bars.png").read_bytes()[:4] == b"\x89PNG"
@@ -147,8 +147,8 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     resumed = json.loads((run / "results.json").read_text())
     assert resumed["results"]["query"] == results["results"]["query"]
 
-    assert main(["experiment", "merge", str(tmp_path / "s0"), str(tmp_path / "s1"),
-                 "--out", str(tmp_path / "merged")]) == 0  # fmt: skip
+    shard_dirs = [str(tmp_path / f"s{i}") for i in (2, 0, 1)]
+    assert main(["experiment", "merge", *shard_dirs, "--out", str(tmp_path / "merged")]) == 0
     merged = json.loads((tmp_path / "merged" / "results.json").read_text())
     assert merged["results"] == results["results"]
     assert not (tmp_path / "s0" / "results.json").exists()  # a shard is analysed only merged
@@ -183,7 +183,7 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
             "edited/results.json: its results do not read as moral_hazard/tiny's (KeyError",
         ),
         (["combine", "moral_hazard/nope", str(run), "--out", x], "no experiment design"),
-        (["merge", str(tmp_path / "s0"), "--out", x], "shard(s) 1/2 not given"),
+        (["merge", str(tmp_path / "s0"), "--out", x], "shard(s) 1/3, 2/3 not given"),
         ([TINY.name, "--seats", "scripted:teacher"], "needs --out"),
         ([TINY.name, "--seats", "bogus:x", "--out", x], "unknown seat kind"),
         ([TINY.name, "--seats", "scripted:teacher", "--out", x, "--episodes", "0"], ">= 1"),

@@ -300,9 +300,10 @@ def _merged_part(records, p: int) -> PlayResult:
 
 def _merged_steps(records, p: int, result: PlayResult) -> None:
     """Part ``p``'s kept steps (infos, valid, replies) from the shards, in play order."""
-    parts = [(folder, record["parts"][p]) for folder, record in records]
+    # A shard that played none of the part's episodes has nothing to keep: left out.
+    parts = [(f, record["parts"][p]) for f, record in records if record["parts"][p]["episodes"]]
     kept = {part["steps"] is not None for _, part in parts}
-    if kept == {False}:
+    if kept <= {False}:
         return
     if kept != {True}:
         raise ShardError(f"part {p}: some shards kept its steps and some did not")
