@@ -8,7 +8,7 @@ import numpy as np
 
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.conftest import hand_state, make_rule
-from dilemmax.envs.osj.option_checks import (
+from dilemmax.envs.osj.test_options import (
     check_reveal_is_off_by_default,
     check_roles_are_options_of_one_instance,
     hidden_block,

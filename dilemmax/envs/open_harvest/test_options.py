@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.osj.option_checks import (
+from dilemmax.envs.osj.test_options import (
     check_reveal_is_off_by_default,
     check_roles_are_options_of_one_instance,
     hidden_block,

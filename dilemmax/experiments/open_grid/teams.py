@@ -70,7 +70,30 @@ def _report(game: str, models: Mapping[str, Mapping], extra: Mapping | None = No
     header = ["Model"] + [f"T{k + 1}" for k in range(trials)]
     tables["returns"] = markdown_table(header, [[m, *(f"{v:.2f}" for v in r)] for m, r in
                                                 returns.items()])  # fmt: skip
-    return Report(results, tables, {"returns": lambda path: _draw_returns(returns, game, path)})
+    figures = {"returns": lambda path: _draw_returns(returns, game, path)}
+    if game == "open_harvest":  # Figure 9: payoffs known against apples eaten at the best stage
+        rows = results["tables"]["table5"]
+        figures["known_vs_best_stage"] = lambda path: _draw_known(rows, path)
+    return Report(results, tables, figures)
+
+
+def _draw_known(rows: Sequence[Sequence], path: str) -> None:
+    # pyplot only to draw: its import is slow and picks a backend.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(4.5, 3.5))
+    for model, known, best, *_ in rows:
+        if known is not None and best is not None:
+            axis.scatter([known], [best], label=model)
+    axis.set_xlabel("payoffs known by the last trial (%)")
+    axis.set_ylabel("apples eaten at best stage (%)")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def _draw_returns(returns: Mapping[str, Sequence[float]], game: str, path: str) -> None:

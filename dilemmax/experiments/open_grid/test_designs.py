@@ -145,6 +145,7 @@ def test_homogeneous_table5_one_row_per_model_and_combined(tmp_path):
         first = run("open_harvest/homogeneous", tmp_path / "a", "--seats", "openai:eater", *base)
         second = run("open_harvest/homogeneous", tmp_path / "b", "--seats", "openai:stay", *base)
     assert (tmp_path / "a" / "table5.md").read_text().splitlines()[0] == TABLE5
+    assert (tmp_path / "a" / "known_vs_best_stage.png").stat().st_size > 0
     (row,) = first["results"]["tables"]["table5"]
     assert row[0] == "openai:eater" and row[4] > 0 and row[5] > 0
     # The stayer eats nothing: it knows no payoff, and the per-apple shares have no apple.

@@ -1,7 +1,7 @@
 """Protocol options of the grid games: ``reveal`` (the hidden rules told from the start) and
 ``role``, each an ordinary option of one protocol instance (a harness builds one per seat's
-option set). The checks both games share; each game's ``test_options.py`` runs them on its own
-session fixtures (so no state is built twice)."""
+option set). The checks both games share, no tests of their own: each game's
+``test_options.py`` runs them on its own session fixtures (so no state is built twice)."""
 
 from __future__ import annotations
 
