@@ -1,10 +1,10 @@
 """The ``dilemmax`` command: ``list`` and ``rollout``; the other commands live with what they run.
 
 Training (``train``, ``evaluate``), language-model play (``play``), red-teaming (``redteam``),
-fine-tuning (``finetune``) and the papers' experiments (``experiment``) are added by the
-``add_commands(subparsers)`` of their package's ``cli`` module. Every command shares the helpers
-of :mod:`dilemmax.commandline`: a :class:`~dilemmax.errors.UsageError` prints as one line on
-stderr and exits with status 2.
+fine-tuning (``finetune``), the papers' experiments (``experiment``) and held-out scenarios
+(``scenarios``) are added by the ``add_commands(subparsers)`` of their package's ``cli`` module.
+Every command shares the helpers of :mod:`dilemmax.commandline`: a
+:class:`~dilemmax.errors.UsageError` prints as one line on stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ COMMANDS = {
     "experiment": (
         "dilemmax.experiments.cli",
         "the papers' language-model experiments, one command each",
+    ),
+    "scenarios": (
+        "dilemmax.scenarios.cli",
+        "held-out scenarios: list the sets, or score a focal population on one",
     ),
 }
 
