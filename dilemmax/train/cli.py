@@ -64,7 +64,8 @@ def _cmd_train(args) -> int:
     # Everything the user gave is checked before a folder is made or anything compiles.
     with user_input(f"train {args.env}"):
         # Before anything touches a device: joining the other processes must come first.
-        many = distributed.join(_cluster(args))
+        distributed.join(_cluster(args))
+        many = jax.process_count() > 1  # joined here, or by the script that called main()
         primary = distributed.is_primary()
         if many and not args.out:
             raise UsageError(

@@ -58,22 +58,22 @@ class Cluster:
 
     def check(self) -> None:
         """Refuses a partial or out-of-range explicit setting, naming the option."""
+        if self.coordinator is not None:
+            match = _ADDRESS.match(self.coordinator)
+            if match is None or not 0 < int(match.group(2)) < 65536:
+                shown = repr(self.coordinator)[:80]
+                raise UsageError(f"--coordinator {shown}: expected host:port (port 1-65535)")
         given = [self.coordinator, self.num_processes, self.process_id]
         if any(v is not None for v in given) and any(v is None for v in given):
             raise UsageError(
                 "--coordinator, --num-processes and --process-id go together (give all three, "
                 "or none to let JAX read SLURM / Open MPI / Cloud TPU)"
             )
-        if self.coordinator is not None:
-            match = _ADDRESS.match(self.coordinator)
-            if match is None or not 0 < int(match.group(2)) < 65536:
-                shown = repr(self.coordinator)[:80]
-                raise UsageError(f"--coordinator {shown}: expected host:port (port 1-65535)")
-            if not 0 <= self.process_id < self.num_processes:
-                raise UsageError(
-                    f"--process-id {self.process_id} is not in 0..{self.num_processes - 1} "
-                    f"(--num-processes {self.num_processes})"
-                )
+        if self.coordinator is not None and not 0 <= self.process_id < self.num_processes:
+            raise UsageError(
+                f"--process-id {self.process_id} is not in 0..{self.num_processes - 1} "
+                f"(--num-processes {self.num_processes})"
+            )
         if self.mode == "off" and self.explicit():
             raise UsageError("--distributed off contradicts --coordinator")
 

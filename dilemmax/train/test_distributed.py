@@ -98,6 +98,25 @@ SINGLE = COMMON + textwrap.dedent(
     wait_for("pair_half.done1")
     result["from_pair"] = train(run, "pair_half", resume=True)
     result["names"] = sorted(p.name for p in (out / "pair_half" / "checkpoints").iterdir())
+
+    # Evaluation spread over 2 devices plays the unsharded episodes exactly: 3 configurations
+    # x 5 episodes (15 jobs, padded to 16) as rollout / redteam play batch them, and the
+    # trainer's evaluation (5 episodes, no configurations) on all 4 devices.
+    from jax.sharding import Mesh
+    from dilemmax.agents.policy import random_policy
+    from dilemmax.envs.rollout import run_episodes
+    env, key = ToyEnv(), jax.random.PRNGKey(7)
+    configs = jax.vmap(env.sample_config)(jax.random.split(key, 3))
+    mesh = Mesh(np.asarray(jax.devices()[:2]), ("episodes",))
+    plain = run_episodes(env, random_policy, key, 5, configs, mesh=None)
+    spread = run_episodes(env, random_policy, key, 5, configs, mesh=mesh)
+    same = [bool(np.array_equal(a, b)) for a, b in
+            zip(jax.tree.leaves(plain), jax.tree.leaves(spread), strict=True)]
+    state, run.config.eval_episodes = last["state"], 5
+    spread = run.evaluate(state, key)
+    run.mesh, run._eval_fn = None, None
+    same.append(spread == run.evaluate(state, key))
+    result["evaluation_same"] = same
     (out / "single.json").write_text(json.dumps(result))
     """
 )
@@ -127,26 +146,32 @@ def _max_diff(a, b) -> float:
 
 def test_two_processes_train_like_one_resume_each_other_and_stop_when_a_peer_dies(tmp_path):
     port = str(_free_port())
-    run = lambda script, role, devices, *extra: subprocess.Popen(
-        [sys.executable, "-c", script, role, str(tmp_path), *extra],
-        env=_env(devices),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+
+    def run(script, role, devices, *extra):
+        # Output to files: a pipe nobody reads yet could fill and stall a process.
+        return subprocess.Popen(
+            [sys.executable, "-c", script, role, str(tmp_path), *extra],
+            env=_env(devices),
+            stdout=(tmp_path / f"{role}.out").open("w"),
+            stderr=(tmp_path / f"{role}.err").open("w"),
+        )
+
     procs = {
         "single": run(SINGLE, "single", 4),
         "pair 0": run(PAIR, "pair0", 2, port),
         "pair 1": run(PAIR, "pair1", 2, port),
     }
-    outputs = {}
     try:
-        for name, proc in procs.items():
-            outputs[name] = proc.communicate(timeout=400)
+        for proc in procs.values():
+            proc.wait(timeout=900)
     finally:
         for proc in procs.values():
             proc.kill()
     ended = time.time()
+    outputs = {
+        name: ((tmp_path / f"{r}.out").read_text(), (tmp_path / f"{r}.err").read_text())
+        for name, r in (("single", "single"), ("pair 0", "pair0"), ("pair 1", "pair1"))
+    }
     single_out = outputs["single"]
     assert procs["single"].returncode == 0, single_out[1][-3000:]
     assert procs["pair 1"].returncode == -9, outputs["pair 1"][1][-3000:]
@@ -164,6 +189,8 @@ def test_two_processes_train_like_one_resume_each_other_and_stop_when_a_peer_die
     assert _max_diff(pair["from_single"], single["single"]) < 1e-5
     assert _max_diff(single["from_pair"], single["single"]) < 1e-5
     assert single["names"] == ["ckpt_000000", "ckpt_000001.msgpack"]
+    # Evaluation sharded over the devices: the same episodes as on one device, bit for bit.
+    assert single["evaluation_same"] and all(single["evaluation_same"])
 
     # The dead peer: process 0 stops on its own, with JAX's message, well within the bound.
     rc, err = procs["pair 0"].returncode, outputs["pair 0"][1]
@@ -171,3 +198,38 @@ def test_two_processes_train_like_one_resume_each_other_and_stop_when_a_peer_die
     assert "another task died" in err or "unhealthy" in err, err[-3000:]
     killed = float(outputs["pair 0"][0].split("peer killed at")[1].split()[0])
     assert ended - killed < 60
+
+
+def test_cluster_options_are_checked_before_anything_runs(tmp_path, capsys, monkeypatch):
+    from dilemmax.train import cli, distributed
+
+    out = str(tmp_path / "run")
+    cases = {
+        ("--coordinator", "127.0.0.1"): "--coordinator '127.0.0.1': expected host:port",
+        ("--coordinator", "h:1", "--num-processes", "2"): "go together",
+        ("--coordinator", "h:1", "--num-processes", "2", "--process-id", "2"): "not in 0..1",
+        (
+            "--coordinator",
+            "h:1",
+            "--num-processes",
+            "2",
+            "--process-id",
+            "0",
+            "--distributed",
+            "off",
+        ): "--distributed off contradicts --coordinator",
+    }
+    for extra, message in cases.items():
+        assert cli.main(["train", "moral_hazard", "--out", out, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+    # Started by a launcher as one task of several (SLURM, a TPU pod of several hosts): joins.
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert distributed.launched_as_many()
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "host-0")
+    assert not distributed.launched_as_many()
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "host-0,host-1")
+    assert distributed.launched_as_many()
+    assert not distributed.Cluster(mode="off").wanted()
