@@ -12,6 +12,7 @@ calls finish.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,14 +21,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_PID: int | None = None  # the process that started it (a forked child needs its own)
 _LOOP_LOCK = threading.Lock()
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
-    """The process's client event loop, started on first use on a daemon thread."""
-    global _LOOP
+    """The process's client event loop, started on first use on a daemon thread (again in a
+    forked child, where the parent's loop thread does not exist)."""
+    global _LOOP, _LOOP_PID
     with _LOOP_LOCK:
-        if _LOOP is None or _LOOP.is_closed():
+        if _LOOP is None or _LOOP.is_closed() or os.getpid() != _LOOP_PID:
             loop = asyncio.new_event_loop()
             ready = threading.Event()
 
@@ -38,7 +41,7 @@ def background_loop() -> asyncio.AbstractEventLoop:
 
             threading.Thread(target=serve, name="dilemmax-clients", daemon=True).start()
             ready.wait()
-            _LOOP = loop
+            _LOOP, _LOOP_PID = loop, os.getpid()
         return _LOOP
 
 
@@ -49,6 +52,15 @@ def run(coroutine: Awaitable[T]) -> T:
     if _on_loop(loop):
         raise RuntimeError("dilemmax.llm.aio.run called from the client loop itself")
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+def loop_semaphore(holder: dict, size: int) -> asyncio.Semaphore:
+    """A client's bound on its calls in flight, made on (and for) the running loop: a loop of
+    a forked child gets a fresh one. ``holder`` is the client's own cache."""
+    loop = asyncio.get_running_loop()
+    if holder.get("loop") is not loop:
+        holder.update(loop=loop, semaphore=asyncio.Semaphore(size))
+    return holder["semaphore"]
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -10,6 +10,7 @@ timeout raises :class:`APITimeoutError` and a dropped connection :class:`APIConn
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import json
@@ -162,15 +163,18 @@ class ChatTransport:
 
 
 _SESSION = None
+_SESSION_LOOP = None  # the loop the session was made on
 
 
 async def _session():
     """The process's aiohttp session (made on the background loop on first use, closed at
     exit): one connection pool for every client."""
-    global _SESSION
+    global _SESSION, _SESSION_LOOP
     import aiohttp  # optional llm extra: loaded when a client calls
 
-    if _SESSION is None or _SESSION.closed:
+    loop = asyncio.get_running_loop()
+    if _SESSION is None or _SESSION.closed or _SESSION_LOOP is not loop:  # (a forked child)
+        _SESSION_LOOP = loop
         # No pool limit of its own: each client bounds its calls in flight (its concurrency).
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         # No cookies: an API call carries its key in a header, and a jar costs every request.

@@ -121,7 +121,7 @@ class InspectClient:
         self._models = _models(model, urls, _api_key(api_key_env), config, model_args or {})
         self.model = str(self._models[0])
         self._replicas = Replicas(len(self._models))
-        self._in_flight = None  # an asyncio.Semaphore, made on the loop at the first call
+        self._in_flight: dict = {}  # the semaphore bounding calls in flight, made on the loop
 
     @property
     def sent(self) -> list[int]:
@@ -136,11 +136,7 @@ class InspectClient:
 
     # ------------------------------------------------------------------ one request
     async def _complete_one(self, request: ChatRequest) -> Completion:
-        import asyncio
-
-        if self._in_flight is None:  # on the loop's thread: no other coroutine runs meanwhile
-            self._in_flight = asyncio.Semaphore(self.concurrency)
-        async with self._in_flight:
+        async with aio.loop_semaphore(self._in_flight, self.concurrency):
             return await self._attempts(request)
 
     async def _attempts(self, request: ChatRequest) -> Completion:

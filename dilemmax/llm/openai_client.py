@@ -17,7 +17,6 @@ to the one with the fewest calls outstanding.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -143,7 +142,7 @@ class OpenAIClient:
         )
         self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_after)
         self._transport = ChatTransport(self.base_urls, api_key, timeout)
-        self._in_flight: asyncio.Semaphore | None = None  # made on the loop, at the first call
+        self._in_flight: dict = {}  # the semaphore bounding calls in flight, made on the loop
 
     @property
     def sent(self) -> list[int]:
@@ -163,9 +162,7 @@ class OpenAIClient:
 
     # ------------------------------------------------------------------ one request
     async def _complete_one(self, request: ChatRequest) -> Completion:
-        if self._in_flight is None:  # on the loop's thread: no other coroutine runs meanwhile
-            self._in_flight = asyncio.Semaphore(self.concurrency)
-        async with self._in_flight:
+        async with aio.loop_semaphore(self._in_flight, self.concurrency):
             return await self._attempts(request)
 
     async def _attempts(self, request: ChatRequest) -> Completion:

@@ -141,14 +141,18 @@ def _check_protocol_options(spec: str, env, own: dict, args) -> None:
         raise UsageError(f"seat {spec!r}: {shown} is refused by the game: {error}") from error
 
 
-def _check_api_key(spec: str, kind: str, settings: dict) -> None:
-    """An OpenAI seat without a server of its own needs its key now, not after the run folder
-    is made (a local server is sent "EMPTY" when the variable is unset)."""
+def _check_api_key(spec: str, kind: str, options: dict, args) -> None:
+    """A seat's key is there now, not found missing after the run folder is made: an OpenAI
+    seat without a server of its own needs one (a local server is sent "EMPTY" when the
+    variable is unset), and so does an Inspect seat that names its key variable (else Inspect's
+    provider reads its own)."""
+    settings = api_settings(options, args)
     key = settings["api_key_env"]
-    if kind == "openai" and settings["base_url"] is None and not os.environ.get(key):
+    needed = settings["base_url"] is None if kind == "openai" else "api_key_env" in options
+    if needed and not os.environ.get(key):
         raise UsageError(
-            f"seat {spec!r}: no API key: set the environment variable "
-            f"{settings['api_key_env']} (or give a base_url for a local server)"
+            f"seat {spec!r}: no API key: set the environment variable {key} (or give a "
+            "base_url for a local server)"
         )
 
 
@@ -254,8 +258,8 @@ def check_specs(env, specs: dict[str, str], default: str | None, args) -> None:
         options = seat_options(spec, kind, options, args)
         if kind in MODEL_KINDS:
             _check_protocol_options(spec, env, protocol_options(spec, options), args)
-        if kind == "openai":
-            _check_api_key(spec, kind, api_settings(options, args))
+        if kind in ("openai", "inspect"):
+            _check_api_key(spec, kind, options, args)
         if kind == "hf":  # a folder from elsewhere: its files checked before torch loads it
             check_model_folder(target)
             if options.get("adapter"):

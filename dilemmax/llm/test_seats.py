@@ -141,3 +141,11 @@ def test_replicas_of_one_model_share_the_calls_by_outstanding_requests(harvest):
         seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args, {})
         seat.policy.ask(prompts)
         assert a.answered + b.answered == 40 and 2 * a.answered <= b.answered
+
+
+def test_an_inspect_seat_naming_a_missing_key_is_refused_before_any_call(monkeypatch):
+    monkeypatch.delenv("DILEMMAX_SEAT_KEY", raising=False)
+    spec = "inspect:anthropic/claude,api_key_env=DILEMMAX_SEAT_KEY"
+    with pytest.raises(UsageError, match="DILEMMAX_SEAT_KEY"):
+        check_specs(RoleGame(), {}, spec, model_args())
+    check_specs(RoleGame(), {}, "inspect:anthropic/claude", model_args())  # the provider's own
