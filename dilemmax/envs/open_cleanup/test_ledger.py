@@ -46,6 +46,27 @@ def test_two_beams_on_one_cell_each_record_their_own_effect(env):
     ]
 
 
+def test_a_cell_two_beams_clear_counts_once_for_a_watcher(env):
+    """A and B both fire the green cleaner at one G0: each ledger says it cleared it (the env
+    credits both); C counts one cell cleared by others, and A none (it cleared it itself)."""
+    grid = np.full((H, W), C.GROUND, np.uint8)
+    grid[5, 8] = G2 - 2  # green-light
+    positions = [[6, 8], [6, 9], [8, 8]] + [[H - 1, 2 + 2 * i] for i in range(env.num_agents - 3)]
+    window = [[2, 0], [2, 0]] + [[-1, -1]] * (env.num_agents - 2)
+    state = hand_state(env, make_rule(hue2=(2, 0)), grid, positions, [0] * env.num_agents, window)
+    protocol = env.text_protocol()
+    memories = {a: protocol.new_memory(a) for a in env.agents}
+    fire = {"agent_0": reply(C.FIRE_ACTION), "agent_1": reply(C.FIRE_ACTION)}
+    after, _, _ = play_step(env, protocol, memories, state, fire)
+    assert int(np.asarray(after.grid)[5, 8]) == C.WATER
+    for agent in ("agent_0", "agent_1"):
+        assert (
+            memories[agent].ledger.block().endswith("[2, 0] -> cleared G0 (green-light) to water")
+        )
+    assert memories["agent_2"].stats.cleared_by_others == 1
+    assert memories["agent_0"].stats.cleared_by_others == 0
+
+
 class _Ledgers(StepHook):
     """Every agent's memory follows every step (as a model seat's would), with the env's own
     per-agent counts of what each agent's beams cleared and lightened."""

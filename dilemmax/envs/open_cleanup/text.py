@@ -154,9 +154,11 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         before_view = view_cells(pos[i], int(facings[i]), tuple(np.asarray(state.grid).shape))
         pair_effect = np.asarray(state.config.pair_effect)
         self._record_own(memory, i, step, state, actions, next_state, info)
+        # A river cell cleared this step counts once for the others, and not if i cleared it too.
+        counted = _cleared_cells(info, i, pair_effect) if bool(info["fired"][i]) else set()
 
         def saw(j: int, sighting: CleanupSighting, cell) -> None:
-            self._saw_shot(memory, j, sighting, info, before_view, pair_effect)
+            self._saw_shot(memory, j, sighting, info, before_view, pair_effect, counted)
 
         self.track_others(memory, i, step, pos, facings, before_view, saw)
 
@@ -220,7 +222,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
 
     @staticmethod
     def _saw_shot(
-        memory: CleanupMemory, j: int, sighting: CleanupSighting, info, view, pair_effect
+        memory: CleanupMemory, j: int, sighting: CleanupSighting, info, view, pair_effect, counted
     ) -> None:
         """What the agent saw agent ``j``'s own beam do, inside its own view (a cell two beams
         hit in one step is credited to the beam whose effect changed it)."""
@@ -231,16 +233,26 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         after = own_beam_after(pair_effect, int(info["shot_pair"][j]), before)
         hit_any = False
         for cell, b, a in zip(info["beam_cells"][j], before, after, strict=True):
-            if (int(cell[0]), int(cell[1])) not in view or not is_waste(b):
+            cell = (int(cell[0]), int(cell[1]))
+            if cell not in view or not is_waste(b):
                 continue
             hit_any = True
             sighting.effects[(b, a)] += 1
-            if a == C.WATER:
+            if a == C.WATER and cell not in counted:
+                counted.add(cell)
                 memory.stats.cleared_by_others += 1
         if not hit_any:
             sighting.empty_shots += 1
         elif all(b == a for b, a in zip(before, after, strict=True)):
             sighting.no_effect_shots += 1
+
+
+def _cleared_cells(info, i: int, pair_effect) -> set[tuple[int, int]]:
+    """The cells agent ``i``'s own shot cleared to water this step."""
+    before = [int(b) for b in info["beam_before"][i]]
+    after = own_beam_after(pair_effect, int(info["shot_pair"][i]), before)
+    cells = [(int(c[0]), int(c[1])) for c in info["beam_cells"][i]]
+    return {cell for cell, b, a in zip(cells, before, after, strict=True) if a == C.WATER != b}
 
 
 def revealed_recipes(pair_effect) -> str:
