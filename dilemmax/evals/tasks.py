@@ -18,7 +18,6 @@ user's ``seats`` parameter names) plays inside JAX, as in ``dilemmax play``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -144,6 +143,7 @@ def plan_episodes(
         base = _part_seats(part, seats or {}, cache)
         num_steps = env.max_steps if max_steps is None else min(int(max_steps), env.max_steps)
         jobs = episode_jobs(jax.random.key(seed), part.episodes, num_configs_of(part.configs))
+        configs = jax.device_get(part.configs)  # sliced per episode on the host
         rotations = env.num_agents if part.rotate else 1
         for shift in range(rotations):
             seating = _episode_seats(env, rotate_seats(base, shift), run_options, made)
@@ -152,7 +152,7 @@ def plan_episodes(
                 config = None
                 if job.config_index is not None:
                     i = job.config_index
-                    config = jax.tree.map(lambda x, i=i: x[i : i + 1], part.configs)
+                    config = jax.tree.map(lambda x, i=i: x[i : i + 1], configs)
                 names = part.config_names
                 info = {
                     "env": env.name,
@@ -171,16 +171,21 @@ def plan_episodes(
     return episodes
 
 
+METADATA_VALUES = 256  # a configuration array longer than this stays out of a sample's metadata
+
+
 def config_values(config) -> dict[str, Any] | None:
-    """A batched (leading axis 1) configuration's fields as plain values, for the sample's
-    metadata; None for a configuration the episode samples from its key."""
+    """A batched (leading axis 1, on the host) configuration's arrays as plain values, by field
+    path, for the sample's metadata (large arrays, such as maps, left out); None for a
+    configuration the episode samples from its key."""
     if config is None:
         return None
-    if not dataclasses.is_dataclass(config):
-        return {"value": jax.tree.map(lambda x: np.asarray(x)[0].tolist(), config)}
-    return {
-        f.name: np.asarray(getattr(config, f.name))[0].tolist() for f in dataclasses.fields(config)
-    }
+    values = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(config)[0]:
+        array = np.asarray(leaf)
+        if array.ndim >= 1 and array[0].size <= METADATA_VALUES:
+            values[jax.tree_util.keystr(path, simple=True, separator=".")] = array[0].tolist()
+    return values
 
 
 def sample_of(episode: Episode) -> Sample:
