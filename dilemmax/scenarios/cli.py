@@ -33,6 +33,7 @@ from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.policy import CallStats
 from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.scenarios import evaluate as E
@@ -228,10 +229,12 @@ def _evaluate(args) -> int:
     env = scenarios.build()
     key = jax.random.key(args.seed)
     populations = zoo_populations(args.game, env) if args.references == "zoo" else None
+    calls = None
     if source == "seats":
         _play_arguments(args)
         label = ", ".join(args.seat or []) + (f" (--seats {args.seats})" if args.seats else "")
-        scores, _ = play_scenarios(scenarios, env, args)
+        scores, played = play_scenarios(scenarios, env, args)
+        calls = call_summary(played)
     else:
         label, policy = focal_policy(args, env, source)
         _check_outputs(args)
@@ -248,9 +251,19 @@ def _evaluate(args) -> int:
         "max_steps": args.max_steps,
         "references": refs or None,
         "rows": rows,
+        **({"calls": calls} if calls is not None else {}),
     }
     write_outputs(args, payload, rows, f"{scenarios.name}: {label}")
     return 0
+
+
+def call_summary(results) -> dict:
+    """seat -> its model calls over every scenario (calls, tokens, errors, retries)."""
+    stats: dict[str, CallStats] = {}
+    for result in results:
+        for seat, s in result.stats.items():
+            stats[seat] = stats.get(seat, CallStats()).merged(s)
+    return {seat: s.summary() for seat, s in stats.items()}
 
 
 def _play_arguments(args) -> None:

@@ -78,6 +78,8 @@ def test_planted_model_scores_what_its_policy_scores_and_resumes_without_a_call(
         assert server.answered == calls
     assert json.loads((out / "results.json").read_text())["rows"] == first["rows"]
     assert (out / "transcript.jsonl").is_file()
+    [(seat, stats)] = first["calls"].items()
+    assert seat == "openai:planted" and stats["calls"] == calls
     scenarios = SETS["moral_hazard/test"]
     env = built("moral_hazard/test")
     want = E.score_policy(scenarios, local_b_final_d, jax.random.key(0), 2, env)
