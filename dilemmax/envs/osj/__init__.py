@@ -15,7 +15,9 @@ replies with one JSON object::
 When a trial ends (and another follows) the agent is asked to rewrite its notes into a short
 list of lessons and plans (a ``kind="reflect"`` prompt); only that list is carried into the next
 trial, and a failed rewrite leaves the agent without notes. An invalid reply means "stay". A
-frozen agent is not called.
+frozen agent is not called. Protocol options: ``role`` (item 1.5 of the system prompt, the
+Schelling-diagram runs) and ``reveal`` (the hidden rules told from the first turn, under HIDDEN
+RULES; off by default).
 
 Modules: ``protocol`` (the skeleton a game subclasses), ``memory`` (the shared memory and its
 rules), ``blocks`` (the blocks both games show alike, the trial-end request), ``replies`` (the
