@@ -164,6 +164,7 @@ class ChatTransport:
 
 _SESSION = None
 _SESSION_LOOP = None  # the loop the session was made on
+_INHERITED: list = []  # sessions of the parent process, in a forked child
 
 
 async def _session():
@@ -173,7 +174,9 @@ async def _session():
     import aiohttp  # optional llm extra: loaded when a client calls
 
     loop = asyncio.get_running_loop()
-    if _SESSION is None or _SESSION.closed or _SESSION_LOOP is not loop:  # (a forked child)
+    if _SESSION is None or _SESSION.closed or _SESSION_LOOP is not loop:
+        if _SESSION is not None and not _SESSION.closed:  # a forked child: the parent's
+            _INHERITED.append(_SESSION)  # session stays referenced, never closed from here
         _SESSION_LOOP = loop
         # No pool limit of its own: each client bounds its calls in flight (its concurrency).
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)

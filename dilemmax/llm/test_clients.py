@@ -98,3 +98,27 @@ def test_missing_api_key_without_a_server_is_fatal(monkeypatch):
     monkeypatch.delenv("DILEMMAX_TEST_KEY", raising=False)
     with pytest.raises(FatalClientError, match="DILEMMAX_TEST_KEY"):
         OpenAIClient("m", api_key_env="DILEMMAX_TEST_KEY")
+
+
+def _complete_in_child(client, request, done):
+    done.put(client.complete([request])[0].text)
+
+
+def test_a_client_used_before_a_fork_still_works_in_the_child():
+    """The parent's event loop thread does not exist in a forked child: the child starts its
+    own loop, session and semaphores instead of waiting on the parent's forever."""
+    import multiprocessing
+    import warnings
+
+    with LocalChatServer(lambda body: "ok") as server:
+        client = fast_client(server, timeout=5.0)
+        assert client.complete([REQUEST])[0].text == "ok"
+        context = multiprocessing.get_context("fork")
+        done = context.Queue()
+        with warnings.catch_warnings():  # JAX warns that forking a threaded process is risky
+            warnings.simplefilter("ignore")
+            child = context.Process(target=_complete_in_child, args=(client, REQUEST, done))
+            child.start()
+        child.join(30)
+        assert child.exitcode == 0 and done.get(timeout=5) == "ok"
+        assert client.complete([REQUEST])[0].text == "ok"  # the parent's loop still serves
