@@ -14,6 +14,8 @@ import re
 import pytest
 
 from dilemmax.cli import main
+from dilemmax.experiments.open_grid import teams
+from dilemmax.experiments.open_grid.events import episodes_of, per_trial
 from dilemmax.llm.server import LocalChatServer
 
 SIZES = ["--trial-steps", "10", "--trials", "1", "--envs", "1", "--no-progress",
@@ -139,10 +141,27 @@ def test_each_arena_seat_calls_its_own_server(tmp_path):
 TABLE5 = "| Model | Known (%) | Best stage (%) | Premature (%) | Points / apple | Return |"
 
 
-def test_homogeneous_table5_one_row_per_model_and_combined(tmp_path):
+def test_homogeneous_table5_one_row_per_model_and_combined(tmp_path, monkeypatch):
+    seen = []
+
+    def keep(result, env, transcript=None):  # what analyse reads of the played result
+        seen.extend(episodes_of(result, env, transcript))
+        return seen[-len(result.episodes) :]
+
+    monkeypatch.setattr(teams, "episodes_of", keep)
     with LocalChatServer(by_model) as server:
         base = ["--base-url", server.base_url, "--seeds", "2"]
         first = run("open_harvest/homogeneous", tmp_path / "a", "--seats", "openai:eater", *base)
+    # The session kept each step's events and replies: every agent answered every step, and
+    # the per-step events add up to the episode's metrics.
+    assert len(seen) == 2
+    for episode in seen:
+        assert {a: len(m) for a, m in episode.modes.items()} == {f"agent_{i}": 10 for i in range(3)}
+        assert {mode for m in episode.modes.values() for _, mode in m} == {"harvest"}
+        ate = per_trial(episode.infos["ate"].astype(int), episode.infos, episode.valid, 1)
+        assert ate.tolist() == episode.metrics["apples_per_trial"].tolist()
+    with LocalChatServer(by_model) as server:
+        base = ["--base-url", server.base_url, "--seeds", "2"]
         second = run("open_harvest/homogeneous", tmp_path / "b", "--seats", "openai:stay", *base)
     assert (tmp_path / "a" / "table5.md").read_text().splitlines()[0] == TABLE5
     assert (tmp_path / "a" / "known_vs_best_stage.png").stat().st_size > 0
