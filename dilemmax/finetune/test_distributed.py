@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -263,6 +264,39 @@ def test_vllm_generation_is_refused_without_the_package(
     assert main(argv) == 2  # before the SFT half starts
     assert "expected http://host:port" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_trl_config_refusals_are_one_line_before_the_model_loads(
+    capsys, tmp_path, tiny_model_dir, small_data_dir, monkeypatch
+):
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded before the config was checked")
+
+    monkeypatch.setattr("dilemmax.finetune.rloo.load_model", no_loading)
+    argv = ["finetune", "rloo", "--model", str(tiny_model_dir), "--data", str(small_data_dir)]
+    argv += ["--out", str(tmp_path / "o"), "--batch", "3", "--generations", "2"]
+    assert main(argv) == 2  # 3 completions per step cannot hold whole groups of 2
+    err = capsys.readouterr().err.strip()
+    assert "TRL's RLOOConfig refuses these settings:" in err and "divisible" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_two_process_checkpoint_resumes_in_one_process(launched, tmp_path, capsys):
+    root, _, _ = launched
+    shutil.copytree(root / "sft", tmp_path / "sft")  # the other tests read the original
+    settings = json.loads((tmp_path / "sft" / "settings.json").read_text())
+    fields = {k: v for k, v in settings.items() if k not in ("launch", "lora", "overrides")}
+    resumed = SFTSettings(
+        **{**fields, "out": str(tmp_path / "sft"), "max_steps": 4, "save_steps": 4},
+        lora=LoraSettings(**{**settings["lora"], "modules_to_save": ()}),
+    )
+    train_sft(resumed)
+    assert "resuming" in capsys.readouterr().out  # the one line: the global batch changes
+    state = json.loads((tmp_path / "sft" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+    assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3, 4]
+    launch = json.loads((tmp_path / "sft" / "settings.json").read_text())["launch"]
+    assert launch == {"processes": 1, "distributed_type": "NO"}
 
 
 if __name__ == "__main__":
