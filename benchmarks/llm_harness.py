@@ -17,8 +17,12 @@ Two measurements (compile excluded: every configuration is played once untimed f
   and of the server's process are given: on a loaded machine they are the steadier figures,
   and ``1 / max(...)`` is what two free cores would allow.
 
+- ``client``: the clients alone, no game: batches of ``--envs`` identical requests (a
+  moral_hazard-sized prompt) against the same server, calls/s and CPU ms per call.
+
     python benchmarks/llm_harness.py overhead
     python benchmarks/llm_harness.py throughput --envs 1 16 256 --clients openai inspect sdk
+    python benchmarks/llm_harness.py client --envs 256
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import jax
 from timing import load, machine
 
 import dilemmax
-from dilemmax.llm.client import ScriptedClient
+from dilemmax.llm.client import ChatRequest, ScriptedClient
 from dilemmax.llm.model_seats import ModelSeats
 from dilemmax.llm.openai_client import OpenAIClient
 from dilemmax.llm.play import BatchedPlay, Seat
@@ -218,9 +222,37 @@ def throughput(env_id: str, num_envs: int, episodes: int, concurrency: int, kind
     return rows
 
 
+def clients_alone(batch: int, batches: int, concurrency: int, kinds) -> list:
+    """Calls/s and CPU per call of each client without the harness: ``batches`` batches of
+    ``batch`` requests against one server process, in turn."""
+    process, base_url = _server_process("ACTION QUERY")
+    messages = ({"role": "system", "content": "rules " * 300},
+                {"role": "user", "content": "state " * 200})  # fmt: skip
+    requests = [ChatRequest(messages)] * batch
+    rows = []
+    try:
+        for kind in kinds:
+            client = _client(kind, base_url, concurrency)
+            client.complete(requests)  # connections and imports warmed
+            cpu, server_cpu = time.process_time(), _cpu_seconds(process.pid)
+            start = time.perf_counter()
+            for _ in range(batches):
+                client.complete(requests)
+            seconds = time.perf_counter() - start
+            cpu, server_cpu = time.process_time() - cpu, _cpu_seconds(process.pid) - server_cpu
+            calls = batch * batches
+            rows.append({"client": kind, "calls": calls, "calls_per_s": calls / seconds,
+                         "client_cpu_ms": cpu / calls * 1e3,
+                         "server_cpu_ms": server_cpu / calls * 1e3, "load": load()})  # fmt: skip
+    finally:
+        process.kill()
+        process.wait()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["overhead", "throughput"])
+    parser.add_argument("part", choices=["overhead", "throughput", "client"])
     parser.add_argument("--games", nargs="+", default=list(REPLIES))
     parser.add_argument("--envs", nargs="+", type=int, default=[16])
     parser.add_argument("--episodes", type=int, default=None, help="default: 2 waves")
@@ -240,6 +272,17 @@ def main() -> None:
             print(
                 f"| {game} | {r['agent_steps']} | {r['wall_ms']:.3f} | {r['cpu_ms']:.3f} | "
                 f"{r['protocol_cpu_ms']:.3f} | {r['bookkeeping_cpu_ms']:.3f} | {r['load']} |",
+                flush=True,
+            )
+        return
+    if args.part == "client":
+        print("| client | batch | calls | calls/s | client CPU ms/call | server CPU ms/call | "
+              "load |")  # fmt: skip
+        print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        for r in clients_alone(args.envs[0], 6, args.concurrency, args.clients):
+            print(
+                f"| {r['client']} | {args.envs[0]} | {r['calls']} | {r['calls_per_s']:.0f} | "
+                f"{r['client_cpu_ms']:.3f} | {r['server_cpu_ms']:.3f} | {r['load']} |",
                 flush=True,
             )
         return
