@@ -101,7 +101,15 @@ def test_the_command_list_reads_the_same_without_the_command_modules():
     same order, as the parser that imports every module."""
     assert build_parser("list").format_help() == build_parser().format_help()
     assert build_parser("train").format_help() == build_parser().format_help()
-    assert [*COMMANDS] == ["train", "evaluate", "play", "redteam", "finetune"]
+    assert [*COMMANDS] == [
+        "train",
+        "evaluate",
+        "play",
+        "redteam",
+        "finetune",
+        "experiment",
+        "scenarios",
+    ]
 
 
 def test_listing_the_commands_imports_no_command_module():
