@@ -121,17 +121,15 @@ def parse_run(text: str) -> tuple[Path, int, bool]:
     return Path(target), seed, greedy
 
 
-def load_run(text: str, env, game: str, which: str, greedy: bool):
-    """A training run as the focal population, checked against the seats it must play: a run of
+def load_trained(path: Path, seed: int, greedy: bool, env, game: str, which: str, what: str):
+    """A training run as a focal population, checked against the seats it must play: a run of
     the full game must have learned the focal seats; one trained on a scenario set (``dilemmax
-    train scenarios``) must be of this game."""
-    path, seed, own_greedy = parse_run(text)
-    greedy = greedy or own_greedy
+    train scenarios``) must be of this game. ``what`` names it in errors."""
     probe = TrainedPolicy.load(path, seed=seed, greedy=greedy)
     if probe.env_id == "scenarios":
         trained_game = (probe.config.get("env_kwargs") or {}).get("game", "open_harvest")
         if trained_game != game:
-            raise UsageError(f"--run {path}: trained on {trained_game} scenarios, not {game}'s")
+            raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
         scenario_env = make("scenarios", game=game, which=which)
         return TrainedPolicy.load(path, seed=seed, greedy=greedy, env=scenario_env)
     policy = TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env.game)
@@ -139,29 +137,39 @@ def load_run(text: str, env, game: str, which: str, greedy: bool):
     missing = [env.game.agents[i] for i in env.focal if i not in learners]
     if missing:
         raise UsageError(
-            f"--run {path}: it learned seats {[env.game.agents[i] for i in learners]}, not the "
+            f"{what}: it learned seats {[env.game.agents[i] for i in learners]}, not the "
             f"focal seat(s) {missing} of these scenarios"
         )
     return policy
 
 
+def load_zoo(name: str, env, game: str, which: str, greedy: bool):
+    """Zoo population ``name`` (digest verified) as a focal population, as :func:`load_trained`."""
+    path = zoo.verify(name)
+    seed = int(zoo.manifest()[name].get("seed", 0))
+    return load_trained(path, seed, greedy, env, game, which, f"zoo:{name}")
+
+
 def focal_policy(args, env, source: str):
     """(label, jittable policy) of the --run, --zoo or --scripted population."""
     if source == "run":
-        return f"run:{args.run}", load_run(args.run, env, args.game, args.set, args.greedy)
+        path, seed, greedy = parse_run(args.run)
+        policy = load_trained(path, seed, greedy or args.greedy, env, args.game, args.set,
+                              f"--run {path}")  # fmt: skip
+        return f"run:{args.run}", policy
     if source == "zoo":
-        return f"zoo:{args.zoo}", zoo.load(args.zoo, env=env.game, greedy=args.greedy)
+        return f"zoo:{args.zoo}", load_zoo(args.zoo, env, args.game, args.set, args.greedy)
     choices = policies_for(env.game)
     if args.scripted not in choices:
         raise UsageError(f"--scripted {str(args.scripted)[:80]!r}: known: {sorted(choices)}")
     return f"scripted:{args.scripted}", choices[args.scripted]
 
 
-def zoo_populations(game_id: str, env) -> dict[str, object]:
-    """name -> policy of every zoo population of ``game_id`` (the references' candidates)."""
+def zoo_populations(env, game: str, which: str) -> dict[str, object]:
+    """name -> policy (greedy) of every zoo population of ``game`` (the references' candidates)."""
     entries = zoo.manifest()
-    names = [n for n in sorted(entries) if entries[n].get("game", n.split("/")[0]) == game_id]
-    return {f"zoo:{n}": zoo.load(n, env=env.game, greedy=True) for n in names}
+    names = [n for n in sorted(entries) if entries[n].get("game", n.split("/")[0]) == game]
+    return {f"zoo:{n}": load_zoo(n, env, game, which, True) for n in names}
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -228,7 +236,7 @@ def _evaluate(args) -> int:
     scenarios = scenario_set(args.game, args.set)
     env = scenarios.build()
     key = jax.random.key(args.seed)
-    populations = zoo_populations(args.game, env) if args.references == "zoo" else None
+    populations = zoo_populations(env, args.game, args.set) if args.references == "zoo" else None
     calls = None
     if source == "seats":
         _play_arguments(args)
