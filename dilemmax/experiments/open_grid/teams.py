@@ -85,12 +85,13 @@ def _draw_known(rows: Sequence[Sequence], path: str) -> None:
     from matplotlib import pyplot as plt
 
     figure, axis = plt.subplots(figsize=(4.5, 3.5))
-    for model, known, best, *_ in rows:
-        if known is not None and best is not None:
-            axis.scatter([known], [best], label=model)
+    drawn = [(m, k, b) for m, k, b, *_ in rows if k is not None and b is not None]
+    for model, known, best in drawn:
+        axis.scatter([known], [best], label=model)
     axis.set_xlabel("payoffs known by the last trial (%)")
     axis.set_ylabel("apples eaten at best stage (%)")
-    axis.legend(fontsize=7)
+    if drawn:  # a model that ate nothing has no best-stage share to draw
+        axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
