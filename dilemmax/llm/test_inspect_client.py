@@ -143,3 +143,23 @@ def test_a_schema_the_server_refuses_drops_to_text_and_usage_counts_reasoning():
     )  # fmt: skip
     assert completion.reasoning_tokens == 32 and completion.retries == 1
     assert chat_request(chat_messages(REQUEST)) == REQUEST
+
+
+def test_dilemmax_play_with_an_inspect_seat_writes_retries_and_resumes(tmp_path, capsys):
+    """Through the command: the transcript, the summary's retries and a resume that replays
+    every call (no request reaches the server again)."""
+    import json
+
+    from dilemmax.cli import main
+
+    out = tmp_path / "run"
+    with LocalChatServer(reply, {2: "429"}) as server:
+        argv = ["play", "moral_hazard", "--seats", "inspect:openai-api/local/tiny",
+                "--base-url", server.base_url, "--episodes", "2", "--envs", "2",
+                "--no-progress", "--out", str(out)]  # fmt: skip
+        assert main(argv) == 0
+        received = server.received
+        assert main([*argv, "--resume"]) == 0 and server.received == received
+    calls = json.loads((out / "results.json").read_text())["calls"]["inspect:openai-api/local/tiny"]
+    assert calls["retries"] == 1 and calls["replayed"] == calls["calls"] == received - 1
+    assert "inspect:openai-api/local/tiny" in capsys.readouterr().out
