@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -385,9 +386,9 @@ def _orbax_meta(path: Path) -> dict:
         raise CheckpointError(f"{path}: not a dilemmax orbax checkpoint (damaged metadata?)")
     for name, leaf in leaves.items():
         ok = isinstance(leaf, dict) and isinstance(leaf.get("hash"), str)
-        try:
-            ok = ok and all(isinstance(n, int) and n >= 0 for n in leaf["shape"])
-            ok = ok and isinstance(leaf["dtype"], str) and jnp.dtype(leaf["dtype"]) is not None
+        try:  # sizes bounded: read_raw allocates what the metadata claims
+            ok = ok and all(type(n) is int and 0 <= n < 2**31 for n in leaf["shape"])
+            ok = ok and math.prod(leaf["shape"]) < 2**33 and jnp.dtype(leaf["dtype"]) is not None
         except (TypeError, ValueError, KeyError):
             ok = False
         if not ok:
@@ -415,9 +416,10 @@ def _read_orbax(path: Path, meta: dict, targets: dict) -> dict:
     return restored
 
 
-def _on_first_device(shape, dtype) -> jax.ShapeDtypeStruct:
-    device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype), sharding=device)
+def _target(shape, dtype, sharding=None) -> jax.ShapeDtypeStruct:
+    """What orbax reads an array into (default: this process's first device)."""
+    sharding = sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype), sharding=sharding)
 
 
 def restore_orbax(path: Path, template: Any, shardings: Any = None) -> tuple[Any, dict]:
@@ -438,12 +440,7 @@ def restore_orbax(path: Path, template: Any, shardings: Any = None) -> tuple[Any
                 f"{path}: leaf {name} {s['dtype']}{tuple(s['shape'])} does not fit "
                 f"this run ({t.dtype}{tuple(t.shape)})"
             )
-    targets = {
-        k: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=placed[k])
-        if k in placed
-        else _on_first_device(t.shape, t.dtype)
-        for k, t in wanted.items()
-    }
+    targets = {k: _target(t.shape, t.dtype, placed.get(k)) for k, t in wanted.items()}
     restored = _read_orbax(path, meta, targets)
     state = _unflat({**_flat(template, keep_empty=True)[0], **restored})
     tree = serialization.from_state_dict(_plain(template), state)
@@ -457,7 +454,7 @@ def read_raw_orbax(path: Path) -> dict:
     """An orbax checkpoint as :func:`read_raw` gives a msgpack one (nested dicts of numpy
     arrays, hashes verified), without a template: its metadata says every leaf's shape."""
     meta = _orbax_meta(path)
-    targets = {k: _on_first_device(v["shape"], v["dtype"]) for k, v in meta["leaves"].items()}
+    targets = {k: _target(v["shape"], v["dtype"]) for k, v in meta["leaves"].items()}
     restored = _read_orbax(path, meta, targets)
     state = _unflat({k: np.asarray(v) for k, v in restored.items()})
     return {"runner_state": state, **{k: meta[k] for k in _META_KEYS}}
