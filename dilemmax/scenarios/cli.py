@@ -121,7 +121,7 @@ def parse_run(text: str) -> tuple[Path, int, bool]:
     return Path(target), seed, greedy
 
 
-def load_trained(path: Path, seed: int, greedy: bool, env, game: str, which: str, what: str):
+def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str):
     """A training run as a focal population, checked against the seats it must play: a run of
     the full game must have learned the focal seats; one trained on a scenario set (``dilemmax
     train scenarios``) must be of this game. ``what`` names it in errors."""
@@ -130,8 +130,10 @@ def load_trained(path: Path, seed: int, greedy: bool, env, game: str, which: str
         trained_game = (probe.config.get("env_kwargs") or {}).get("game", "open_harvest")
         if trained_game != game:
             raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
-        scenario_env = make("scenarios", game=game, which=which)
-        return TrainedPolicy.load(path, seed=seed, greedy=greedy, env=scenario_env)
+        # A set of one game has that game's options and focal seats, so the run's network fits
+        # every set of it (train or test). TrainedPolicy.load(env=) cannot check a scenario env
+        # yet: its env-id lookup covers the games only (requested of trained.py's owner).
+        return probe
     policy = TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env.game)
     learners = list(getattr(policy, "learners", range(env.game.num_agents)))
     missing = [env.game.agents[i] for i in env.focal if i not in learners]
@@ -143,33 +145,33 @@ def load_trained(path: Path, seed: int, greedy: bool, env, game: str, which: str
     return policy
 
 
-def load_zoo(name: str, env, game: str, which: str, greedy: bool):
+def load_zoo(name: str, env, game: str, greedy: bool):
     """Zoo population ``name`` (digest verified) as a focal population, as :func:`load_trained`."""
     path = zoo.verify(name)
     seed = int(zoo.manifest()[name].get("seed", 0))
-    return load_trained(path, seed, greedy, env, game, which, f"zoo:{name}")
+    return load_trained(path, seed, greedy, env, game, f"zoo:{name}")
 
 
 def focal_policy(args, env, source: str):
     """(label, jittable policy) of the --run, --zoo or --scripted population."""
     if source == "run":
         path, seed, greedy = parse_run(args.run)
-        policy = load_trained(path, seed, greedy or args.greedy, env, args.game, args.set,
+        policy = load_trained(path, seed, greedy or args.greedy, env, args.game,
                               f"--run {path}")  # fmt: skip
         return f"run:{args.run}", policy
     if source == "zoo":
-        return f"zoo:{args.zoo}", load_zoo(args.zoo, env, args.game, args.set, args.greedy)
+        return f"zoo:{args.zoo}", load_zoo(args.zoo, env, args.game, args.greedy)
     choices = policies_for(env.game)
     if args.scripted not in choices:
         raise UsageError(f"--scripted {str(args.scripted)[:80]!r}: known: {sorted(choices)}")
     return f"scripted:{args.scripted}", choices[args.scripted]
 
 
-def zoo_populations(env, game: str, which: str) -> dict[str, object]:
+def zoo_populations(env, game: str) -> dict[str, object]:
     """name -> policy (greedy) of every zoo population of ``game`` (the references' candidates)."""
     entries = zoo.manifest()
     names = [n for n in sorted(entries) if entries[n].get("game", n.split("/")[0]) == game]
-    return {f"zoo:{n}": load_zoo(n, env, game, which, True) for n in names}
+    return {f"zoo:{n}": load_zoo(n, env, game, True) for n in names}
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -236,7 +238,7 @@ def _evaluate(args) -> int:
     scenarios = scenario_set(args.game, args.set)
     env = scenarios.build()
     key = jax.random.key(args.seed)
-    populations = zoo_populations(env, args.game, args.set) if args.references == "zoo" else None
+    populations = zoo_populations(env, args.game) if args.references == "zoo" else None
     calls = None
     if source == "seats":
         _play_arguments(args)
