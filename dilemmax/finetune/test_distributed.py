@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,10 +122,23 @@ def launched(tiny_model_dir, small_data_dir, tmp_path_factory):
     command += ["--main_process_port", str(free_port()), "-m", "dilemmax.finetune.test_distributed"]
     command += [str(root), str(tiny_model_dir), str(small_data_dir)]
     start = time.monotonic()
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env=env, cwd=REPOSITORY
-    )
-    return root, done, time.monotonic() - start
+    return root, run_group(command, env, timeout=300), time.monotonic() - start
+
+
+def run_group(command: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``command`` in a session of its own; past ``timeout`` (a hang) the launcher and every
+    process it started are killed, and the test fails on the timeout."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=REPOSITORY, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def phase_codes(root: Path, name: str) -> list[str | None]:
