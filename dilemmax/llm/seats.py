@@ -51,8 +51,10 @@ def _split_spec(spec: str) -> tuple[str, str, dict[str, str]]:
 
 
 TRAINED_SEED = sampling.Range("int", 0)  # which of the run's training seeds
-# Text-protocol options a model seat may set for itself (the rest are the run's --protocol).
-PROTOCOL_OPTIONS = {"role": None}
+# Text-protocol options a model seat may set for itself (the rest are the run's --protocol):
+# the Schelling role (item 1.5 of the grid games' system prompt) and the grid games' reveal of
+# the hidden rules (an informed seat among uninformed ones).
+PROTOCOL_OPTIONS = {"role": None, "reveal": None}
 API_OPTIONS = {  # a model behind an API: endpoint, sampling, output mode, attempts
     **sampling.ENDPOINT,
     **sampling.OPENAI,

@@ -29,8 +29,8 @@ class RoleGame:
     """A game whose text protocol takes a role, as OpenSocialJax's do (building one of those
     costs seconds of pool generation; only its protocol's signature matters here)."""
 
-    def text_protocol(self, role=None, **others):
-        if others or role not in (None, "cooperator", "defector"):
+    def text_protocol(self, role=None, reveal=False, **others):
+        if others or role not in (None, "cooperator", "defector") or reveal not in (True, False):
             raise ValueError(f"role must be None, 'cooperator' or 'defector', got {role!r}")
         return object()
 
@@ -76,6 +76,9 @@ def test_seats_differing_only_in_role_share_one_client(harvest):
     assert cooperator.protocol_options == {"role": "cooperator"}
     assert defector.protocol_options == {"role": "defector"} and defector.name.endswith("defector")
     assert build_seat("openai:luna", harvest, args, cache).protocol_options == {}
+    informed = build_seat("openai:luna,reveal=true,role=defector", harvest, args, cache)
+    assert informed.protocol_options == {"role": "defector", "reveal": True}
+    assert informed.policy is defector.policy
 
 
 BAD_SPECS = [
