@@ -2,9 +2,11 @@
 
     inspect eval dilemmax/moral_hazard --model openai/gpt-4o-mini -T episodes=20
     inspect eval dilemmax/moral_hazard_isolation --model anthropic/claude-sonnet-4-0 \\
-        -T episodes=2
-    inspect eval dilemmax/open_cleanup --model mockllm/model -T max_steps=5 \\
+        -T replicates=1 -T episodes=2
+    inspect eval dilemmax/open_cleanup --model vllm/Qwen/Qwen3-8B -T max_steps=20 \\
         --model-role seat_1=openai/gpt-4o-mini
+    LOCAL_API_KEY=x inspect eval dilemmax/consequence --model openai-api/local/my-model \\
+        --model-base-url http://127.0.0.1:8000/v1 -T episodes=4
 
 One task per game (its default configuration, as ``dilemmax play <game>``), and one per paper
 design (``dilemmax experiment <design>``, named with ``_`` for ``/``: ``moral_hazard_grid``,
