@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import jax
 import numpy as np
 
+from dilemmax.agents import zoo
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
 from dilemmax.llm.cli import MODEL_DEFAULTS
@@ -75,15 +76,35 @@ def focal_specs(env: ScenarioEnv, args) -> dict[str, str]:
     return specs
 
 
+def seat_spec(background: str, resolve_zoo: ZooResolver | None = None) -> str:
+    """The play seat of a background spec: ``scripted:`` and ``trained:`` specs are seat specs
+    already; ``zoo:<name>[,greedy]`` becomes the ``trained:`` seat of the run it names (digest
+    verified), with the seed the zoo's manifest gives it, which is what ``zoo.load`` plays."""
+    kind, _, rest = background.partition(":")
+    if kind != "zoo":
+        return background
+    name, *flags = rest.split(",")
+    path = zoo.verify(name) if resolve_zoo is None else resolve_zoo(name)
+    seed = int(zoo.manifest().get(name, {}).get("seed", 0)) if resolve_zoo is None else 0
+    return ",".join([f"trained:{path}", f"seed={seed}", *flags])
+
+
 def scenario_parts(
-    scenarios: ScenarioSet, env: ScenarioEnv, key: jax.Array, episodes: int
+    scenarios: ScenarioSet,
+    env: ScenarioEnv,
+    key: jax.Array,
+    episodes: int,
+    resolve_zoo: ZooResolver | None = None,
 ) -> list[Part]:
-    """One part per scenario: the full game with the scenario's background specs fixed, playing
+    """One part per scenario: the full game with the scenario's background seats fixed, playing
     the configurations of :func:`scenario_configs` once each."""
     configs = scenario_configs(env, key, episodes)
     parts = []
     for s, scenario in enumerate(scenarios.scenarios):
-        background = {env.game.agents[i]: spec for i, spec in scenario.background.items()}
+        background = {
+            env.game.agents[i]: seat_spec(spec, resolve_zoo)
+            for i, spec in scenario.background.items()
+        }
         parts.append(
             Part(
                 scenario.name,
@@ -154,7 +175,7 @@ def play_scenarios(
     specs = focal_specs(env, args)
     digests = scenarios.digests(resolve_zoo)
     key = jax.random.key(args.seed)
-    parts = scenario_parts(scenarios, env, key, args.episodes)
+    parts = scenario_parts(scenarios, env, key, args.episodes, resolve_zoo)
     args.seat = [f"{agent}={spec}" for agent, spec in specs.items()]
     args.seats = None  # the background seats come from the parts
     identity = play_identity(scenarios, digests, specs, args)

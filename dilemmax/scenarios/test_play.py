@@ -8,11 +8,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from dilemmax.agents import zoo
 from dilemmax.commandline import run_parsed
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.observation import decode
 from dilemmax.envs.moral_hazard.policies import by_stage
 from dilemmax.envs.rollout import episode_keys, job_keys
+from dilemmax.errors import UsageError
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.scenarios import cli
 from dilemmax.scenarios import evaluate as E
@@ -89,3 +91,19 @@ def test_planted_model_scores_what_its_policy_scores_and_resumes_without_a_call(
     assert never["background"] == pytest.approx(want[0].background, abs=1e-6)
     assert never["digest"] == want[0].digest == scenarios.digests()[want[0].scenario]
     assert got["moral_hazard/random_partner"]["episodes"] == 2
+
+
+def test_a_zoo_background_is_seated_as_the_run_and_seed_the_zoo_names(tmp_path, monkeypatch):
+    run = tmp_path / "consequence" / "ippo"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    entry = {"run": "consequence/ippo", "seed": 1, "digest": zoo.run_digest(run)}
+    (tmp_path / zoo.MANIFEST).write_text(json.dumps({"consequence/ippo_s1": entry}))
+    monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path))
+    assert P.seat_spec("zoo:consequence/ippo_s1,greedy") == f"trained:{run},seed=1,greedy"
+    assert P.seat_spec("scripted:all_zero") == "scripted:all_zero"
+    with pytest.raises(UsageError, match="not in the zoo"):
+        P.seat_spec("zoo:consequence/ippo_s7")
+    (run / "config.json").write_text('{"changed": 1}')
+    with pytest.raises(UsageError, match="do not match"):
+        P.seat_spec("zoo:consequence/ippo_s1")
