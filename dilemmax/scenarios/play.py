@@ -38,7 +38,13 @@ from dilemmax.errors import UsageError
 from dilemmax.llm.cli import MODEL_DEFAULTS
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.seats import check_specs, seat_specs
-from dilemmax.llm.session import Part, model_identity, play_parts
+from dilemmax.llm.session import (
+    Part,
+    check_run_options,
+    model_identity,
+    output_paths,
+    play_parts,
+)
 from dilemmax.scenarios.env import ScenarioEnv, game_reset_keys
 from dilemmax.scenarios.evaluate import ScenarioScore, mean_interval
 from dilemmax.scenarios.spec import ScenarioSet, ZooResolver
@@ -173,6 +179,8 @@ def play_scenarios(
     """The user's focal seats (``args``: the seat, model and run options of ``dilemmax play``)
     on every scenario of the set, ``args.episodes`` each: (rows, one PlayResult per scenario)."""
     specs = focal_specs(env, args)
+    check_run_options(args)  # --envs, --resume, --seed, sampling: before the first compile
+    output_paths(args)  # --json, --out (made now), --resume's transcript
     digests = scenarios.digests(resolve_zoo)
     key = jax.random.key(args.seed)
     parts = scenario_parts(scenarios, env, key, args.episodes, resolve_zoo)

@@ -75,6 +75,10 @@ BAD = [
      "--resume is for"),
     (["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--max-steps", "0"],
      "--max-steps"),
+    (["evaluate", "--game", "moral_hazard", "--seats", "scripted:teacher", "--envs", "0"],
+     "--envs"),
+    (["evaluate", "--game", "moral_hazard", "--seats", "scripted:teacher", "--resume"],
+     "holds no transcript"),
     (["list", "--game", "chess"], "no scenario sets"),
 ]  # fmt: skip
 
