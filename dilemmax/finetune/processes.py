@@ -5,8 +5,11 @@ give each ``RANK`` (its place among all processes), ``LOCAL_RANK`` (its place on
 ``WORLD_SIZE`` (how many there are); accelerate also says which wrapper the run uses
 (``ACCELERATE_USE_FSDP``, ``ACCELERATE_USE_DEEPSPEED``). They are read here, before torch is
 imported, so the command line can decide what each process checks, writes and prints without
-starting the process group; the Trainer starts it later from the same variables. A plain
-``dilemmax finetune ...`` sets none of them: one process, the main one.
+starting the process group; the Trainer starts it later from the same variables. MPI
+launchers (``mpirun``, accelerate's CPU clusters) give the same three facts under their own
+names (``PMI_*``, ``OMPI_COMM_WORLD_*``, ``MV2_COMM_WORLD_*``), read where torchrun's are absent,
+as accelerate reads them. A plain ``dilemmax finetune ...`` sets none of them: one process, the
+main one.
 """
 
 from __future__ import annotations
@@ -15,15 +18,25 @@ import os
 
 from dilemmax.errors import UsageError
 
-LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+# What each fact is called by torchrun (first), then by the MPI launchers.
+WORLD_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+RANK_VARIABLES = ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
+LOCAL_VARIABLES = (
+    "LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+)
+LAUNCH_VARIABLES = WORLD_VARIABLES + RANK_VARIABLES + LOCAL_VARIABLES
 
 
-def _count(name: str, default: int) -> int:
-    """An integer launch variable, or a one-line error naming it (a stray ``RANK=x`` in the
-    shell would otherwise make every process believe it is the main one)."""
-    text = os.environ.get(name)
-    if text is None or text == "":
+def _count(names: tuple[str, ...], default: int) -> int:
+    """The first of ``names`` that is set, as an integer, or a one-line error naming it (a stray
+    ``RANK=x`` in the shell would otherwise make every process believe it is the main one)."""
+    name = next((n for n in names if os.environ.get(n, "") != ""), None)
+    if name is None:
         return default
+    text = os.environ[name]
     try:
         value = int(text)
     except ValueError:
@@ -35,17 +48,17 @@ def _count(name: str, default: int) -> int:
 
 def world_size() -> int:
     """How many processes the launch started (1 without a launcher)."""
-    return max(_count("WORLD_SIZE", 1), 1)
+    return max(_count(WORLD_VARIABLES, 1), 1)
 
 
 def process_rank() -> int:
     """This process's place among all of them (0: the main process)."""
-    return _count("RANK", 0)
+    return _count(RANK_VARIABLES, 0)
 
 
 def local_rank() -> int:
     """This process's place on its own machine: the index of the device it trains on."""
-    return _count("LOCAL_RANK", 0)
+    return _count(LOCAL_VARIABLES, 0)
 
 
 def is_launched() -> bool:

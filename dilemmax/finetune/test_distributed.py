@@ -252,6 +252,13 @@ def test_check_world_refuses_a_launch_the_trainer_does_not_see(monkeypatch):
     monkeypatch.setenv("RANK", "first")
     with pytest.raises(UsageError, match="RANK='first'"):
         processes.is_main_process()
+    for name in processes.LAUNCH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")  # mpirun's names, as accelerate reads them
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+    assert (processes.world_size(), processes.process_rank(), processes.local_rank()) == (4, 3, 1)
+    assert processes.is_launched() and not processes.is_main_process()
 
 
 def test_one_process_commands_refuse_a_launch(monkeypatch, capsys, tmp_path):
