@@ -242,7 +242,7 @@ def _evaluate(args) -> int:
     calls = None
     if source == "seats":
         _play_arguments(args)
-        label = ", ".join(args.seat or []) + (f" (--seats {args.seats})" if args.seats else "")
+        label = ", ".join([*(args.seat or []), *([f"--seats {args.seats}"] if args.seats else [])])
         scores, played = play_scenarios(scenarios, env, args)
         calls = call_summary(played)
     else:
