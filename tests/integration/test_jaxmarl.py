@@ -109,6 +109,18 @@ def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper):
     assert np.isfinite(np.asarray(infos["returned_episode_returns"])).all()
 
 
+def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrapper():
+    """A scenario set is an env like the games: JaxMARL's wrapper and batching drive its focal
+    seats while the background plays inside the step."""
+    env = jaxmarl_baselines.LogWrapper(
+        dilemmax.make("scenarios", game="moral_hazard", which="test")
+    )
+    assert env.agents == ["agent_0"]
+    infos = jax.jit(lambda k: _ippo_ff(env, k))(jax.random.PRNGKey(0))
+    assert infos["returned_episode_returns"].shape == (NUM_UPDATES, NUM_STEPS, NUM_ENVS)
+    assert np.isfinite(np.asarray(infos["returned_episode_returns"])).all()
+
+
 def test_episode_returns_logged_by_jaxmarl_match_the_rewards():
     """moral_hazard ends every 3 steps: JaxMARL's LogWrapper reports the summed rewards."""
     env = jaxmarl_baselines.LogWrapper(dilemmax.make("moral_hazard"))
