@@ -5,6 +5,7 @@ metrics for the same planted replies and seed, model roles per seat, and the wri
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -95,8 +96,11 @@ def test_the_registry_lists_every_task():
     assert point.value == "dilemmax.evals._registry"
     expected = {*plans.GAMES} | {n.replace("/", "_") for n in plans.designs()}
     assert set(TASKS) == expected and set(REQUIRED) <= expected
+    common = {"seed", "max_steps", "seats", "protocol", "output_mode"}
     for name in expected:
-        assert registry_lookup("task", f"dilemmax/{name}") is not None, name
+        registered = registry_lookup("task", f"dilemmax/{name}")
+        assert registered is not None, name
+        assert common <= set(inspect.signature(registered).parameters), name
 
 
 # --------------------------------------------------------------------------- mock model
@@ -218,6 +222,9 @@ def _toy_design() -> Design:
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--episodes", type=int, default=None)
         parser.add_argument("--partner", default="teacher")
+        parser.add_argument("--quick", action="store_true")
+        parser.add_argument("--names", action="append")
+        parser.add_argument("--costs", default=None)
 
     def plan(args) -> Plan:
         env = plans.game_plan("moral_hazard").parts[0].env
@@ -230,7 +237,11 @@ def _toy_design() -> Design:
 def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
     design = _toy_design()
     plan, args = plans.design_plan(design, {"episodes": 2, "partner": "always_local"})
-    assert args.seed == 0 and plan.parts[0].episodes == 2
+    assert args.seed == 0 and plan.parts[0].episodes == 2 and not args.quick
+    _, args = plans.design_plan(
+        design, {"quick": True, "names": ["a", "b"], "costs": [0.1, 0.2], "seed": 4}
+    )
+    assert args.quick and args.names == ["a", "b"] and args.costs == "0.1,0.2" and args.seed == 4
     task = plan_task(plan, "toy", seed=1)
     assert [s.id for s in task.dataset] == ["cell|e0", "cell|e1"]
     assert task.dataset[0].metadata["seats"] == {
