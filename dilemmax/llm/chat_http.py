@@ -14,6 +14,8 @@ import asyncio
 import atexit
 import contextlib
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -133,6 +135,7 @@ class ChatTransport:
     def __init__(self, base_urls: Sequence[str] | None, api_key: str, timeout: float):
         urls = base_urls or (OPENAI_API,)
         self.urls = tuple(url.rstrip("/") + "/chat/completions" for url in urls)
+        self.proxies = tuple(_proxy_for(url) for url in self.urls)
         self.replicas = Replicas(len(self.urls))
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self.timeout = float(timeout)
@@ -148,7 +151,11 @@ class ChatTransport:
             session = await _session()
             timeout = aiohttp.ClientTimeout(total=self.timeout)
             async with session.post(
-                self.urls[replica], data=payload, headers=self.headers, timeout=timeout
+                self.urls[replica],
+                data=payload,
+                headers=self.headers,
+                timeout=timeout,
+                proxy=self.proxies[replica],
             ) as response:
                 raw = await response.read()
                 if response.status != 200:
@@ -160,6 +167,15 @@ class ChatTransport:
         finally:
             self.replicas.release(replica)
         return json.loads(raw)
+
+
+def _proxy_for(url: str) -> str | None:
+    """The ``HTTP(S)_PROXY`` a call to ``url`` goes through (``NO_PROXY`` honoured), as the
+    ``openai`` package would use it; read once per client (per request it costs ~0.2 ms)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if urllib.request.proxy_bypass(host):
+        return None
+    return urllib.request.getproxies().get(urllib.parse.urlsplit(url).scheme)
 
 
 _SESSION = None

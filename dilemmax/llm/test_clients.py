@@ -122,3 +122,13 @@ def test_a_client_used_before_a_fork_still_works_in_the_child():
         child.join(30)
         assert child.exitcode == 0 and done.get(timeout=5) == "ok"
         assert client.complete([REQUEST])[0].text == "ok"  # the parent's loop still serves
+
+
+def test_proxies_from_the_environment_apply_as_the_openai_package_applies_them(monkeypatch):
+    from dilemmax.llm.chat_http import ChatTransport
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    transport = ChatTransport(["https://api.example/v1", "http://127.0.0.1:8000/v1"], "k", 5.0)
+    assert transport.proxies == ("http://proxy.example:3128", None)
+    assert transport.urls[0] == "https://api.example/v1/chat/completions"
