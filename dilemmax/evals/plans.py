@@ -1,10 +1,9 @@
 """The plans the Inspect tasks play: ``dilemmax play``'s parts and the papers' designs.
 
-- A game task plays the parts ``dilemmax play <game> [--grid] [--rotate]`` plays: its parser
-  reads the task's parameters (``episodes``, ``options`` as ``--set``, ``grid``, ``rotate``), and
-  its own part builder
-  makes the parts, so an Inspect run and a play run of the same parameters play the same
-  episodes.
+- A game task plays the parts ``dilemmax play <game> [--grid] [--rotate]`` plays: play's parser
+  reads the task's parameters (``episodes``, ``options`` as ``--set``, ``grid``, ``rotate``) and
+  play's own part builder makes the parts, so an Inspect run and a play run of the same
+  parameters play the same episodes.
 - A design task plays ``design.plan(args)``, the plan ``dilemmax experiment <design>`` plays:
   the namespace is the design's own options (``add_arguments``) with the task's parameters
   given as its flags (``-T episodes=2 -T conditions=k=0.10`` is ``--episodes 2 --conditions

@@ -34,11 +34,14 @@ from dilemmax.errors import UsageError
 from dilemmax.evals.scoring import episode_metrics
 from dilemmax.evals.solver import OUTPUT_MODES, Episode, EpisodeSeat, play_episode
 from dilemmax.experiments.design import Plan
+from dilemmax.llm import sampling
 from dilemmax.llm.play import protocol_with, rotate_seats
 from dilemmax.llm.seats import build_seat
+from dilemmax.llm.session import PLAY_SEED
 
 MODEL_KINDS = ("openai", "hf", "inspect")  # seat kinds that name a model: an Inspect role here
 PLAY_SAMPLING = GenerateConfig(temperature=0.0, max_tokens=512)  # dilemmax play's defaults
+STEPS = sampling.Range("int", 1)  # max_steps
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,9 @@ def plan_episodes(
     seats: Mapping[str, str] | None = None,
 ) -> list[Episode]:
     """Every episode of ``plan`` in ``dilemmax play``'s order (parts, rotations, jobs)."""
-    if max_steps is not None and int(max_steps) < 1:
-        raise UsageError(f"max_steps must be >= 1, got {max_steps}")
+    seed = sampling.check_option(seed, PLAY_SEED, "seed")  # as dilemmax play checks --seed
+    if max_steps is not None:
+        max_steps = sampling.check_option(max_steps, STEPS, "max_steps")
     episodes: list[Episode] = []
     cache: dict = {}
     for part in plan.parts:

@@ -254,6 +254,14 @@ def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
         plans.design_plan(design, {"episodes": "many"})
     with pytest.raises(UsageError, match="--model-role seat_1="):
         plan_task(plan, "toy", seats="agent_0=scripted:teacher agent_1=openai:m")
+    with pytest.raises(UsageError, match="seed=-1"):
+        plan_task(plan, "toy", seed=-1)
+    with pytest.raises(UsageError, match="max_steps='many'"):
+        plan_task(plan, "toy", max_steps="many")
+    with pytest.raises(UsageError, match="output_mode"):
+        plan_task(plan, "toy", output_mode="yaml")
+    with pytest.raises(UsageError, match="episodes"):
+        TASKS["moral_hazard"](episodes=0)
     with pytest.raises(UsageError, match="unknown agent"):
         plan_task(plan, "toy", seats={"agent_9": "scripted:teacher"})
     with pytest.raises(UsageError, match="scripted policy 'nobody'"):
