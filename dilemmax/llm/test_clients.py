@@ -132,3 +132,17 @@ def test_proxies_from_the_environment_apply_as_the_openai_package_applies_them(m
     transport = ChatTransport(["https://api.example/v1", "http://127.0.0.1:8000/v1"], "k", 5.0)
     assert transport.proxies == ("http://proxy.example:3128", None)
     assert transport.urls[0] == "https://api.example/v1/chat/completions"
+
+
+def test_reasoning_tokens_come_from_the_servers_usage():
+    response = {
+        "choices": [{"message": {"role": "assistant", "content": "ACTION QUERY"}}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 250,
+                  "completion_tokens_details": {"reasoning_tokens": 240}},
+    }  # fmt: skip
+    completion = OpenAIClient._completion(response, 0.2, 1)
+    assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == (
+        "ACTION QUERY", 30, 250,
+    )  # fmt: skip
+    assert completion.reasoning_tokens == 240 and completion.retries == 1
+    assert OpenAIClient._completion({"choices": []}, 0.0, 0).reasoning_tokens == 0
