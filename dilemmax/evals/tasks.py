@@ -36,10 +36,9 @@ from dilemmax.evals.solver import OUTPUT_MODES, Episode, EpisodeSeat, play_episo
 from dilemmax.experiments.design import Plan
 from dilemmax.llm import sampling
 from dilemmax.llm.play import protocol_with, rotate_seats
-from dilemmax.llm.seats import build_seat
+from dilemmax.llm.seats import MODEL_KINDS, build_seat  # a model kind: an Inspect role here
 from dilemmax.llm.session import PLAY_SEED
 
-MODEL_KINDS = ("openai", "hf", "inspect")  # seat kinds that name a model: an Inspect role here
 PLAY_SAMPLING = GenerateConfig(temperature=0.0, max_tokens=512)  # dilemmax play's defaults
 STEPS = sampling.Range("int", 1)  # max_steps
 
