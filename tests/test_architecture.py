@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("experiments",),
     ("evals",),
     ("cli",),
+    ("__main__",),  # `python -m dilemmax`: the command line
 )
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
 
