@@ -33,9 +33,11 @@ def test_list_names_every_scenario_with_its_seats_and_digest(tmp_path, capsys):
     assert "consequence/rp_exploiters  [" in out and "agent_1=scripted:starve_then_cover" in out
 
 
-def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, built):
-    """The rows are score_policy's for the same seed, each with its scenario's digest; the
-    references hold random focal agents (0 by construction when the zoo has no better one)."""
+def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, built, monkeypatch):
+    """The rows are score_policy's for the same seed, each with its scenario's digest. With an
+    empty zoo the references are random focal agents alone (no normalised score: best = random).
+    """
+    monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path / "empty_zoo"))  # one reference compile only
     out = tmp_path / "eval"
     argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--episodes", "2",
             "--seed", "4", "--out", str(out)]  # fmt: skip
@@ -51,6 +53,7 @@ def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, 
     for row, expected in zip(results["rows"], want, strict=True):
         assert row["mean"] == pytest.approx(expected.mean, abs=1e-6)
         assert row["random"] == results["references"][row["scenario"]]["random"]
+        assert row["best_population"] == "random" and row["normalised"] is None
     table = (out / "summary.md").read_text()
     assert all(d in table for d in digests.values()) and table.count("\n| moral_hazard/") == 2
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
