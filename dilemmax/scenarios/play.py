@@ -21,8 +21,9 @@ population scored with the same ``--seed``. The reset and step keys still differ
 game's episode key comes from BatchedPlay's ``job_keys(seed_key, 1, E)``, and ScenarioEnv nests
 the background's keys inside the game's step key), so a random background, a game with random
 dynamics, or a game whose reset draws from its key plays other draws; where the background, the
-dynamics and the reset are deterministic given the configuration, a scripted focal population
-scores exactly what ``score_policy`` gives it (the tests check this).
+dynamics and the reset are deterministic given the configuration, a focal seat that plays a
+jittable policy's moves scores exactly what ``score_policy`` gives that policy (``test_play``
+checks it with a planted model on the moral-hazard partner who never queries).
 """
 
 from __future__ import annotations
