@@ -142,6 +142,8 @@ def background_policy(game, spec: str, resolve_zoo: ZooResolver | None = None):
                 f"background {spec!r}: no scripted policy {target!r}: {sorted(choices)}"
             )
         return choices[target]
+    if kind == "zoo" and resolve_zoo is None:  # the manifest names the run and its seed
+        return zoo.load(target, env=game, greedy="greedy" in flags)
     if kind in ("trained", "zoo"):
         path = _trained_path(kind, target, resolve_zoo)
         options = dict(flag.partition("=")[::2] for flag in flags)
