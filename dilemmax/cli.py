@@ -213,9 +213,61 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def scenarios_alias(argv: list[str]) -> list[str]:
+    """``evaluate RUN --scenarios train|test [...]`` as ``scenarios evaluate --run RUN --set ...
+    --game <the run's game>``: a trained run scored on a scenario set (dilemmax.scenarios);
+    any other command line is returned as it is."""
+    if not argv or argv[0] != "evaluate" or not any(a.split("=")[0] == "--scenarios" for a in argv):
+        return argv
+    rest, which, path = [], None, None
+    args = iter(argv[1:])
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name == "--scenarios":
+            which = value if eq else next(args, "")
+        elif name == "--split":  # the scenario set fixes the split
+            raise UsageError("evaluate --scenarios: the scenario set fixes the split; drop --split")
+        elif path is None and not arg.startswith("-"):
+            path = arg
+        else:
+            rest.append(arg)
+    if path is None:
+        raise UsageError("evaluate --scenarios: give the run folder to score")
+    return [
+        "scenarios",
+        "evaluate",
+        "--run",
+        path,
+        "--set",
+        which,
+        "--game",
+        _run_game(path),
+        *rest,
+    ]
+
+
+def _run_game(path: str) -> str:
+    """The game a run folder (or one of its checkpoints) trained on, from its config.json."""
+    run = Path(path)
+    run = run if run.is_dir() else run.parent.parent  # <run>/checkpoints/<checkpoint>
+    try:
+        config = json.loads((run / "config.json").read_text())
+        env = config["env"]
+        return str(config["env_kwargs"]["game"] if env == "scenarios" else env)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"evaluate --scenarios: {path} holds no readable run config.json"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs one command. A user mistake (:class:`UsageError`) prints one line and returns 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        argv = scenarios_alias(argv)
+    except UsageError as error:
+        print(f"dilemmax: error: {error}", file=sys.stderr)
+        return 2
     return run_parsed(build_parser(argv[0] if argv else "").parse_args(argv))
 
 

@@ -119,3 +119,32 @@ def test_listing_the_commands_imports_no_command_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_evaluate_with_scenarios_is_the_scenarios_command_on_the_run(tmp_path):
+    """``dilemmax evaluate RUN --scenarios test`` scores a run on its game's scenario set: the
+    command line becomes ``scenarios evaluate``, the game read off the run's config.json (a run
+    trained on a scenario set names its game in env_kwargs)."""
+    from dilemmax.cli import scenarios_alias
+    from dilemmax.errors import UsageError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"env": "open_harvest"}')
+    assert scenarios_alias(["evaluate", str(run), "--scenarios", "test", "--episodes", "2"]) == [
+        "scenarios", "evaluate", "--run", str(run), "--set", "test", "--game", "open_harvest",
+        "--episodes", "2",
+    ]  # fmt: skip
+    (run / "config.json").write_text('{"env": "scenarios", "env_kwargs": {"game": "consequence"}}')
+    ckpt = run / "checkpoints" / "ckpt_000001.msgpack"
+    assert scenarios_alias(["evaluate", str(ckpt), "--scenarios=train"])[-2:] == [
+        "--game", "consequence"
+    ]  # fmt: skip
+    assert scenarios_alias(["evaluate", str(run)]) == ["evaluate", str(run)]
+    for argv, message in (
+        (["evaluate", "--scenarios", "test"], "give the run folder"),
+        (["evaluate", str(tmp_path), "--scenarios", "test"], "no readable run config.json"),
+        (["evaluate", str(run), "--scenarios", "test", "--split", "all"], "drop --split"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            scenarios_alias(argv)
