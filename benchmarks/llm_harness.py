@@ -257,7 +257,9 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", type=int, default=[16])
     parser.add_argument("--episodes", type=int, default=None, help="default: 2 waves")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=64)
+    # Calls in flight per client: 256 lets a 256-env step go out at once (64 leaves the harness
+    # waiting between rounds of the step's calls; see results/llm_clients.md).
+    parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--clients", nargs="+", default=["openai", "inspect", "sdk"],
                         choices=["openai", "inspect", "sdk"])  # fmt: skip
     args = parser.parse_args()
