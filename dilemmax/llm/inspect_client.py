@@ -68,7 +68,7 @@ class InspectClient:
             request drops to text from then on.
         timeout: seconds per attempt; max_attempts: attempts per request (first included);
         backoff, max_backoff, max_retry_after: as :class:`~dilemmax.llm.retrying.RetryPolicy`.
-        concurrency: requests in flight at once.
+        concurrency: requests in flight at once, over all replicas together.
         model_args: further provider arguments (``custom_outputs`` of ``mockllm/model``, ...).
 
     Raises:

@@ -91,7 +91,7 @@ class OpenAIClient:
         max_attempts: attempts per request (first included).
         backoff, max_backoff: the jittered exponential backoff's initial and largest window (s).
         max_retry_after: the longest wait a server's ``Retry-After`` is honoured up to (s).
-        concurrency: requests in flight at once.
+        concurrency: requests in flight at once, over all replicas together.
 
     Raises:
         OptionError: an option outside its range (a ValueError naming the option).

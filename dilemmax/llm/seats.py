@@ -302,4 +302,5 @@ def add_model_arguments(p) -> None:
                    help="never ask for JSON-schema output (--output-mode text)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per request attempt")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request")
-    p.add_argument("--concurrency", type=int, default=16, help="requests in flight per model")
+    p.add_argument("--concurrency", type=int, default=16,
+                   help="requests in flight per model (over all its base URLs)")  # fmt: skip
