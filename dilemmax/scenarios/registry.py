@@ -133,6 +133,14 @@ CONSEQUENCE_TEST = (
         ("scripted:cooperative_tremble",) * 2,
         "two strangers who cover the threshold richest-first with a trembling hand",
     ),
+    _solo(
+        "consequence",
+        TEST_RULES,
+        "ippo_strangers",
+        ("zoo:consequence/ippo_s1",) * 2,
+        "two strangers trained by IPPO in self-play (the zoo's seed 1), under rules they never "
+        "trained on",
+    ),
 )
 MH_TRAIN = {"cost": 0.1, "mapping": "highest"}
 MH_TEST = {"cost": 0.25, "mapping": "uninformative"}
@@ -166,6 +174,13 @@ MORAL_HAZARD_TEST = (
         "random_partner",
         ("scripted:random_control",),
         "a partner who plays the paper's random valid-action control",
+    ),
+    _solo(
+        "moral_hazard",
+        MH_TEST,
+        "rl2_partner",
+        ("zoo:moral_hazard/rl2_s1",),
+        "a recurrent (RL^2) partner from the zoo, trained in self-play at another cost",
     ),
 )
 

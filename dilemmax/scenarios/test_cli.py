@@ -35,21 +35,22 @@ def test_list_names_every_scenario_with_its_seats_and_digest(tmp_path, capsys):
 
 def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, built, monkeypatch):
     """The rows are score_policy's for the same seed, each with its scenario's digest. With an
-    empty zoo the references are random focal agents alone (no normalised score: best = random).
+    empty zoo (the train set's backgrounds are all scripted) the references are random focal
+    agents alone (no normalised score: best = random).
     """
     monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path / "empty_zoo"))  # one reference compile only
     out = tmp_path / "eval"
-    argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--episodes", "2",
-            "--seed", "4", "--out", str(out)]  # fmt: skip
+    argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
+            "--episodes", "2", "--seed", "4", "--out", str(out)]  # fmt: skip
     assert scenarios(argv) == 0
     results = json.loads((out / "results.json").read_text())
-    digests = SETS["moral_hazard/test"].digests()
-    assert results["set"] == "moral_hazard/test" and results["focal"] == "scripted:teacher"
+    digests = SETS["moral_hazard/train"].digests()
+    assert results["set"] == "moral_hazard/train" and results["focal"] == "scripted:teacher"
     assert {r["scenario"]: r["digest"] for r in results["rows"]} == digests
     assert set(results["references"]) == set(digests)
-    env = built("moral_hazard/test")
+    env = built("moral_hazard/train")
     teacher = policies_for(env.game)["teacher"]
-    want = E.score_policy(SETS["moral_hazard/test"], teacher, jax.random.key(4), 2, env)
+    want = E.score_policy(SETS["moral_hazard/train"], teacher, jax.random.key(4), 2, env)
     for row, expected in zip(results["rows"], want, strict=True):
         assert row["mean"] == pytest.approx(expected.mean, abs=1e-6)
         assert row["random"] == results["references"][row["scenario"]]["random"]

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dilemmax.agents import zoo
 from dilemmax.envs.policies import policies_for, random_policy
 from dilemmax.envs.rollout import (
     Playing,
@@ -191,4 +192,5 @@ def test_every_registered_scripted_background_exists_for_its_game(built):
         names = set(policies_for(env.game))
         for s in scenario_set_.scenarios:
             for spec in s.background.values():
-                assert spec.split(":")[1] in names
+                kind, target = spec.split(":", 1)
+                assert target in (names if kind == "scripted" else zoo.names()), spec
