@@ -70,28 +70,49 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
+Report = Callable[[Any], Awaitable[None]]
+"""``await report(result)``: hands a call's result to the caller's thread and returns once its
+``on_result`` has run (so a client can keep the call's slot in flight until it is recorded)."""
+
+
 def run_batch(
-    calls: Sequence[Callable[[], Awaitable[T]]],
+    calls: Sequence[Callable[[Report], Awaitable[T]]],
     on_result: Callable[[int, T], Any] | None = None,
 ) -> list[T]:
-    """``[await call() for call in calls]``, all at once on the background loop.
+    """``[await call(report) for call in calls]``, all at once on the background loop.
 
-    ``on_result(i, result)`` runs on the calling thread as each call finishes. An exception of a
-    call (a fatal client error) cancels the calls still running and is raised here, after the
-    results that came before it were reported.
+    ``on_result(i, result)`` runs on the calling thread as each call finishes. A call may
+    ``await report(result)`` itself, inside its own bound on calls in flight: it then goes on
+    only once ``on_result`` has returned, so with one call in flight a result is recorded
+    before the next request leaves (a crash loses only calls still in flight). A call that does
+    not report is reported when it returns. An exception of a call (a fatal client error)
+    cancels the calls still running and is raised here, after the results that came before it
+    were reported.
     """
     loop = background_loop()
     if _on_loop(loop):
         raise RuntimeError("dilemmax.llm.aio.run_batch called from the client loop itself")
     done: queue.SimpleQueue = queue.SimpleQueue()
 
-    async def one(index: int, call: Callable[[], Awaitable[T]]) -> None:
+    async def one(index: int, call: Callable[[Report], Awaitable[T]]) -> None:
+        reported = False
+
+        async def report(result: Any) -> None:
+            nonlocal reported
+            reported = True
+            recorded = loop.create_future() if on_result is not None else None
+            done.put((index, result, None, recorded))
+            if recorded is not None:
+                await recorded
+
         try:
-            done.put((index, await call(), None))
+            result = await call(report)
+            if not reported:
+                await report(result)
         except asyncio.CancelledError:
             raise
         except BaseException as error:  # handed to the caller's thread, raised there
-            done.put((index, None, error))
+            done.put((index, None, error, None))
 
     async def every() -> None:  # one hand-over to the loop for the whole batch
         await asyncio.gather(*(one(i, c) for i, c in enumerate(calls)))
@@ -100,12 +121,21 @@ def run_batch(
     results: list[Any] = [None] * len(calls)
     try:
         for _ in range(len(calls)):
-            index, result, error = done.get()
+            index, result, error, recorded = done.get()
             if error is not None:
                 raise error
             results[index] = result
-            if on_result is not None:
-                on_result(index, result)
+            try:
+                if on_result is not None:
+                    on_result(index, result)
+            finally:
+                if recorded is not None:
+                    loop.call_soon_threadsafe(_settle, recorded)
     finally:
         future.cancel()  # after a fatal error or an interrupt nothing keeps calling
     return results
+
+
+def _settle(recorded: asyncio.Future) -> None:
+    if not recorded.done():  # a cancelled batch's future stays cancelled
+        recorded.set_result(None)

@@ -157,13 +157,20 @@ class OpenAIClient:
     def complete(
         self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
     ) -> list[Completion]:
-        calls = [lambda request=request: self._complete_one(request) for request in requests]
+        calls = [
+            lambda report, request=request: self._complete_one(request, report)
+            for request in requests
+        ]
         return aio.run_batch(calls, on_result)
 
     # ------------------------------------------------------------------ one request
-    async def _complete_one(self, request: ChatRequest) -> Completion:
+    async def _complete_one(self, request: ChatRequest, report: aio.Report) -> Completion:
+        # The call holds its slot until the harness has recorded it: what is not yet in the
+        # transcript is still in flight.
         async with aio.loop_semaphore(self._in_flight, self.concurrency):
-            return await self._attempts(request)
+            completion = await self._attempts(request)
+            await report(completion)
+            return completion
 
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()

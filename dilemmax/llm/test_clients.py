@@ -146,3 +146,18 @@ def test_reasoning_tokens_come_from_the_servers_usage():
     )  # fmt: skip
     assert completion.reasoning_tokens == 240 and completion.retries == 1
     assert OpenAIClient._completion({"choices": []}, 0.0, 0).reasoning_tokens == 0
+
+
+def test_a_call_keeps_its_slot_until_the_harness_has_recorded_it():
+    """With one call in flight, the next request leaves only after ``on_result`` returned: a
+    crash loses only calls still in flight, never an answered one not yet written."""
+    requests = [ChatRequest(({"role": "user", "content": f"r{i}"},)) for i in range(5)]
+    seen = []
+
+    def record(index, completion):
+        time.sleep(0.05)  # a slow transcript write: the next request must still wait for it
+        seen.append(server.received)
+
+    with LocalChatServer(lambda body: "ok") as server:
+        fast_client(server, concurrency=1).complete(requests, record)
+    assert seen == [1, 2, 3, 4, 5]
