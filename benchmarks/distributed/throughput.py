@@ -101,7 +101,11 @@ def _port() -> int:
 
 def launch(processes: int, devices: int, chunks: int, out: Path) -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    # A loaded machine can starve a device's thread past XLA's 40 s wait at a collective.
+    env["XLA_FLAGS"] = (
+        f"--xla_force_host_platform_device_count={devices} "
+        "--xla_cpu_collective_call_terminate_timeout_seconds=900"
+    )
     port = str(_port())
     procs = [
         subprocess.Popen(
@@ -115,7 +119,13 @@ def launch(processes: int, devices: int, chunks: int, out: Path) -> dict:
         )
         for i in range(processes)
     ]
-    outputs = [p.communicate(timeout=1800) for p in procs]
+    try:
+        outputs = [p.communicate(timeout=600) for p in procs]
+    except subprocess.TimeoutExpired:
+        # XLA's CPU runtime was seen to stall (idle threads, a result never ready): say so.
+        for p in procs:
+            p.kill()
+        return {"stalled": True}
     for p, (_, err) in zip(procs, outputs, strict=True):
         if p.returncode != 0:
             raise RuntimeError(err[-2000:])
@@ -128,6 +138,10 @@ def uptime() -> str:
 
 
 def report(rows: dict, before: str, after: str, rounds: int, chunks: int) -> str:
+    rows = {
+        k: [r for r in v if not r.get("stalled")] or [{"steps_per_s": float("nan")}]
+        for k, v in rows.items()
+    }
     base = sum(r["steps_per_s"] for r in rows[(1, 1)]) / len(rows[(1, 1)])
     lines = [
         "# Training throughput over devices and processes (CPU, this machine)",
@@ -184,15 +198,14 @@ def main() -> None:
     out = Path(args.out)
     before = uptime()
     rows: dict = {layout: [] for layout in LAYOUTS}
-    for _ in range(args.rounds):
+    for done in range(1, args.rounds + 1):
         for processes, devices in LAYOUTS:
             rows[(processes, devices)].append(launch(processes, devices, args.chunks, out))
             print(processes, devices, rows[(processes, devices)][-1], flush=True)
-    after = uptime()
-    text = report(rows, before, after, args.rounds, args.chunks)
-    RESULTS.write_text(
-        text + "\n<!-- raw: " + json.dumps({str(k): v for k, v in rows.items()}) + " -->\n"
-    )
+        # Written after every round, so a long benchmark keeps what it measured.
+        text = report(rows, before, uptime(), done, args.chunks)
+        raw = json.dumps({str(k): v for k, v in rows.items()})
+        RESULTS.write_text(text + "\n<!-- raw: " + raw + " -->\n")
     print(text)
 
 

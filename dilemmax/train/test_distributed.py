@@ -130,9 +130,10 @@ def _free_port() -> int:
 
 def _env(devices: int) -> dict:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
-    ).strip()
+    # A loaded CI machine can starve a device's thread past XLA's 40 s wait at a collective.
+    flags = f" --xla_force_host_platform_device_count={devices}"
+    flags += " --xla_cpu_collective_call_terminate_timeout_seconds=900"
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + flags).strip()
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_CPU_COLLECTIVES_IMPLEMENTATION"] = "gloo"
     return env
