@@ -36,6 +36,7 @@ from dilemmax.train.config import make_config
 from dilemmax.train.run import TrainingRun
 
 LAYOUTS = ((1, 1), (1, 2), (1, 4), (2, 1), (2, 2))  # (processes, devices per process)
+LAUNCH_TIMEOUT = 600  # seconds a layout may take (compiles included) before it counts as stalled
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "distributed.md"
 OVERRIDES = dict(num_envs=64, num_steps=16, log_every=5, eval_every=0, progress=False)
 
@@ -120,7 +121,7 @@ def launch(processes: int, devices: int, chunks: int, out: Path) -> dict:
         for i in range(processes)
     ]
     try:
-        outputs = [p.communicate(timeout=600) for p in procs]
+        outputs = [p.communicate(timeout=LAUNCH_TIMEOUT) for p in procs]
     except subprocess.TimeoutExpired:
         # XLA's CPU runtime was seen to stall (idle threads, a result never ready): say so.
         for p in procs:
