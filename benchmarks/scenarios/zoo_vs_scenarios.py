@@ -33,7 +33,7 @@ import numpy as np
 
 from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.envs.policies import policies_for, random_policy
+from dilemmax.envs.policies import random_policy
 from dilemmax.envs.registry import make
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.scenarios import evaluate as E
