@@ -71,6 +71,13 @@ HARVEST_TEST = (
         ("scripted:random",) * 2,
         "two residents who wander at random: the orchard is the focal agents' to keep",
     ),
+    _grid(
+        "open_harvest",
+        "held_out",
+        "ippo_residents",
+        ("zoo:open_harvest/ippo_s1",) * 2,
+        "two residents trained by IPPO in self-play (the zoo's seed 1) on the train layouts",
+    ),
 )
 CLEANUP_TRAIN = (
     _grid(
@@ -96,6 +103,13 @@ CLEANUP_TEST = (
         "random_residents",
         ("scripted:random",) * 2,
         "two residents who wander at random: nobody else cleans",
+    ),
+    _grid(
+        "open_cleanup",
+        "held_out",
+        "ippo_residents",
+        ("zoo:open_cleanup/ippo_s1",) * 2,
+        "two residents trained by IPPO in self-play (the zoo's seed 1) on the train layouts",
     ),
 )
 TRAIN_RULES = {"rules": ("AON", "RE", "DV")}
