@@ -296,6 +296,12 @@ def add_commands(subparsers) -> None:
         help="configurations to evaluate on, for games with a split (default: held_out)",
     )
     p.add_argument("--greedy", action="store_true", help="most likely action, not a sample")
+    p.add_argument(
+        "--scenarios",
+        choices=("train", "test"),
+        help="score the run's focal seats on the game's scenario set instead (held-out "
+        "background populations; the same as `dilemmax scenarios evaluate --run`)",
+    )
     p.add_argument("--set", action="append", help="config key=value for evaluation (repeatable)")
     p.add_argument("--json", help="where to write the metrics (default <run>/eval.json)")
     p.set_defaults(func=_cmd_evaluate)
