@@ -139,3 +139,34 @@ def run_batch(
 def _settle(recorded: asyncio.Future) -> None:
     if not recorded.done():  # a cancelled batch's future stays cancelled
         recorded.set_result(None)
+
+
+class BatchedClient:
+    """The synchronous ``Client.complete`` of an asynchronous client: each request of a batch is
+    one coroutine on the background loop, at most ``concurrency`` in flight.
+
+    A subclass sets ``concurrency`` and ``_in_flight = {}`` (where the loop's semaphore is made)
+    and implements ``_attempts(request) -> Completion``: one request with its retries, never
+    raising for a failed call.
+    """
+
+    concurrency: int
+    _in_flight: dict
+
+    def complete(self, requests, on_result=None):
+        calls = [
+            lambda report, request=request: self._complete_one(request, report)
+            for request in requests
+        ]
+        return run_batch(calls, on_result)
+
+    async def _complete_one(self, request, report: Report):
+        # The call holds its slot until the harness has recorded it: what is not yet in the
+        # transcript is still in flight.
+        async with loop_semaphore(self._in_flight, self.concurrency):
+            completion = await self._attempts(request)
+            await report(completion)
+            return completion
+
+    async def _attempts(self, request):
+        raise NotImplementedError

@@ -26,7 +26,7 @@ from typing import Any
 
 from dilemmax.llm import aio, sampling
 from dilemmax.llm.chat_http import Replicas
-from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
+from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
 from dilemmax.llm.inspect_messages import (
     chat_messages,
     completion_from_output,
@@ -51,7 +51,7 @@ TOP_K_IN_BODY = frozenset(
 FATAL_STATUS = (401, 403, 404)
 
 
-class InspectClient:
+class InspectClient(aio.BatchedClient):
     """Chat completions through Inspect AI's model API.
 
     Args:
@@ -128,24 +128,7 @@ class InspectClient:
         """Attempts sent to each replica so far (in ``base_url`` order)."""
         return list(self._replicas.sent)
 
-    def complete(
-        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
-    ) -> list[Completion]:
-        calls = [
-            lambda report, request=request: self._complete_one(request, report)
-            for request in requests
-        ]
-        return aio.run_batch(calls, on_result)
-
     # ------------------------------------------------------------------ one request
-    async def _complete_one(self, request: ChatRequest, report: aio.Report) -> Completion:
-        # The call holds its slot until the harness has recorded it: what is not yet in the
-        # transcript is still in flight.
-        async with aio.loop_semaphore(self._in_flight, self.concurrency):
-            completion = await self._attempts(request)
-            await report(completion)
-            return completion
-
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0

@@ -39,7 +39,6 @@ from dilemmax.llm.client import (
     ChatRequest,
     Completion,
     FatalClientError,
-    OnResult,
     token_count,
 )
 from dilemmax.llm.retrying import (  # noqa: F401 (parse_retry_after, retry_after: re-exported)
@@ -69,7 +68,7 @@ def _transient(error: BaseException) -> bool:
     return isinstance(error, TRANSIENT_ERRORS)
 
 
-class OpenAIClient:
+class OpenAIClient(aio.BatchedClient):
     """Chat completions from an OpenAI-compatible server.
 
     Args:
@@ -154,24 +153,7 @@ class OpenAIClient:
         """Whether replies are asked for in a JSON format (schema or JSON mode)."""
         return self.output != "text"
 
-    def complete(
-        self, requests: Sequence[ChatRequest], on_result: OnResult | None = None
-    ) -> list[Completion]:
-        calls = [
-            lambda report, request=request: self._complete_one(request, report)
-            for request in requests
-        ]
-        return aio.run_batch(calls, on_result)
-
     # ------------------------------------------------------------------ one request
-    async def _complete_one(self, request: ChatRequest, report: aio.Report) -> Completion:
-        # The call holds its slot until the harness has recorded it: what is not yet in the
-        # transcript is still in flight.
-        async with aio.loop_semaphore(self._in_flight, self.concurrency):
-            completion = await self._attempts(request)
-            await report(completion)
-            return completion
-
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0
