@@ -86,3 +86,10 @@ class Design:
     analyse: Callable[[Plan, Sequence[PlayResult], argparse.Namespace, dict], Report]
     combine: Callable[[Sequence[Mapping[str, Any]]], Report] | None = None
     extra: Callable[..., dict] | None = None
+
+
+def add_option(parser: argparse.ArgumentParser, flag: str, **kwargs) -> None:
+    """Adds ``flag`` to a design's parser unless it has it already: the runner's shared options
+    (and a sibling design's, where designs share a parser) win."""
+    if flag not in parser._option_string_actions:  # argparse keeps no public lookup
+        parser.add_argument(flag, **kwargs)

@@ -28,7 +28,10 @@ from dilemmax.analysis.statistics import Population
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import Part
+from dilemmax.experiments.design import (
+    Part,
+    add_option,
+)
 from dilemmax.llm.play import PlayResult
 
 PAPER_REPLICATES = 4  # the paper plays 4-6 replications per (context, rule); 4 in the ablations
@@ -39,12 +42,6 @@ ONE_SHOT_CALLS = {"AON": 3.0, "RE": 3.0, "RP": 3.0, "PP": 3.0, "DV": 6.0}
 
 
 # ---------------------------------------------------------------------------- options
-def add_option(parser: argparse.ArgumentParser, flag: str, **kwargs) -> None:
-    """Adds ``flag`` unless the parser has it already (the runner's shared options win)."""
-    if flag not in parser._option_string_actions:  # argparse keeps no public lookup
-        parser.add_argument(flag, **kwargs)
-
-
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser,

@@ -22,6 +22,7 @@ import numpy as np
 
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
+from dilemmax.experiments.design import add_option
 from dilemmax.llm.play import PlayResult
 
 PAPER_REPLICATES = 3
@@ -42,12 +43,6 @@ OUTCOMES = (
 
 
 # --------------------------------------------------------------------------- options
-def add_option(parser: argparse.ArgumentParser, flag: str, **kwargs) -> None:
-    """Adds ``flag`` unless the parser has it already (the runner's shared options win)."""
-    if flag not in parser._option_string_actions:  # argparse keeps no public lookup
-        parser.add_argument(flag, **kwargs)
-
-
 def add_size_options(parser: argparse.ArgumentParser) -> None:
     """``--replicates`` and ``--episodes`` (per replicate and cell); None: the paper's sizes."""
     add_option(

@@ -18,16 +18,13 @@ from dilemmax import make
 from dilemmax.commandline import parse_assignments
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import Part
+from dilemmax.experiments.design import (
+    Part,
+    add_option,
+)
 
 GAMES = ("open_cleanup", "open_harvest")
 SEEDS = 3  # [paper] Table 2: seeds per environment (and per team composition)
-
-
-def add_option(p: argparse.ArgumentParser, flag: str, **kwargs) -> None:
-    """Adds ``flag`` unless the runner's parser already has it (designs share one parser)."""
-    if flag not in p._option_string_actions:
-        p.add_argument(flag, **kwargs)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
