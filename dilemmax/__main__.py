@@ -1,4 +1,4 @@
-"""``python -m dilemmax``: the ``dilemmax`` command (what ``accelerate launch -m dilemmax`` runs)."""
+"""``python -m dilemmax``: the ``dilemmax`` command (``accelerate launch -m dilemmax`` runs it)."""
 
 from dilemmax.cli import main
 
