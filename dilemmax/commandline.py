@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -216,3 +217,23 @@ def run_parsed(args: argparse.Namespace) -> int:
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
+
+
+def read_json_file(
+    path: Path, max_bytes: int, error: type[Exception], what: str, missing: str
+) -> object:
+    """The JSON a file from elsewhere holds, read totally: a missing file, one larger than
+    ``max_bytes``, or bytes that are not JSON raise ``error`` with one line naming the file
+    (``what`` names its kind, ``missing`` says what its absence means)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except OSError as failure:
+        raise error(f"{path}: not a readable {what} ({str(failure)[:120]})") from None
+    if size > max_bytes:
+        raise error(f"{path}: {size} bytes, larger than any {what} ({max_bytes} bytes)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as failure:
+        raise error(f"{path}: not a readable {what} ({str(failure)[:120]})") from None

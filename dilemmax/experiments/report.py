@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dilemmax.commandline import read_json_file
 from dilemmax.errors import UsageError
 from dilemmax.experiments.design import Report
 
@@ -94,15 +95,10 @@ def _write_text(path: Path, text: str) -> Path:
 def read_results(folder: str | Path, design: str) -> dict:
     """``folder/results.json`` of a finished run of ``design``, checked before use."""
     path = Path(folder) / "results.json"
-    try:
-        size = path.stat().st_size
-        if size > MAX_RESULTS_BYTES:
-            raise ResultsError(f"{path}: {size} bytes is more than any experiment writes")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no results.json (is {folder} a finished run?)") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ResultsError(f"{path}: not readable JSON ({str(error)[:120]})") from None
+    data = read_json_file(
+        path, MAX_RESULTS_BYTES, ResultsError, "experiment's results.json",
+        f"no results.json (is {folder} a finished run?)",
+    )  # fmt: skip
     problem = _problem(data, design)
     if problem:
         raise ResultsError(f"{path}: {problem}")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dilemmax.commandline import output_folder
+from dilemmax.commandline import output_folder, read_json_file
 from dilemmax.errors import UsageError
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
@@ -152,14 +152,13 @@ def merge(dirs: Sequence[str], out: str | None, command: str) -> Merged:
 def read_record(folder: Path, command: str) -> dict:
     """A shard's record, every field checked (one-line :class:`ShardError` naming the file)."""
     path = folder / RECORD
-    try:
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            raise ShardError(f"{path}: larger than any shard record ({MAX_RECORD_BYTES} bytes)")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ShardError(f"{path}: no shard record (run the shard to its end)") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ShardError(f"{path}: not a readable shard record ({str(error)[:120]})") from None
+    data = read_json_file(
+        path,
+        MAX_RECORD_BYTES,
+        ShardError,
+        "shard record",
+        "no shard record (run the shard to its end)",
+    )
     problem = _record_problem(data, command)
     if problem:
         raise ShardError(f"{path}: {problem}")
