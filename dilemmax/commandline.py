@@ -237,3 +237,14 @@ def read_json_file(
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as failure:
         raise error(f"{path}: not a readable {what} ({str(failure)[:120]})") from None
+
+
+def headless_pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed), imported when a figure is
+    drawn: its import is slow, and the backend must be chosen before it."""
+    import matplotlib  # matplotlib is a dependency, but loading it costs every command start
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -18,15 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.consequence import constants as C
 
 
 def _pyplot():
-    # Loaded only to draw: pyplot's import is slow, and the backend must be chosen before it.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     return plt
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dilemmax.commandline import read_json_file
+from dilemmax.commandline import headless_pyplot, read_json_file
 from dilemmax.errors import UsageError
 from dilemmax.experiments.design import Report
 
@@ -49,12 +49,8 @@ def write_report(out: Path, header: Mapping[str, Any], report: Report) -> list[P
     for name, markdown in report.tables.items():
         written.append(_write_text(out / f"{name}.md", markdown.rstrip("\n") + "\n"))
     if report.figures:
-        # matplotlib is only needed to draw figures (the extra is loaded when a design has any);
-        # Agg draws without a display.
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
+        # pyplot loads only when a design has figures to draw.
+        pyplot = headless_pyplot()
 
         for name, draw in report.figures.items():
             path = out / f"{name}.png"

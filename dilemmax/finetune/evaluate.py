@@ -26,6 +26,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.finetune.common import load_model
@@ -172,11 +173,7 @@ def condition_table(summary: Summary) -> str:
 
 def plot_methods(results: Mapping[str, Summary], path: str | Path) -> Path:
     """Bar chart: each outcome (percent, with its CI) per method."""
-    # Loaded only to draw: pyplot's import is slow, and the backend must be chosen before it.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     outcomes = [o for o in OUTCOMES if o not in ("score", "final_accuracy")]
     methods = list(results)

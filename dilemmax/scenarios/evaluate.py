@@ -24,6 +24,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.policies import random_policy
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.scenarios.env import ScenarioEnv
@@ -178,11 +179,7 @@ def summary_table(rows: list[dict]) -> str:
 
 def summary_plot(rows: list[dict], path: str | Path, title: str = "") -> Path:
     """Bars of each scenario's focal return with its CI, the references as ticks."""
-    # pyplot loads only to draw (slow import; the Agg backend chosen before it).
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     names = [r["scenario"].split("/", 1)[-1] for r in rows]
     means = np.array([r["mean"] for r in rows])

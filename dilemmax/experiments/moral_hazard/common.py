@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
 from dilemmax.experiments.design import add_option
@@ -178,10 +179,6 @@ def model_label(result: PlayResult, agent: str = "agent_0") -> str:
 
 def pyplot():
     """matplotlib's pyplot on the Agg backend (loaded only to draw figures)."""
-    # An optional extra, and slow to import: loaded only when a figure is drawn.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot()
 
     return plt

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dilemmax.analysis.figures import markdown_table
+from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
@@ -109,11 +110,7 @@ def analyse_arena(game: str, plan: Plan, results, args, extra) -> Report:
 
 
 def _draw(summary: Mapping[str, Mapping], path: str) -> None:
-    # pyplot only to draw: its import is slow and picks a backend.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = headless_pyplot()
 
     shares = any("cleaning_share_per_trial" in s for s in summary.values())
     figure, axes = plt.subplots(1, 2 if shares else 1, figsize=(8 if shares else 4.5, 3.2))

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from dilemmax.analysis.figures import markdown_table
+from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
@@ -132,11 +133,7 @@ def analyse_schelling(game: str, plan: Plan, results, args, extra) -> Report:
 
 
 def _draw(found: Mapping, unit: str, path: str) -> None:
-    # pyplot only to draw: its import is slow and picks a backend.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = headless_pyplot()
 
     figure, axis = plt.subplots(figsize=(4.5, 3.2))
     for key, label, colour in (("C", "cooperator", "tab:blue"), ("D", "defector", "tab:orange")):

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from dilemmax.analysis.figures import markdown_table
+from dilemmax.commandline import headless_pyplot
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.events import episodes_of
@@ -78,11 +79,7 @@ def _report(game: str, models: Mapping[str, Mapping], extra: Mapping | None = No
 
 
 def _draw_known(rows: Sequence[Sequence], path: str) -> None:
-    # pyplot only to draw: its import is slow and picks a backend.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = headless_pyplot()
 
     figure, axis = plt.subplots(figsize=(4.5, 3.5))
     drawn = [(m, k, b) for m, k, b, *_ in rows if k is not None and b is not None]
@@ -98,11 +95,7 @@ def _draw_known(rows: Sequence[Sequence], path: str) -> None:
 
 
 def _draw_returns(returns: Mapping[str, Sequence[float]], game: str, path: str) -> None:
-    # pyplot only to draw: its import is slow and picks a backend.
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    plt = headless_pyplot()
 
     figure, axis = plt.subplots(figsize=(5, 3.5))
     for model, values in returns.items():
