@@ -2,12 +2,16 @@
 
     python benchmarks/scenarios/train_zoo.py                      # every population below
     python benchmarks/scenarios/train_zoo.py --only moral_hazard  # one game
+    python benchmarks/scenarios/train_zoo.py --only open_harvest/mappo  # one population
     python benchmarks/scenarios/train_zoo.py --zoo /tmp/zoo       # somewhere else
 
 Each population is one `dilemmax train` run with two training seeds (vmapped in one program),
 trained in self-play on the game's train split with small networks and without the agent-id
 input (so a population also sits in a scenario, whose focal seats are a subset of the game's).
-Only what a seat needs is kept: config.json, the last checkpoint and metrics.jsonl. The manifest
+A population marked ``separate_seeds`` trains each seed as its own run (``<algo>_s<k>``, one seed
+per program): MAPPO on the grid games with two vmapped seeds stalls in XLA's CPU runtime (jaxlib
+0.10.2, every thread idle in BlockUntilReady), while one seed per run trains. Only what a seat
+needs is kept: config.json, the last checkpoint and metrics.jsonl. The manifest
 names each seed as its own population (``<game>/<algo>_s<k>``) with the command that trained it
 and the digest of the run's files, which scenario hashes include.
 """
@@ -31,6 +35,7 @@ SMALL = {"agent_id": False, "hidden": 32, "keep_checkpoints": 1, "progress": Fal
          "num_seeds": SEEDS, "eval_every": 1000, "checkpoint_every": 1000}  # fmt: skip
 # game -> algo -> extra settings. The grid games' budgets are small next to their learning runs
 # (benchmarks/results/learning_open_*): enough to move off random, kept to minutes on 2 cores.
+GRID = {"total_timesteps": 200_000, "reward": "team", "conv_features": []}
 POPULATIONS = {
     "consequence": {
         "ippo": {"total_timesteps": 300_000},
@@ -40,21 +45,24 @@ POPULATIONS = {
         "ippo": {"total_timesteps": 300_000},
         "mappo": {"total_timesteps": 300_000},
         "rl2": {"total_timesteps": 300_000, "recurrent": True, "gru_hidden": 32},
+        # Trained on the team's mean reward: a prosocial population, which queries where the
+        # selfish ones do not, so the zoo holds two kinds of partner for this game.
+        "ippo_team": {"total_timesteps": 300_000, "reward": "team"},
     },
-    # MAPPO on open_harvest (two seeds) stalled here: every thread idle in XLA's CPU runtime
-    # (jaxlib 0.10.2), the stall docs/distributed.md describes; the grid games ship IPPO only.
     "open_harvest": {
-        "ippo": {"total_timesteps": 200_000, "reward": "team", "conv_features": []},
+        "ippo": GRID,
+        "mappo": {**GRID, "separate_seeds": True},
     },
     "open_cleanup": {
-        "ippo": {"total_timesteps": 200_000, "reward": "team", "conv_features": []},
+        "ippo": GRID,
+        "mappo": {**GRID, "separate_seeds": True},
     },
 }
 KEEP = ("config.json", "metrics.jsonl")
 
 
 def command(game: str, algo: str, settings: dict, out: Path) -> list[str]:
-    base = "ippo" if algo == "rl2" else algo
+    base = {"rl2": "ippo", "ippo_team": "ippo"}.get(algo, algo)
     sets = {**SMALL, **settings}
     args = [sys.executable, "-m", "dilemmax.cli", "train", game, "--algo", base, "--out", str(out)]
     for key, value in sets.items():
@@ -73,8 +81,9 @@ def prune(run: Path) -> None:
         shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
-def train(game: str, algo: str, settings: dict, folder: Path) -> dict:
-    run = folder / game / algo
+def train_run(game: str, algo: str, name: str, settings: dict, folder: Path) -> tuple[str, float]:
+    """Trains one run folder ``<game>/<name>``; returns its command as shown and its seconds."""
+    run = folder / game / name
     if run.exists():
         shutil.rmtree(run)
     run.parent.mkdir(parents=True, exist_ok=True)
@@ -82,35 +91,47 @@ def train(game: str, algo: str, settings: dict, folder: Path) -> dict:
     start = time.time()
     subprocess.run(args, check=True, cwd=ROOT)
     prune(run)
-    shown = " ".join(["dilemmax", *args[3:]]).replace(str(folder), "<zoo>")
+    return " ".join(["dilemmax", *args[3:]]).replace(str(folder), "<zoo>"), time.time() - start
+
+
+def entry(game: str, algo: str, run: str, seed: int, shown: str, seconds: float, folder: Path):
+    digest = zoo.run_digest(folder / game / run)
+    return {"run": f"{game}/{run}", "seed": seed, "game": game, "algo": algo, "command": shown,
+            "train_seconds": round(seconds, 1), "digest": digest}  # fmt: skip
+
+
+def train(game: str, algo: str, settings: dict, folder: Path) -> dict:
+    """The manifest entries of population ``game/algo``, one per seed."""
+    settings = dict(settings)
+    if not settings.pop("separate_seeds", False):
+        shown, seconds = train_run(game, algo, algo, settings, folder)
+        return {f"{game}/{algo}_s{seed}": entry(game, algo, algo, seed, shown, seconds, folder)
+                for seed in range(SEEDS)}  # fmt: skip
     entries = {}
     for seed in range(SEEDS):
-        entries[f"{game}/{algo}_s{seed}"] = {
-            "run": f"{game}/{algo}",
-            "seed": seed,
-            "game": game,
-            "algo": algo,
-            "command": shown,
-            "train_seconds": round(time.time() - start, 1),
-            "digest": zoo.run_digest(run),
-        }
+        name = f"{algo}_s{seed}"
+        one = {**settings, "num_seeds": 1, "seed": seed}
+        shown, seconds = train_run(game, algo, name, one, folder)
+        entries[f"{game}/{name}"] = entry(game, algo, name, 0, shown, seconds, folder)
     return entries
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", type=Path, default=DEFAULT_ZOO)
-    parser.add_argument("--only", nargs="*", help="games to (re)train; the others are kept")
+    parser.add_argument("--only", nargs="*", help="games or game/algo populations to (re)train; "
+                        "the others are kept")  # fmt: skip
     parser.add_argument("--scale", type=float, default=1.0, help="budget multiplier (a dry run)")
     args = parser.parse_args()
     args.zoo.mkdir(parents=True, exist_ok=True)
     manifest = zoo.manifest(args.zoo)
     for game, algos in POPULATIONS.items():
-        if args.only and game not in args.only:
-            continue
         for algo, settings in algos.items():
+            if args.only and game not in args.only and f"{game}/{algo}" not in args.only:
+                continue
             print(f"training {game}/{algo}", flush=True)
-            manifest = {k: v for k, v in manifest.items() if v.get("run") != f"{game}/{algo}"}
+            manifest = {k: v for k, v in manifest.items()
+                        if (v.get("game"), v.get("algo")) != (game, algo)}  # fmt: skip
             scaled = {**settings, "total_timesteps": int(settings["total_timesteps"] * args.scale)}
             manifest.update(train(game, algo, scaled, args.zoo))
             (args.zoo / zoo.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
