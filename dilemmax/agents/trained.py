@@ -287,8 +287,12 @@ def _learners(run_dir: Path, config: dict, num_agents: int) -> list[int]:
 
 
 def _env_id(env) -> str:
-    """The registered id of ``env``'s class (its class name if unregistered)."""
+    """The registered id of ``env``'s class (its class name if unregistered). An env built on
+    the games names its id itself (``registered_as``: every scenario env is ``scenarios``,
+    whichever set built it), so a run trained on scenarios sits in any scenario env."""
     base = getattr(env, "inner", env)
+    if getattr(base, "registered_as", None):
+        return base.registered_as
     for env_id in registered_envs():
         if env_spec(env_id).load() is type(base):
             return env_id

@@ -130,10 +130,8 @@ def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str)
         trained_game = (probe.config.get("env_kwargs") or {}).get("game", "open_harvest")
         if trained_game != game:
             raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
-        # A set of one game has that game's options and focal seats, so the run's network fits
-        # every set of it (train or test). TrainedPolicy.load(env=) cannot check a scenario env
-        # yet: its env-id lookup covers the games only (requested of trained.py's owner).
-        return probe
+        # Checked against the scenario env itself: its focal seats' observations and actions.
+        return TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env)
     policy = TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env.game)
     learners = list(getattr(policy, "learners", range(env.game.num_agents)))
     missing = [env.game.agents[i] for i in env.focal if i not in learners]

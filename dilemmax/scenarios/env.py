@@ -77,6 +77,10 @@ class ScenarioEnv(MultiAgentEnv):
         names: one name per scenario (reported with its results).
     """
 
+    # The id under which runs trained on a scenario env record it (make("scenarios", ...)):
+    # agents.trained checks a run against this rather than the class a set happens to build.
+    registered_as = "scenarios"
+
     def __init__(
         self,
         game: MultiAgentEnv,

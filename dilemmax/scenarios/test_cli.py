@@ -101,3 +101,25 @@ def test_out_in_the_way_is_refused(tmp_path, capsys):
     argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--out"]
     assert scenarios([*argv, str(tmp_path / "file")]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_a_run_trained_on_the_train_set_sits_in_the_test_set_and_nowhere_else(tmp_path, built):
+    """``dilemmax train scenarios`` (moral_hazard's train set, one tiny update) gives a run that
+    TrainedPolicy.load checks against the test set's env itself and plays there; a consequence
+    scenario env is refused by name."""
+    from dilemmax.agents.trained import TrainedPolicy, TrainedRunError
+    from dilemmax.cli import main
+
+    run = tmp_path / "run"
+    sets = ["env_kwargs.game=moral_hazard", "env_kwargs.which=train", "total_timesteps=64",
+            "num_envs=4", "num_steps=16", "num_minibatches=1", "update_epochs=1",
+            "eval_every=0", "hidden=8", "agent_id=False"]  # fmt: skip
+    argv = ["train", "scenarios", "--out", str(run), "--no-progress"]
+    assert main([*argv, *[x for s in sets for x in ("--set", s)]]) == 0
+    test_env = built("moral_hazard/test")
+    policy = TrainedPolicy.load(run, env=test_env)
+    assert policy.env_id == "scenarios"
+    scores = E.score_policy(SETS["moral_hazard/test"], policy, jax.random.key(0), 1, test_env)
+    assert len(scores) == test_env.num_scenarios
+    with pytest.raises(TrainedRunError, match="cannot play this game"):
+        TrainedPolicy.load(run, env=built("consequence/test"))
