@@ -83,14 +83,13 @@ def game_rows(game: str, args, key, scenario_run) -> tuple[list[dict], dict]:
     env = test.build()
     pops = populations_of(game, scenario_run)
     options = dict(test.scenarios[0].options)
-    refs = E.references(test, {k: v for k, v in pops.items() if k != "random"}, key, args.episodes,
-                        env, num_steps=args.num_steps)  # fmt: skip
+    scored = {name: E.score_policy(test, policy, key, args.episodes, env, num_steps=args.num_steps)
+              for name, policy in pops.items()}  # fmt: skip
+    refs = E.references_from(scored)  # each population scored once, its rows the references' own
     rows = []
     for name, policy in pops.items():
         sp = self_play_return(game, options, policy, key, args.episodes, args.num_steps)
-        scores = E.summary_rows(
-            E.score_policy(test, policy, key, args.episodes, env, num_steps=args.num_steps), refs
-        )
+        scores = E.summary_rows(scored[name], refs)
         rows.append({"game": game, "population": name, "self_play": sp, "scenarios": scores})
     return rows, refs
 

@@ -120,8 +120,14 @@ def references(
     }
     for name, policy in populations.items():
         scored[name] = score_policy(scenarios, policy, key, episodes, env, resolve_zoo, num_steps)
+    return references_from(scored)
+
+
+def references_from(scored: Mapping[str, list[ScenarioScore]]) -> dict[str, dict]:
+    """:func:`references` from scores already computed (name -> score_policy's rows, one name
+    ``"random"``), for a caller that reports every population's own rows too."""
     out = {}
-    for s, scenario in enumerate(env.names):
+    for s, scenario in enumerate(row.scenario for row in scored["random"]):
         means = {name: rows[s].mean for name, rows in scored.items()}
         best = max(means, key=means.get)
         out[scenario] = {
