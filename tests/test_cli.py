@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 from dilemmax.cli import COMMANDS, build_parser, main, parse_assignments
@@ -94,6 +96,41 @@ def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
     assert TrainedPolicy.load(out).env_id == "toy"  # reads the checksummed checkpoint
     capsys.readouterr()
     assert "--resume" in _error(capsys, argv)  # the folder holds a run: not overwritten
+
+
+def _always_last_action(policy):
+    """A learner transform that scripts every decision: the last action, whatever the learner."""
+    return lambda key, observation: jnp.int32(observation.mask.shape[-1] - 1)
+
+
+def test_a_run_trained_under_a_learner_transform_loads_playing_it(tmp_path):
+    """A seat that loads a run plays the policy the run trained as: the learner transform of its
+    config wraps the network (here every decision is scripted, so the loaded policy plays the
+    last action for every key), and a config naming a transform not allowed is refused."""
+    from dilemmax.agents.trained import TrainedPolicy, TrainedRunError
+    from dilemmax.envs.registry import make
+    from dilemmax.envs.rollout import observations_for
+    from dilemmax.train.config import LEARNER_TRANSFORMS, register_learner_transform
+
+    name = "tests.test_cli:_always_last_action"
+    register_learner_transform(name, _always_last_action)
+    try:
+        out = tmp_path / "run"
+        sets = ["total_timesteps=32", "num_envs=4", "num_steps=4", "num_minibatches=1",
+                "update_epochs=1", "eval_every=0", "hidden=8",
+                f"learner_transform={name}"]  # fmt: skip
+        assert main(["train", "toy", "--out", str(out), "--no-progress",
+                     *[x for s in sets for x in ("--set", s)]]) == 0  # fmt: skip
+        env = make("toy")
+        obs, state = env.reset(jax.random.key(0))
+        policy = TrainedPolicy.load(out, env=env)
+        for agent, view in observations_for(env, obs, state).items():
+            last = view.mask.shape[-1] - 1
+            assert {int(policy(jax.random.key(k), view)) for k in range(8)} == {last}, agent
+    finally:
+        LEARNER_TRANSFORMS.pop(name)
+    with pytest.raises(TrainedRunError, match="not one of the allowed transforms"):
+        TrainedPolicy.load(out)
 
 
 def test_the_command_list_reads_the_same_without_the_command_modules():

@@ -32,6 +32,8 @@ from dilemmax.agents.networks import (
     masked_categorical,
     recurrent_extras_size,
 )
+from dilemmax.agents.transforms import resolve_learner_transform
+from dilemmax.envs.option_spec import OptionError
 from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.envs.rollout import Observation
 from dilemmax.errors import UsageError
@@ -225,12 +227,24 @@ class TrainedPolicy:
             )
         else:
             policy = cls(actor, params, learners, shared, n, greedy)
+            policy._fn = _with_learner_transform(run_dir, config, policy._fn)
         policy.config = config
         policy.env_id = config["env"]
         return policy
 
     def __repr__(self) -> str:
         return f"TrainedPolicy(env={self.env_id!r}, greedy={self.greedy})"
+
+
+def _with_learner_transform(run_dir: Path, config: dict, fn):
+    """``fn`` under the run's learner transform (it trained playing the transformed policy, so
+    its scripted decisions are the transform's, not its untrained heads'); ``fn`` without one.
+    A recurrent run has none (TrainConfig refuses the pair)."""
+    try:
+        transform = resolve_learner_transform(config.get("learner_transform"))
+    except OptionError as err:
+        raise TrainedRunError(f"{run_dir}: its {CONFIG_FILE}: {err}") from None
+    return fn if transform is None else transform(fn)
 
 
 # ----------------------------------------------------------------------------- loading checks

@@ -10,13 +10,17 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
+from dilemmax.agents.transforms import (  # noqa: F401  (register/resolve: train's API too)
+    LEARNER_TRANSFORMS,
+    register_learner_transform,
+    resolve_learner_transform,
+)
 from dilemmax.envs.options import (
     _BAD,
     INT32_MAX,
@@ -206,36 +210,6 @@ class TrainConfig:
 
 # ----------------------------------------------------------------------------- field ranges
 _GRID_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-# Learner transforms a config may name: the package's own policy transformers. A config.json is
-# data, possibly received from elsewhere, so a name outside this list is refused rather than
-# imported. Code (a test, a user script) adds its own with register_learner_transform.
-LEARNER_TRANSFORMS: dict[str, Any] = {
-    "dilemmax.envs.moral_hazard.policies:with_scripted_followup": None,
-}
-
-
-def register_learner_transform(name: str, transform: Any) -> None:
-    """Allows ``learner_transform=name`` in this process, resolving to ``transform``."""
-    LEARNER_TRANSFORMS[name] = transform
-
-
-def resolve_learner_transform(name: str | None):
-    """The policy transformer allowed under ``name`` (None for None); the package's own are
-    imported on first use, from their fixed path in :data:`LEARNER_TRANSFORMS`."""
-    if not name:
-        return None
-    if name not in LEARNER_TRANSFORMS:
-        raise OptionError(
-            f"learner_transform {_show(name)} is not one of the allowed transforms: "
-            f"{', '.join(sorted(LEARNER_TRANSFORMS))}"
-        )
-    transform = LEARNER_TRANSFORMS[name]
-    if transform is None:
-        module_name, _, attr = name.partition(":")
-        transform = getattr(importlib.import_module(module_name), attr)
-        LEARNER_TRANSFORMS[name] = transform
-    return transform
 
 
 class _TransformSpec(OptionSpec):
