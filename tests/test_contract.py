@@ -26,9 +26,9 @@ def _random_actions(env, key, state):
     }
 
 
-def _play(env, key, num_steps, step_fn):
+def _play(env, key, num_steps, reset_fn, step_fn):
     key, key_reset = jax.random.split(key)
-    obs, state = env.reset(key_reset)
+    obs, state = reset_fn(key_reset)
     trace = [obs]
     for _ in range(num_steps):
         key, key_act, key_step = jax.random.split(key, 3)
@@ -68,10 +68,11 @@ def test_spaces_masks_and_observations(env_id):
 def test_same_key_same_trajectory_jitted_or_not(env_id):
     env = dilemmax.make(env_id)
     steps = 3  # eager dispatch is slow; three steps cover reset and transitions
-    eager = _play(env, jax.random.key(3), steps, env.step)
-    again = _play(env, jax.random.key(3), steps, env.step)
-    jitted = _play(env, jax.random.key(3), steps, jax.jit(env.step))
-    for a, b, c in zip(eager, again, jitted, strict=True):
+    eager = _play(env, jax.random.key(3), steps, env.reset, env.step)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    jitted = _play(env, jax.random.key(3), steps, reset, step)
+    again = _play(env, jax.random.key(3), steps, reset, step)  # same key, same trajectory
+    for a, b, c in zip(jitted, again, eager, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, c)
 
@@ -79,10 +80,11 @@ def test_same_key_same_trajectory_jitted_or_not(env_id):
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
     env = dilemmax.make(env_id)
-    configs = jax.vmap(env.sample_config)(jax.random.split(jax.random.key(4), 3))
-    obs, states = jax.vmap(env.reset_to)(jax.random.split(jax.random.key(5), 3), configs)
+    # Jitted: eager dispatch of a grid reset costs seconds per call, and vmap is what is tested.
+    configs = jax.jit(jax.vmap(env.sample_config))(jax.random.split(jax.random.key(4), 3))
+    obs, _ = jax.jit(jax.vmap(env.reset_to))(jax.random.split(jax.random.key(5), 3), configs)
     one = jax.tree.map(lambda x: x[1], configs)
-    obs1, _ = env.reset_to(jax.random.split(jax.random.key(5), 3)[1], one)
+    obs1, _ = jax.jit(env.reset_to)(jax.random.split(jax.random.key(5), 3)[1], one)
     for agent in env.agents:
         np.testing.assert_array_equal(obs[agent][1], obs1[agent])
 
@@ -124,9 +126,10 @@ def test_scripted_policies_play(env_id):
 def test_log_wrapper_under_vmap(env_id):
     env = LogWrapper(dilemmax.make(env_id))
     keys = jax.random.split(jax.random.key(9), 2)
-    obs, state = jax.vmap(env.reset)(keys)
-    actions = {a: jnp.zeros((2,), jnp.int32) for a in env.agents}
-    actions = jax.vmap(lambda s: _random_actions(env, jax.random.key(0), s.env_state))(state)
+    obs, state = jax.jit(jax.vmap(env.reset))(keys)
+    actions = jax.jit(jax.vmap(lambda s: _random_actions(env, jax.random.key(0), s.env_state)))(
+        state
+    )
     _, state, _, _, infos = jax.jit(jax.vmap(env.step))(keys, state, actions)
     assert infos["returned_episode_returns"].shape == (2, env.num_agents)
     assert infos["returned_episode"].dtype == bool

@@ -122,7 +122,7 @@ def test_vmap_step_gives_every_env_the_episodes_of_the_plain_auto_reset(env_id, 
     # 16 envs: the grid games reset gathered, 2 at a time (4 end on each step below).
     num_envs = 16
     assert env.gathered_resets and rare.gathered_size(num_envs) == 2
-    _, state = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), num_envs))
+    _, state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(1), num_envs))
     # Env i starts i steps into its episode: ends and re-lays fall on different steps.
     offset = jnp.arange(num_envs, dtype=jnp.int32) % env.max_steps
     state = state.replace(
@@ -157,7 +157,7 @@ def test_obs_from_state_envs_give_the_episodes_of_the_plain_auto_reset(env_id):
     env = dilemmax.make(env_id)
     assert env.obs_from_state
     num_envs = 6
-    _, state = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), num_envs))
+    _, state = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(1), num_envs))
     if env_id == "moral_hazard":
         state = _staggered_moral_hazard(env, state)
     new_step = jax.jit(jax.vmap(lambda k, s, a: env.step(k, s, a, full_infos=True)))

@@ -94,7 +94,7 @@ def test_reset_draws_are_uniform_and_independent():
 
 def test_reset_respects_the_rule_subset_and_large_groups_still_permute():
     env = ConsequenceEnv(rules=("RP", "PP"))
-    _, states = jax.vmap(env.reset)(jax.random.split(jax.random.key(1), 200))
+    _, states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(1), 200))
     assert set(np.asarray(states.config.rule).tolist()) == {C.RP, C.PP}
     big = ConsequenceEnv(num_agents=9, total_resources=12)
     _, state = big.reset(jax.random.key(2))
