@@ -45,9 +45,19 @@ POPULATIONS = {
         "ippo": {"total_timesteps": 300_000},
         "mappo": {"total_timesteps": 300_000},
         "rl2": {"total_timesteps": 300_000, "recurrent": True, "gru_hidden": 32},
-        # Trained on the team's mean reward: a prosocial population, which queries where the
-        # selfish ones do not, so the zoo holds two kinds of partner for this game.
-        "ippo_team": {"total_timesteps": 300_000, "reward": "team"},
+        # Every population above reads its case off the public utilities and never queries (the
+        # babbling equilibrium of benchmarks/results/learning_moral_hazard_team.md). This one
+        # learns the work move only, its warning and final choice scripted (the learner
+        # transform, which a seat loading it plays too), on the team's reward where querying
+        # pays (uninformative mapping, w_T = 1, k = 0.05): a partner who queries and warns.
+        "ippo_followup": {
+            "total_timesteps": 300_000,
+            "reward": "team",
+            "env_kwargs.mapping": "uninformative",
+            "env_config.w_team": 1.0,
+            "env_config.cost": 0.05,
+            "learner_transform": "dilemmax.envs.moral_hazard.policies:with_scripted_followup",
+        },
     },
     "open_harvest": {
         "ippo": GRID,
@@ -62,7 +72,7 @@ KEEP = ("config.json", "metrics.jsonl")
 
 
 def command(game: str, algo: str, settings: dict, out: Path) -> list[str]:
-    base = {"rl2": "ippo", "ippo_team": "ippo"}.get(algo, algo)
+    base = {"rl2": "ippo", "ippo_followup": "ippo"}.get(algo, algo)
     sets = {**SMALL, **settings}
     args = [sys.executable, "-m", "dilemmax.cli", "train", game, "--algo", base, "--out", str(out)]
     for key, value in sets.items():
@@ -116,6 +126,17 @@ def train(game: str, algo: str, settings: dict, folder: Path) -> dict:
     return entries
 
 
+def retire(manifest: dict, folder: Path) -> dict:
+    """The manifest without populations no longer listed above (their run folders removed)."""
+    kept = {}
+    for name, entry in manifest.items():
+        if entry.get("algo") in POPULATIONS.get(entry.get("game"), {}):
+            kept[name] = entry
+        elif (folder / entry["run"]).is_dir():
+            shutil.rmtree(folder / entry["run"])
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", type=Path, default=DEFAULT_ZOO)
@@ -124,7 +145,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="budget multiplier (a dry run)")
     args = parser.parse_args()
     args.zoo.mkdir(parents=True, exist_ok=True)
-    manifest = zoo.manifest(args.zoo)
+    manifest = retire(zoo.manifest(args.zoo), args.zoo)
     for game, algos in POPULATIONS.items():
         for algo, settings in algos.items():
             if args.only and game not in args.only and f"{game}/{algo}" not in args.only:

@@ -3,7 +3,7 @@
 The two sets of a game differ in both halves of what a focal agent meets: the background
 populations are disjoint (no policy of a test scenario sits in a train scenario) and so are the
 configurations (the grid games' held-out layouts and rules, the consequence game's held-out
-rules, the moral-hazard game's held-out costs and mappings). A focal population trained against
+rules, the moral-hazard game's held-out query cost). A focal population trained against
 the train set is scored on the test set; one trained in self-play is scored on both.
 
 Focal seats are fixed per game, so every scenario of a set runs in one program: the grid games
@@ -156,7 +156,9 @@ CONSEQUENCE_TEST = (
         "trained on",
     ),
 )
-MH_TRAIN = {"cost": 0.1, "mapping": "highest"}
+# Both under the uninformative mapping, where the public utilities do not give the case away
+# (under the others an agent that never queries is never wrong, and every partner is alike).
+MH_TRAIN = {"cost": 0.1, "mapping": "uninformative"}
 MH_TEST = {"cost": 0.25, "mapping": "uninformative"}
 MORAL_HAZARD_TRAIN = (
     _solo(
@@ -195,6 +197,14 @@ MORAL_HAZARD_TEST = (
         "rl2_partner",
         ("zoo:moral_hazard/rl2_s1",),
         "a recurrent (RL^2) partner from the zoo, trained in self-play at another cost",
+    ),
+    _solo(
+        "moral_hazard",
+        MH_TEST,
+        "pivotal_partner",
+        ("scripted:isolation_partner",),
+        "a partner who queries and warns the focal agent, but picks its own unsafe option "
+        "unless the focal agent queries and warns it: the focal agent's help is pivotal",
     ),
 )
 
