@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from dilemmax.agents import zoo
 from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
     build_env,
@@ -89,6 +90,19 @@ def _format_metric(value) -> str:
     return text.replace("\n", "\n" + " " * 35)
 
 
+def _rollout_policy(env, env_id: str, name: str, choices: dict):
+    """A rollout seat: a scripted policy's name, or ``zoo:<game>/<population>`` (the shipped
+    zoo, its digest verified and its network checked against this env)."""
+    if name.startswith("zoo:"):
+        return zoo.load(name[len("zoo:") :], env=env)
+    if name not in choices:
+        raise UsageError(
+            f"unknown policy {name!r} for {env_id}; choose from {sorted(choices)} "
+            f"or zoo:<game>/<population>"
+        )
+    return choices[name]
+
+
 def _cmd_rollout(args) -> int:
     env = build_env(args.env, args.set)
     if args.gif and "rgb_array" not in env.render_modes:
@@ -100,16 +114,14 @@ def _cmd_rollout(args) -> int:
     seats.update(
         parse_assignments(args.seat, "--seat", dict.fromkeys(env.agents, OptionSpec("str")))
     )
-    for name in seats.values():
-        if name not in choices:
-            raise UsageError(
-                f"unknown policy {name!r} for {args.env}; choose from {sorted(choices)}"
-            )
+    policies = {
+        agent: _rollout_policy(env, args.env, name, choices) for agent, name in seats.items()
+    }
     # Every file the rollout writes is checked now, not after the episodes are played.
     for option in ("out", "gif", "json"):
         if getattr(args, option):
             output_file(getattr(args, option), f"--{option}")
-    arena = Arena(env, {agent: choices[name] for agent, name in seats.items()})
+    arena = Arena(env, policies)
     long_episodes = env.max_steps >= PROGRESS_MIN_STEPS and not args.no_progress
     with _step_progress(arena, args.episodes * env.max_steps, long_episodes):
         result = arena.run(
@@ -170,7 +182,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="registered environments")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("rollout", help="play episodes with scripted or random policies")
+    p = sub.add_parser("rollout", help="play episodes with scripted, random or zoo policies")
     p.add_argument("env", help="environment id (see `dilemmax list`)")
     p.add_argument("--policy", default="random", help="policy of every seat (default: random)")
     p.add_argument("--seat", action="append", help="agent=policy for one seat (repeatable)")

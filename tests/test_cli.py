@@ -185,3 +185,17 @@ def test_evaluate_with_scenarios_is_the_scenarios_command_on_the_run(tmp_path):
     ):
         with pytest.raises(UsageError, match=message):
             scenarios_alias(argv)
+
+
+def test_rollout_seats_a_zoo_population_by_name(capsys):
+    """``--seat agent=zoo:<game>/<population>`` plays the shipped population (the querying one
+    here, whose warnings are scripted by its learner transform) beside a scripted seat; a name
+    not in the zoo is one line naming the known ones."""
+    argv = ["rollout", "moral_hazard", "--episodes", "2", "--set", "mapping=uninformative",
+            "--seat", "agent_0=zoo:moral_hazard/ippo_followup_s0",
+            "--seat", "agent_1=teacher"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "zoo:moral_hazard/ippo_followup_s0" in out and "query_rate" in out
+    err = _error(capsys, ["rollout", "moral_hazard", "--seat", "agent_0=zoo:moral_hazard/nope"])
+    assert "not in the zoo" in err and "moral_hazard/ippo_s0" in err
