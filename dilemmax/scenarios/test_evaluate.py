@@ -37,10 +37,12 @@ def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agen
     for t, c in zip(teacher, control, strict=True):
         assert t.episodes == 16 and t.digest == c.digest and t.ci_low <= t.mean <= t.ci_high
     assert teacher[0].scenario == "moral_hazard/never_queries" and teacher[0].mean > control[0].mean
-    refs = E.references(scenarios, {"teacher": choices["teacher"]}, key, 16, env)
+    # The references from the scores already computed (E.references would score both again).
+    uniform = E.score_policy(scenarios, E.random_policy, key, 16, env)
+    refs = E.references_from({"random": uniform, "teacher": teacher})
     rows = E.summary_rows(teacher, refs)
     assert rows[0]["best_population"] == "teacher" and rows[0]["normalised"] == pytest.approx(1.0)
-    random_rows = E.summary_rows(E.score_policy(scenarios, E.random_policy, key, 16, env), refs)
+    random_rows = E.summary_rows(uniform, refs)
     for r in rows:  # the best population scores 1, uniform random 0 (a tie: no score)
         want = 1.0 if r["best_population"] == "teacher" else None
         assert want is None or r["normalised"] == pytest.approx(want)
