@@ -70,8 +70,9 @@ def train_on_scenarios(game: str, budget: int, folder: Path) -> Path:
 
 def populations_of(game: str, scenario_run: Path | None) -> dict:
     env = make(game)
-    pops = {name.split("/", 1)[1]: zoo.load(name, env=env, greedy=False) for name in zoo.names()
-            if zoo.manifest()[name]["game"] == game}  # fmt: skip
+    manifest = zoo.manifest()
+    pops = {name.split("/", 1)[1]: zoo.load(name, env=env, greedy=False)
+            for name in sorted(manifest) if manifest[name]["game"] == game}  # fmt: skip
     if scenario_run is not None:
         pops["scenario_ippo_s0"] = TrainedPolicy.load(scenario_run, seed=0)
     pops["random"] = random_policy

@@ -236,6 +236,13 @@ class TrainedPolicy:
         return f"TrainedPolicy(env={self.env_id!r}, greedy={self.greedy})"
 
 
+def run_config(path: str | Path) -> dict:
+    """The training config of a run folder (or of the run one of its checkpoints is in),
+    checked as :meth:`TrainedPolicy.load` checks it, without reading the checkpoint."""
+    _, run_dir = _find(path)
+    return _read_config(run_dir)
+
+
 def _with_learner_transform(run_dir: Path, config: dict, fn):
     """``fn`` under the run's learner transform (it trained playing the transformed policy, so
     its scripted decisions are the transform's, not its untrained heads'); ``fn`` without one.

@@ -27,7 +27,7 @@ from pathlib import Path
 import jax
 
 from dilemmax.agents import zoo
-from dilemmax.agents.trained import TrainedPolicy
+from dilemmax.agents.trained import TrainedPolicy, run_config
 from dilemmax.commandline import output_file, output_folder, positive_int, seed_int
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
@@ -125,9 +125,9 @@ def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str)
     """A training run as a focal population, checked against the seats it must play: a run of
     the full game must have learned the focal seats; one trained on a scenario set (``dilemmax
     train scenarios``) must be of this game. ``what`` names it in errors."""
-    probe = TrainedPolicy.load(path, seed=seed, greedy=greedy)
-    if probe.env_id == "scenarios":
-        trained_game = (probe.config.get("env_kwargs") or {}).get("game", "open_harvest")
+    config = run_config(path)  # which env it trained on decides what it is checked against
+    if config["env"] == "scenarios":
+        trained_game = (config.get("env_kwargs") or {}).get("game", "open_harvest")
         if trained_game != game:
             raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
         # Checked against the scenario env itself: its focal seats' observations and actions.
