@@ -38,6 +38,8 @@ def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, 
     empty zoo (the train set's backgrounds are all scripted) the references are random focal
     agents alone (no normalised score: best = random).
     """
+    (tmp_path / "empty_zoo").mkdir()
+    (tmp_path / "empty_zoo" / "manifest.json").write_text("{}")
     monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path / "empty_zoo"))  # one reference compile only
     out = tmp_path / "eval"
     argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
