@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from dilemmax.agents import zoo
 from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
+    SCENARIO_SETS,
     build_env,
     int_in,
     output_file,
@@ -237,6 +238,8 @@ def scenarios_alias(argv: list[str]) -> list[str]:
         name, eq, value = arg.partition("=")
         if name == "--scenarios":
             which = value if eq else next(args, "")
+            if which not in SCENARIO_SETS:  # evaluate's own parser names the value it expects
+                return argv
         elif name == "--split":  # the scenario set fixes the split
             raise UsageError("evaluate --scenarios: the scenario set fixes the split; drop --split")
         elif path is None and not arg.startswith("-"):

@@ -25,6 +25,10 @@ from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, par
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 
+# The scenario sets of every game (dilemmax.scenarios), as `scenarios evaluate --set` and
+# `evaluate --scenarios` name them.
+SCENARIO_SETS = ("train", "test")
+
 
 def parse_assignments(
     pairs: list[str] | None,

@@ -28,7 +28,13 @@ import jax
 
 from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy, run_config
-from dilemmax.commandline import output_file, output_folder, positive_int, seed_int
+from dilemmax.commandline import (
+    SCENARIO_SETS,
+    output_file,
+    output_folder,
+    positive_int,
+    seed_int,
+)
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
@@ -293,7 +299,7 @@ def add_commands(subparsers) -> None:
 
     q = sub.add_parser("evaluate", help="a focal population's score on a scenario set")
     q.add_argument("--game", required=True, help=f"the game ({', '.join(GAMES)})")
-    q.add_argument("--set", choices=("train", "test"), default="test", help="default: test")
+    q.add_argument("--set", choices=SCENARIO_SETS, default="test", help="default: test")
     q.add_argument("--run", help="a `dilemmax train` run folder: DIR[,seed=<k>][,greedy]")
     q.add_argument("--zoo", help="a zoo population, e.g. open_harvest/ippo_s0")
     q.add_argument("--scripted", help="a scripted policy of the game in every focal seat")

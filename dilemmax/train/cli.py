@@ -37,6 +37,7 @@ from pathlib import Path
 import jax
 
 from dilemmax.commandline import (
+    SCENARIO_SETS,
     output_file,
     output_folder,
     positive_int,
@@ -298,7 +299,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--greedy", action="store_true", help="most likely action, not a sample")
     p.add_argument(
         "--scenarios",
-        choices=("train", "test"),
+        choices=SCENARIO_SETS,
         help="score the run's focal seats on the game's scenario set instead (held-out "
         "background populations; the same as `dilemmax scenarios evaluate --run`)",
     )
