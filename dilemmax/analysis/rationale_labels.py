@@ -273,10 +273,11 @@ def share_ci(
     picks = rng.integers(0, len(names), size=(num_resamples, len(names)))
     resampled = hits[picks].sum(axis=1) / sizes[picks].sum(axis=1)
     low, high = np.quantile(resampled, [0.025, 0.975])
-    return {
-        "share": float(labelled.mean()),
-        "low": float(low),
-        "high": float(high),
+    share = float(labelled.mean())
+    return {  # the interval holds its estimate (resampled shares can miss it by an ulp)
+        "share": share,
+        "low": min(float(low), share),
+        "high": max(float(high), share),
         "count": int(labelled.sum()),
         "traces": int(labelled.size),
         "games": int(len(names)),

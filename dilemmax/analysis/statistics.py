@@ -261,14 +261,18 @@ def bootstrap_ci(
     """Percentile bootstrap over the last (context) axis of ``values`` [..., C].
 
     Every leading row uses the same resampled contexts (paired). NaN contexts (no episodes) are
-    dropped from each resample's mean. Returns ``mean``, ``low``, ``high`` with shape [...].
+    dropped from each resample's mean. Returns ``mean``, ``low``, ``high`` with shape [...];
+    ``low <= mean <= high`` wherever the mean is defined.
     """
     values = np.asarray(values, np.float64)
     picks = _context_resamples(rng, values.shape[-1], num_resamples)
     resampled = np.nanmean(values[..., picks], axis=-1)  # [..., B]
     tail = (1.0 - level) / 2.0
     low, high = np.nanquantile(resampled, [tail, 1.0 - tail], axis=-1)
-    return {"mean": np.nanmean(values, axis=-1), "low": low, "high": high}
+    mean = np.nanmean(values, axis=-1)
+    # The interval holds its estimate: resampled means summed in another order can miss an
+    # all-equal mean by an ulp (fmin / fmax keep NaN only where both are NaN).
+    return {"mean": mean, "low": np.fmin(low, mean), "high": np.fmax(high, mean)}
 
 
 def sign_flip_test(

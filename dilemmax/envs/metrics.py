@@ -91,7 +91,8 @@ def bootstrap_ci(
         batch_size: static; resamples are computed this many at a time to bound memory.
 
     Returns:
-        ``(mean, low, high)``, float32[] each; NaN when there is no valid sample.
+        ``(mean, low, high)``, float32[] each, ``low <= mean <= high``; NaN when there is no
+        valid sample.
     """
     x = jnp.asarray(samples, jnp.float32)
     size = x.shape[0]
@@ -112,6 +113,9 @@ def bootstrap_ci(
     alpha = (1.0 - confidence) / 2.0
     low, high = jnp.quantile(means, jnp.array([alpha, 1.0 - alpha]))
     mean = jnp.sum(x) / safe_n
+    # The interval holds its estimate: the resampled means are summed in another order and
+    # can miss an all-equal mean by an ulp.
+    low, high = jnp.minimum(low, mean), jnp.maximum(high, mean)
     nan = jnp.float32(jnp.nan)
     empty = n == 0
     return jnp.where(empty, nan, mean), jnp.where(empty, nan, low), jnp.where(empty, nan, high)

@@ -42,7 +42,9 @@ def wilson_interval(
     """(low, high) of the Wilson score interval for ``successes`` out of ``trials``.
 
     Unlike the normal-approximation interval it stays inside [0, 1] and is not empty at 0 or
-    ``trials`` successes (0 / 405 gives [0, 0.0094]). NaNs for zero trials.
+    ``trials`` successes (0 / 405 gives [0, 0.0094]). It always holds the estimate
+    ``successes / trials``: at 0 and ``trials`` successes the rounded formula can miss it by one
+    ulp (13 / 13 gave 0.9999999999999999), so the ends are clamped to it. NaNs for zero trials.
     """
     if trials <= 0:
         return math.nan, math.nan
@@ -53,7 +55,7 @@ def wilson_interval(
     denominator = 1.0 + z * z / trials
     center = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, center - half), min(1.0, center + half)
+    return min(max(0.0, center - half), p), max(min(1.0, center + half), p)
 
 
 def bootstrap_ci(
@@ -76,7 +78,10 @@ def bootstrap_ci(
     means = x[rng.integers(0, x.size, size=(num_resamples, x.size))].mean(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(x.mean()), float(low), float(high)
+    mean = float(x.mean())
+    # The resampled means are summed in another order than the mean: with every value equal
+    # they can differ from it by an ulp, and the interval must still hold its estimate.
+    return mean, min(float(low), mean), max(float(high), mean)
 
 
 def _resample_distribution(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,10 +133,11 @@ def exact_bootstrap(values: Sequence[float], confidence: float = 0.95) -> dict[s
 
     scale = max(1.0, float(np.max(np.abs(x))))
     positive = float(np.sum(weights[order][means > 1e-12 * scale]))
-    return {
-        "mean": float(x.mean()),
-        "low": quantile(tail),
-        "high": quantile(1.0 - tail),
+    mean = float(x.mean())
+    return {  # the interval holds its estimate (see bootstrap_ci)
+        "mean": mean,
+        "low": min(quantile(tail), mean),
+        "high": max(quantile(1.0 - tail), mean),
         "p_positive": positive,
         "exact": exact,
     }
