@@ -11,3 +11,8 @@ from __future__ import annotations
 
 class UsageError(Exception):
     """A mistake in the user's request; the message names what was wrong and what is allowed."""
+
+
+class EnvVersionError(UsageError, ValueError):
+    """Something made under one version of a game (a trained agent, a transcript, a scenario
+    score) met another version of it; the message names both versions."""

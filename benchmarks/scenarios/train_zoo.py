@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from dilemmax.agents import zoo
+from dilemmax.envs.registry import env_version
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_ZOO = ROOT / "dilemmax" / "agents" / "zoo_runs"
@@ -107,7 +108,8 @@ def train_run(game: str, algo: str, name: str, settings: dict, folder: Path) -> 
 def entry(game: str, algo: str, run: str, seed: int, shown: str, seconds: float, folder: Path):
     digest = zoo.run_digest(folder / game / run)
     return {"run": f"{game}/{run}", "seed": seed, "game": game, "algo": algo, "command": shown,
-            "train_seconds": round(seconds, 1), "digest": digest}  # fmt: skip
+            "train_seconds": round(seconds, 1), "digest": digest,
+            "env_version": env_version(game)}  # fmt: skip
 
 
 def train(game: str, algo: str, settings: dict, folder: Path) -> dict:

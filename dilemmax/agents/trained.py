@@ -34,7 +34,7 @@ from dilemmax.agents.networks import (
 )
 from dilemmax.agents.transforms import resolve_learner_transform
 from dilemmax.envs.option_spec import OptionError
-from dilemmax.envs.registry import env_spec, registered_envs
+from dilemmax.envs.registry import check_version, registered_id, split_version
 from dilemmax.envs.rollout import Observation
 from dilemmax.errors import UsageError
 
@@ -191,6 +191,11 @@ class TrainedPolicy:
         ckpt, run_dir = _find(path)
         config = _read_config(run_dir)
         trained = _trained_env(run_dir, config)
+        # A run made under another version of its game is refused (docs/versions.md); a
+        # config.json from before versions were recorded was made under version 0.
+        check_version(
+            config["env"], config.get("env_version", 0), f"run {run_dir}", config.get("env_kwargs")
+        )
         learners = _learners(run_dir, config, trained.num_agents)
         if env is not None:
             check_same_game(run_dir, config, trained, env, learners)
@@ -311,13 +316,7 @@ def _env_id(env) -> str:
     """The registered id of ``env``'s class (its class name if unregistered). An env built on
     the games names its id itself (``registered_as``: every scenario env is ``scenarios``,
     whichever set built it), so a run trained on scenarios sits in any scenario env."""
-    base = getattr(env, "inner", env)
-    if getattr(base, "registered_as", None):
-        return base.registered_as
-    for env_id in registered_envs():
-        if env_spec(env_id).load() is type(base):
-            return env_id
-    return type(base).__name__
+    return registered_id(env) or type(getattr(env, "inner", env)).__name__
 
 
 def check_same_game(run_dir: Path, config: dict, trained, env, learners: list[int]) -> None:
@@ -326,7 +325,7 @@ def check_same_game(run_dir: Path, config: dict, trained, env, learners: list[in
     seats) and every learner's observation shape and dtype and number of actions."""
     where = f"{run_dir} cannot play this game"
     played = _env_id(env)
-    if played != config["env"]:
+    if played != split_version(config["env"])[0]:
         raise TrainedRunError(f"{where}: it was trained on {config['env']}, not {played}")
     if env.num_agents != trained.num_agents:
         raise TrainedRunError(

@@ -156,6 +156,11 @@ class MultiAgentEnv(abc.ABC):
             length). :func:`dilemmax.envs.options.check_env_options` checks them, and
             ``check_options_together`` the constraints between options; an option left out is
             checked against its annotation only.
+        version: the game's version, N in its id ``<game>-vN``. It is bumped by any change that
+            could change what an agent learns or what a recorded result means: dynamics,
+            rewards, observations, action meanings, or an option's meaning or default
+            (docs/versions.md). Run folders, transcripts, zoo entries and scenario hashes
+            record it, and a trained agent made under another version is refused.
     """
 
     max_steps: int = 1
@@ -163,6 +168,7 @@ class MultiAgentEnv(abc.ABC):
     obs_from_state: bool = False
     gathered_resets: bool = False
     option_specs: ClassVar[Mapping[str, OptionSpec]] = {}
+    version: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kwargs):
         """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as

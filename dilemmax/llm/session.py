@@ -35,6 +35,7 @@ import jax
 from tqdm import tqdm
 
 from dilemmax.commandline import output_file, output_folder, parse_assignments
+from dilemmax.envs.registry import env_label
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
@@ -235,7 +236,12 @@ def play_parts(
             opened: list[Transcript] = []
             stack.enter_context(_removed_if_nothing_played(out, created, opened))
             transcript = stack.enter_context(
-                Transcript(out / "transcript.jsonl", identity, resume=args.resume)
+                Transcript(
+                    out / "transcript.jsonl",
+                    identity,
+                    resume=args.resume,
+                    games=[env_label(p.env) for p in parts],
+                )
             )
             opened.append(transcript)
         mine = len(range(shard.index, total, shard.count))

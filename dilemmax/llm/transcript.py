@@ -11,7 +11,8 @@ Every answered call is kept, whatever its text: a reply holding a lone surrogate
 in the server's JSON, which UTF-8 cannot encode) is written as its JSON escape and read back as
 the same string.
 
-Line types: ``{"type": "run", ...}`` (first line: the run's identity), ``{"type": "call", ...}``
+Line types: ``{"type": "run", ...}`` (first line: the run's identity, and the games it plays
+with their versions, ``"games": ["moral_hazard-v0"]``), ``{"type": "call", ...}``
 and ``{"type": "episode", ...}`` (an episode's metrics, when it ends).
 """
 
@@ -22,12 +23,12 @@ import json
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from dilemmax.envs.text import Prompt
-from dilemmax.errors import UsageError
+from dilemmax.errors import EnvVersionError, UsageError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -119,6 +120,20 @@ def _check_header(path: Path) -> None:
         )
 
 
+def _check_games(path: Path, head: Mapping[str, Any], games: Sequence[str]) -> None:
+    """Refuses to resume a transcript recorded under another version of a game it plays
+    (``games``: ``"<game>-v<N>"`` labels). A header without them predates versions: v0."""
+    if not games:
+        return
+    recorded = head.get("games") or [f"{g.rsplit('-v', 1)[0]}-v0" for g in games]
+    if sorted(set(recorded)) != sorted(set(games)):
+        raise EnvVersionError(
+            f"{path} was recorded under {', '.join(sorted(set(recorded)))}, but this dilemmax "
+            f"plays {', '.join(sorted(set(games)))} (docs/versions.md): its replies cannot be "
+            "replayed; use a new --out"
+        )
+
+
 class Transcript:
     """Appends call and episode lines to ``path``; replays recorded calls on resume.
 
@@ -133,7 +148,13 @@ class Transcript:
         TranscriptMismatch: resuming a file written by a different run.
     """
 
-    def __init__(self, path: str | Path, identity: Mapping[str, Any], resume: bool = False):
+    def __init__(
+        self,
+        path: str | Path,
+        identity: Mapping[str, Any],
+        resume: bool = False,
+        games: Sequence[str] = (),
+    ):
         self.path = Path(path)
         self.run = run_key(identity)
         self.resumed = bool(resume)
@@ -157,6 +178,7 @@ class Transcript:
                     f"{self.path} belongs to another run (run key {head.get('run')!r}, this "
                     f"command's is {self.run!r}): resume with the same command, or use a new --out"
                 )
+            _check_games(self.path, head, games)
         for row in rows:
             if row.get("type") == "call" and isinstance(row.get("key"), str):
                 self.recorded.setdefault(row["key"], row)
@@ -168,7 +190,8 @@ class Transcript:
         self._file.truncate(end)  # drop a partial last line before appending
         self._file.seek(end)
         if not rows:
-            self._write({"type": "run", "run": self.run, "identity": _jsonable(dict(identity))})
+            header = {"type": "run", "run": self.run, "identity": _jsonable(dict(identity))}
+            self._write({**header, **({"games": sorted(set(games))} if games else {})})
 
     def replay(self, key: str, prompt: Prompt) -> dict | None:
         """The recorded call for ``key`` (None if missing); its prompt must hash the same."""

@@ -16,6 +16,7 @@ pairs one focal agent with one partner.
 from __future__ import annotations
 
 from dilemmax.envs.option_spec import OptionSpec
+from dilemmax.envs.registry import env_spec
 from dilemmax.scenarios.env import ScenarioEnv
 from dilemmax.scenarios.spec import Scenario, ScenarioSet, by_name
 
@@ -244,6 +245,11 @@ class RegisteredScenarios(ScenarioEnv):
         "game": OptionSpec("str", choices=tuple(sorted({s.game for s in SETS.values()}))),
         "which": OptionSpec("str", choices=("train", "test")),
     }
+
+    @classmethod
+    def version_of(cls, options) -> int:
+        """The version of the game the set is built on (a run trained on it records that)."""
+        return int(env_spec(options.get("game", "open_harvest")).load().version)
 
     def __init__(self, game: str = "open_harvest", which: str = "train"):
         chosen = scenario_set(game, which)

@@ -8,7 +8,8 @@ every scenario runs in the same vmapped program.
 
 Each scenario's content is hashed (:meth:`Scenario.digest`): the game, its options, the focal
 seats and each background spec, with the file digest of every checkpoint a trained background
-loads. Results carry the hash, so a score is never compared with one of a changed scenario.
+loads, and the game's version from version 1 on. Results carry the hash, so a score is never
+compared with one of a changed scenario or of another version of its game.
 
 Background specs: ``scripted:<name>`` (any name of :func:`dilemmax.envs.policies.policies_for`,
 ``random`` included), ``trained:<run folder or checkpoint>[,seed=<k>][,greedy]``, or
@@ -27,7 +28,7 @@ from typing import Any
 from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.policies import policies_for
-from dilemmax.envs.registry import make
+from dilemmax.envs.registry import env_spec, make
 from dilemmax.errors import UsageError
 from dilemmax.scenarios.env import ScenarioEnv
 
@@ -56,8 +57,13 @@ class Scenario:
     description: str
 
     def identity(self, resolve_zoo: ZooResolver | None = None) -> dict:
-        """What the hash covers: every field that changes play, checkpoint digests included."""
+        """What the hash covers: every field that changes play, checkpoint digests included,
+        and the game's version (docs/versions.md). Version 0 is left out of it, so the hashes
+        recorded before versions existed (all under version 0) still hold; from version 1 on
+        ``game_version`` is hashed, and a score under another version never matches."""
+        version = env_spec(self.game).load().version
         return {
+            **({"game_version": int(version)} if version else {}),
             "game": self.game,
             "options": {k: self.options[k] for k in sorted(self.options)},
             "focal": list(self.focal),

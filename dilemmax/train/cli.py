@@ -177,7 +177,7 @@ def _saved_config(out: Path, env: str, algo: str, overrides: dict):
     if not path.exists():
         raise UsageError(f"cannot --resume {out}: it has no {CONFIG_FILE} (not a run folder)")
     try:
-        saved = TrainConfig.from_dict(json.loads(path.read_text()))
+        saved = TrainConfig.from_dict(json.loads(path.read_text()), str(out))
     except ValueError as err:
         raise UsageError(f"cannot --resume {out}: bad {CONFIG_FILE} ({err})") from None
     saved.validate()

@@ -7,6 +7,7 @@ A config is plain data (JSON round-trips it into a run folder), built as
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -33,7 +34,7 @@ from dilemmax.envs.options import (
     parse_value,
     spec_from_annotation,
 )
-from dilemmax.envs.registry import env_spec
+from dilemmax.envs.registry import check_version, env_spec, env_version
 from dilemmax.train.envs import check_override_ranges
 
 
@@ -190,14 +191,24 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+        """The config as a run folder's config.json: its fields and ``env_version``, the
+        version of the game it trains on (docs/versions.md)."""
+        values = self.to_dict()
+        with contextlib.suppress(ValueError):  # an unknown env: validate() names it
+            values[ENV_VERSION] = env_version(self.env, self.env_kwargs)
+        return json.dumps(values, indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+    def from_dict(cls, values: dict[str, Any], where: str = "this config") -> TrainConfig:
         """A config from plain data (say a config.json); unknown keys are refused. Call
-        :meth:`validate` before using values that came from outside."""
+        :meth:`validate` before using values that came from outside. A recorded
+        ``env_version`` other than the game's current one is refused (an EnvVersionError
+        naming ``where`` and both versions)."""
         if not isinstance(values, dict):
             raise OptionError(f"a training config must be a JSON object, got {_show(values)}")
+        if ENV_VERSION in values:
+            values = dict(values)
+            _check_recorded_version(values, values.pop(ENV_VERSION), where)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
@@ -206,6 +217,22 @@ class TrainConfig:
                 f"keys: {', '.join(sorted(names))}"
             )
         return cls(**values)
+
+
+# The key of config.json that records the game's version (not a field: nothing sets it).
+ENV_VERSION = "env_version"
+
+
+def _check_recorded_version(values: dict[str, Any], recorded: Any, where: str) -> None:
+    env, kwargs = values.get("env"), values.get("env_kwargs")
+    if isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 0:
+        raise OptionError(f"{where}: env_version is {_show(recorded)}, not an integer >= 0")
+    if isinstance(env, str) and isinstance(kwargs, dict | None):
+        try:
+            env_spec(env)
+        except ValueError:  # an unknown env: validate() names it
+            return
+        check_version(env, recorded, where, kwargs)
 
 
 # ----------------------------------------------------------------------------- field ranges

@@ -66,7 +66,7 @@ from dilemmax.train.warm_start import warm_start_params
 
 _DISPLAY_FIELDS = ("progress",)
 # Fields added after runs were saved: a config.json without one ran with its default.
-_ADDED_FIELDS = {"checkpointer": "auto"}
+_ADDED_FIELDS = {"checkpointer": "auto", "env_version": 0}
 
 
 class TrainingDiverged(RuntimeError):
@@ -422,7 +422,7 @@ def load_run(path: str | Path) -> tuple[TrainingRun, RunnerState, Path]:
         values = json.loads(config_path.read_text())
     except ValueError as err:
         raise RunFolderError(f"{config_path} is not valid JSON ({err})") from None
-    config = TrainConfig.from_dict(values)
+    config = TrainConfig.from_dict(values, str(run_dir))
     config.validate()
     run = TrainingRun(config, run_dir, check_memory=False)
     if ckpt is not None:
