@@ -17,9 +17,19 @@ slower than JAX's loop). The barrier does not survive into the CPU program's fus
 XLA still copies the ~100-operation hash into every fusion that reads it. Where several
 results depend on one draw, let one stored value sit between them (the consequence game's
 ``_pick_uniform`` shows how; without it the step ran 1.8x slower).
+
+The unrolled hash was tuned on a CPU. :data:`HASH_BY_BACKEND` chooses per backend what these
+functions trace: ``"unrolled"`` (the default everywhere), ``"unbarriered"`` (the unrolled hash
+without the barrier) or ``"jax"`` (``jax.random`` itself). All three give the same numbers, so a
+backend's choice is a matter of speed alone (``benchmarks/gpu/bench.py`` measures them side by
+side). The choice is read when a function is traced: set it before jitting, or use
+:func:`using_hash` around the tracing.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +39,41 @@ import numpy as np
 # constant, from the Threefry-2x32 specification (Salmon et al., SC 2011).
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
+
+
+HASHES = ("unrolled", "unbarriered", "jax")
+DEFAULT_HASH = "unrolled"
+# backend name (``jax.default_backend()``) -> one of HASHES; a backend not listed takes
+# DEFAULT_HASH. Empty: the unrolled hash everywhere until an accelerator's A/B says otherwise.
+HASH_BY_BACKEND: dict[str, str] = {}
+
+
+def hash_choice() -> str:
+    """What this module traces on the default backend (one of :data:`HASHES`)."""
+    choice = HASH_BY_BACKEND.get(jax.default_backend(), DEFAULT_HASH)
+    if choice not in HASHES:
+        raise ValueError(
+            f"fastrandom.HASH_BY_BACKEND: unknown hash {choice!r}; use one of {HASHES}"
+        )
+    return choice
+
+
+@contextlib.contextmanager
+def using_hash(choice: str) -> Iterator[None]:
+    """Traces with ``choice`` (one of :data:`HASHES`) on the default backend inside the block
+    (benchmarks and tests compare the choices in one process)."""
+    if choice not in HASHES:
+        raise ValueError(f"unknown hash {choice!r}; use one of {HASHES}")
+    backend = jax.default_backend()
+    before = HASH_BY_BACKEND.get(backend)
+    HASH_BY_BACKEND[backend] = choice
+    try:
+        yield
+    finally:
+        if before is None:
+            HASH_BY_BACKEND.pop(backend, None)
+        else:
+            HASH_BY_BACKEND[backend] = before
 
 
 def _rotl(x: jax.Array, r: int) -> jax.Array:
@@ -58,21 +103,28 @@ def _typed(key: jax.Array) -> jax.Array:
 
 def partitionable_threefry(key: jax.Array) -> bool:
     """Whether ``key`` (typed) is a threefry key under ``jax_threefry_partitionable``: the
-    keys this module computes itself."""
+    keys whose hash this module can compute itself."""
     threefry = jax.random.key_impl(key) == jax.random.key_impl(jax.random.key(0))
     return threefry and jax.config.jax_threefry_partitionable
 
 
+def _unrolls(key: jax.Array) -> bool:
+    """Whether this module hashes ``key`` itself (else ``jax.random`` does)."""
+    return partitionable_threefry(key) and hash_choice() != "jax"
+
+
 def _once(x: jax.Array) -> jax.Array:
     """``x``, computed once: without the barrier XLA may fuse the ~100-operation hash into
-    every consumer of its result and compute it many times over."""
+    every consumer of its result and compute it many times over (``"unbarriered"``: as is)."""
+    if hash_choice() == "unbarriered":
+        return x
     return jax.lax.optimization_barrier(x)
 
 
 def bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """uint32[shape]: ``jax.random.bits(key, shape, jnp.uint32)``."""
     key = _typed(key)
-    if not partitionable_threefry(key):
+    if not _unrolls(key):
         return jax.random.bits(key, shape, jnp.uint32)
     size = int(np.prod(shape, dtype=np.int64))
     if size >= 2**32:
@@ -90,7 +142,7 @@ def uniform(key: jax.Array) -> jax.Array:
     The same numbers: the word's top 23 bits become the mantissa of a float in [1, 2), minus 1.
     """
     key = _typed(key)
-    if not partitionable_threefry(key):
+    if not _unrolls(key):
         return jax.random.uniform(key)
     mantissa = (bits(key, ()) >> np.uint32(9)) | np.array(1.0, np.float32).view(np.uint32)
     return jnp.maximum(jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0, 0.0)
@@ -103,7 +155,7 @@ def fold_in(key: jax.Array, index: int) -> jax.Array:
     counter ``(0, i)`` under ``key``, both output words kept; other keys go to JAX itself.
     """
     key = _typed(key)
-    if not partitionable_threefry(key):
+    if not _unrolls(key):
         return jax.random.fold_in(key, index)
     data = jax.random.key_data(key)
     high, low = threefry2x32(data[0], data[1], np.uint32(0), np.uint32(index))

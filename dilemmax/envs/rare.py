@@ -25,11 +25,20 @@ reset) moved inside the function a user vmaps, so JaxMARL-style code gets it wit
 Limits: no reverse-mode autodiff through it (no env step needs it), and ``true_fn`` /
 ``false_fn`` must take everything traced as ``operands`` (they may close over Python values and
 constants, not over traced arrays).
+
+The skipping and the ``N // 8`` batches were tuned on a CPU. :data:`BRANCH_BY_BACKEND` chooses
+per backend (:class:`BranchPolicy`): skip as above (the default everywhere) or plain JAX's select
+(both branches for every element on every call, a ``jnp.where`` of the two: JaxMARL's
+auto-reset), and the gather fraction. The results are the same either way; only the work
+differs (``benchmarks/gpu/bench.py`` measures them side by side). The policy is read when a
+function is traced: set it before jitting, or use :func:`using_branch` around the tracing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -44,9 +53,55 @@ GATHER_FRACTION = 8
 MIN_GATHERED_BATCH = 16
 
 
+@dataclasses.dataclass(frozen=True)
+class BranchPolicy:
+    """How :func:`rare_cond` runs under ``vmap`` on one backend.
+
+    Attributes:
+        skip: True: skip ``true_fn`` on calls where no element takes it (and gather, when asked);
+            False: plain JAX's select, both branches for every element on every call.
+        gather_fraction: with ``gathered=True``, the rare branch runs on batches of
+            ``N // gather_fraction`` elements.
+    """
+
+    skip: bool = True
+    gather_fraction: int = GATHER_FRACTION
+
+    def __post_init__(self):
+        if not (isinstance(self.gather_fraction, int) and self.gather_fraction >= 1):
+            raise ValueError(f"gather_fraction must be an int >= 1, got {self.gather_fraction!r}")
+
+
+# backend name (``jax.default_backend()``) -> its policy; a backend not listed takes
+# BranchPolicy(). Empty: the CPU-tuned policy everywhere until an accelerator's A/B says otherwise.
+BRANCH_BY_BACKEND: dict[str, BranchPolicy] = {}
+
+
+def branch_policy() -> BranchPolicy:
+    """The policy of the default backend."""
+    return BRANCH_BY_BACKEND.get(jax.default_backend(), BranchPolicy())
+
+
+@contextlib.contextmanager
+def using_branch(policy: BranchPolicy) -> Iterator[None]:
+    """Traces with ``policy`` on the default backend inside the block (benchmarks and tests
+    compare policies in one process)."""
+    backend = jax.default_backend()
+    before = BRANCH_BY_BACKEND.get(backend)
+    BRANCH_BY_BACKEND[backend] = policy
+    try:
+        yield
+    finally:
+        if before is None:
+            BRANCH_BY_BACKEND.pop(backend, None)
+        else:
+            BRANCH_BY_BACKEND[backend] = before
+
+
 def gathered_size(axis_size: int) -> int:
     """The size of the batches ``gathered=True`` runs ``true_fn`` on (0: not gathered)."""
-    return axis_size // GATHER_FRACTION if axis_size >= MIN_GATHERED_BATCH else 0
+    fraction = branch_policy().gather_fraction
+    return axis_size // fraction if axis_size >= MIN_GATHERED_BATCH else 0
 
 
 def _broadcast(tree: PyTree, batched: PyTree, axis_size: int) -> PyTree:
@@ -78,6 +133,8 @@ def rare_cond(
     Returns:
         The branch's result; under vmap every leaf is batched.
     """
+    if not branch_policy().skip:
+        return _select_both(jnp.asarray(pred, bool), true_fn, false_fn, operands)
 
     @custom_vmap
     def branch(pred, *operands):
@@ -102,6 +159,13 @@ def rare_cond(
         return out, jax.tree.map(lambda _: True, out)
 
     return branch(jnp.asarray(pred, bool), *operands)
+
+
+def _select_both(pred, true_fn, false_fn, operands) -> PyTree:
+    """Plain JAX's auto-reset: both branches computed, the result chosen by ``jnp.where``
+    (what ``lax.cond`` becomes under vmap), on every call and for every element."""
+    taken, kept = true_fn(*operands), false_fn(*operands)
+    return jax.tree.map(lambda t, k: jnp.where(pred, t, k), taken, kept)
 
 
 def _gathered(pred, true_fn, operands, kept, size: int) -> PyTree:
