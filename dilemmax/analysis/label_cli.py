@@ -9,6 +9,10 @@ Reads each run's ``transcript.jsonl`` (``dilemmax play``, ``redteam play`` / ``a
 and writes ``rationales.json``, ``rationale_labels.md`` / ``.csv``, ``rule_inference.md`` /
 ``.csv`` and ``traces.csv``; with ``--judge``, also ``judge.jsonl`` (resumable verdicts),
 ``judge.json``, ``judge_labels.md`` and ``judge_agreement.md``.
+
+A file that is not a dilemmax transcript (its first line is no run header) is refused. Memory
+grows with the rationales present, not with the games times ``--resamples``: transcripts are read
+line by line and the bootstrap draws in bounded blocks (:mod:`dilemmax.analysis.rationale_labels`).
 """
 
 from __future__ import annotations
@@ -68,7 +72,12 @@ def _judge(traces, args, out: Path) -> None:
 def add_command(subparsers, resamples) -> None:
     """Adds ``label`` to ``dilemmax redteam``'s subcommands (``resamples``: the draws' type)."""
     p = subparsers.add_parser(
-        "label", help="label the rationales of play / redteam / experiment runs"
+        "label",
+        help="label the rationales of play / redteam / experiment runs",
+        description="Labels every rationale of the runs' transcripts and writes the shares with "
+        "bootstrap CIs over games. Memory: the labelled rationales themselves (about their "
+        "text) and one outcome per game, plus bootstrap blocks of at most 2^20 draws (~50 MB), "
+        "whatever --resamples is; transcripts are read line by line.",
     )
     p.add_argument("runs", nargs="+", help="run folders (or transcript.jsonl files)")
     p.add_argument("--name", nargs="+", help="one population name per run (default: seat names)")

@@ -23,14 +23,23 @@ together, so correlated traces within a game do not narrow the interval):
   RE 49% fatalism, PP 55% positional).
 
 Reading is total: rows that are not calls, calls without a reply, prompts that do not parse are
-skipped or read as unknown; nothing a model wrote can raise here.
+skipped or read as unknown; nothing a model wrote can raise here. A file whose first line is not
+a run header (``{"type": "run", ...}``, what every dilemmax transcript starts with) is not a
+transcript and is refused (UsageError), so a wrong file is never reported as "no rationales".
+
+Memory: the transcript is read line by line, and what is kept is what is present: the labelled
+traces (each its rationale's text and a few fields) and one outcome per game. The bootstrap draws
+its resamples in blocks of at most :data:`BOOTSTRAP_BLOCK` game indices (or one resample, when a
+group has more games than that), so its arrays never grow with resamples x games: labelling
+100,000 games takes about the traces' own size plus ~50 MB, whatever ``--resamples`` is.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,11 +53,12 @@ from dilemmax.envs.consequence.render import participant_label
 from dilemmax.envs.consequence.text import CLAUSES, ConsequenceTextProtocol
 from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
-from dilemmax.llm.transcript import read_lines
 
 TRANSCRIPT = "transcript.jsonl"
 UNKNOWN = "?"
 NUM_RESAMPLES = 10_000
+# Game indices drawn per bootstrap block (int64: 8 MB; the block's counts and weights the same).
+BOOTSTRAP_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -212,16 +222,50 @@ def read_traces(run: str | Path, population: str | None = None) -> list[Trace]:
     clauses = _RuleClauses()
     traces = []
     for path in transcripts_in(run):
-        rows, _ = read_lines(path)
-        outcome = {str(r.get("id")): _failed(r) for r in rows if r.get("type") == "episode"}
-        for row in rows:
-            trace = _trace(row, population, protocol, clauses, outcome)
+        found, outcome = [], {}
+        for row in transcript_rows(path):
+            if row.get("type") == "episode":
+                outcome[str(row.get("id"))] = _failed(row)
+            trace = _trace(row, population, protocol, clauses)
             if trace is not None:
-                traces.append(trace)
+                found.append(trace)
+        # An episode's line follows its calls: outcomes are filled in once the file is read.
+        traces += [dataclasses.replace(t, failed=outcome.get(t.game)) for t in found]
     return traces
 
 
-def _trace(row, population, protocol, clauses, outcome) -> Trace | None:
+def transcript_rows(path: Path) -> Iterator[dict]:
+    """The JSON-object lines of transcript ``path``, read one line at a time (a last line
+    without its newline is a write that did not finish and is left out; a line that is not a
+    JSON object is skipped). UsageError when the first line is not a run header: the file is
+    not a dilemmax transcript."""
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 20)
+        if not _is_run_header(first):
+            raise UsageError(
+                f"{path} is not a dilemmax transcript: its first line is not a run header "
+                '({"type": "run", ...})'
+            )
+        for raw in handle:
+            if not raw.endswith(b"\n") or not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+def _is_run_header(line: bytes) -> bool:
+    try:
+        head = json.loads(line)
+    except ValueError:
+        return False
+    return line.endswith(b"\n") and isinstance(head, dict) and head.get("type") == "run"
+
+
+def _trace(row, population, protocol, clauses) -> Trace | None:
     if row.get("type") != "call" or row.get("kind") != "act" or row.get("error"):
         return None
     prompt, reply = text_of(row.get("prompt")), text_of(row.get("reply"))
@@ -247,7 +291,7 @@ def _trace(row, population, protocol, clauses, outcome) -> Trace | None:
         phase=facts["phase"],
         after_elimination=facts["after_elimination"],
         writer=facts["writer"],
-        failed=outcome.get(game),
+        failed=None,
         rationale=rationale,
         labels=label_rationale(rationale, others),
     )
@@ -264,24 +308,62 @@ def share_ci(
 
     Each resample draws games with replacement and takes labelled traces / traces over them.
     """
-    labelled = np.asarray(labelled, bool)
-    if labelled.size == 0:
-        return {"share": None, "low": None, "high": None, "count": 0, "traces": 0, "games": 0}
+    return share_cis(np.asarray(labelled, bool)[:, None], games, rng, num_resamples)[0]
+
+
+def share_cis(
+    labelled: np.ndarray,
+    games: Sequence[str],
+    rng: np.random.Generator,
+    num_resamples: int = NUM_RESAMPLES,
+) -> list[dict]:
+    """:func:`share_ci` of each column of ``labelled`` (bool[N, L]: L labels of N traces), every
+    column on the same resamples of the games (one set of draws serves all L labels)."""
+    labelled = np.asarray(labelled, bool).reshape(len(games), -1)
+    if labelled.shape[0] == 0:
+        empty = {"share": None, "low": None, "high": None, "count": 0, "traces": 0, "games": 0}
+        return [dict(empty) for _ in range(labelled.shape[1])]
     names, index = np.unique(np.asarray(games, dtype=object).astype(str), return_inverse=True)
-    hits = np.bincount(index, weights=labelled, minlength=len(names))
     sizes = np.bincount(index, minlength=len(names)).astype(np.float64)
-    picks = rng.integers(0, len(names), size=(num_resamples, len(names)))
-    resampled = hits[picks].sum(axis=1) / sizes[picks].sum(axis=1)
-    low, high = np.quantile(resampled, [0.025, 0.975])
-    share = float(labelled.mean())
-    return {  # the interval holds its estimate (resampled shares can miss it by an ulp)
-        "share": share,
-        "low": min(float(low), share),
-        "high": max(float(high), share),
-        "count": int(labelled.sum()),
-        "traces": int(labelled.size),
-        "games": int(len(names)),
-    }
+    hits = np.stack(
+        [np.bincount(index, weights=column, minlength=len(names)) for column in labelled.T]
+    )
+    resampled = _resampled_shares(hits, sizes, rng, num_resamples)
+    out = []
+    for column, shares in zip(labelled.T, resampled, strict=True):
+        low, high = np.quantile(shares, [0.025, 0.975])
+        share = float(column.mean())
+        out.append(
+            {  # the interval holds its estimate (resampled shares can miss it by an ulp)
+                "share": share,
+                "low": min(float(low), share),
+                "high": max(float(high), share),
+                "count": int(column.sum()),
+                "traces": int(column.size),
+                "games": int(len(names)),
+            }
+        )
+    return out
+
+
+def _resampled_shares(hits, sizes, rng: np.random.Generator, num_resamples: int) -> np.ndarray:
+    """[L, num_resamples]: each label's hits / traces (``hits`` [L, G], ``sizes`` [G]) over
+    ``num_resamples`` resamples of the G games drawn with replacement (the rows of
+    ``rng.integers(0, G, (num_resamples, G))``), made in blocks of at most
+    :data:`BOOTSTRAP_BLOCK` draws: memory is O(L x G + block), never O(resamples x games). A
+    block's draws become how often each game was drawn, so all L labels cost one product."""
+    count = sizes.shape[0]
+    rows = max(1, BOOTSTRAP_BLOCK // count)
+    weights = np.concatenate([hits, sizes[None]]).T  # [G, L + 1]
+    out = np.empty((hits.shape[0], num_resamples))
+    for start in range(0, num_resamples, rows):
+        block = min(rows, num_resamples - start)
+        picks = rng.integers(0, count, size=(block, count))
+        picks += (np.arange(block) * count)[:, None]  # row r's games counted in bins r*G + g
+        drawn = np.bincount(picks.ravel(), minlength=block * count).reshape(block, count)
+        totals = drawn.astype(np.float64) @ weights  # [block, L + 1]
+        out[:, start : start + block] = (totals[:, :-1] / totals[:, -1:]).T
+    return out
 
 
 def _groups(traces: Sequence[Trace], key) -> dict[str, list[Trace]]:
@@ -302,10 +384,8 @@ GROUPINGS = {
 
 def _label_shares(group: Sequence[Trace], labels, rng, num_resamples) -> dict:
     games = [t.game for t in group]
-    return {
-        label: share_ci([t.labels.get(label, False) for t in group], games, rng, num_resamples)
-        for label in labels
-    }
+    labelled = np.asarray([[t.labels.get(label, False) for label in labels] for t in group], bool)
+    return dict(zip(labels, share_cis(labelled, games, rng, num_resamples), strict=True))
 
 
 def rule_inference(traces: Sequence[Trace], rng, num_resamples=NUM_RESAMPLES) -> dict:
