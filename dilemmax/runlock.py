@@ -71,6 +71,30 @@ class RunLock:
         self.release()
 
 
+def last_writer(run_dir: str | Path) -> str | None:
+    """The kind of run that last wrote into ``run_dir`` (``"experiment"``, ``"play"``,
+    ``"training"``, ...): every writer takes the folder's :class:`RunLock`, whose file keeps the
+    last holder's record after it exits. None for a folder no lock was ever taken in."""
+    try:
+        text = (Path(run_dir) / LOCK_FILE).read_text()[:200].split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(text) < 3 or text[-2] != "pid":
+        return None
+    return " ".join(text[:-2])
+
+
+def refuse_other_writer(run_dir: str | Path, command: str, option: str = "--out") -> None:
+    """A :class:`RunFolderError` when another kind of run wrote into ``run_dir``: a command must
+    not write its results over those of another (an experiment's, a training run's)."""
+    writer = last_writer(run_dir)
+    if writer is not None and writer != command:
+        raise RunFolderError(
+            f"{option} {run_dir} holds the results of another command (`{writer}`); "
+            "choose a new folder"
+        )
+
+
 def _holder(path: Path) -> str:
     """The holder as `training (pid 12)` from the lock file's `training pid 12` (a file with only
     `pid 12` reads as `run (pid 12)`)."""

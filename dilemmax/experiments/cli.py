@@ -17,40 +17,26 @@ defaults, and the design's own options shrink them for a quick look.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from dilemmax.errors import UsageError
-from dilemmax.experiments import registry, runner
-from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.seats import add_model_arguments
-from dilemmax.llm.transcript import TranscriptMismatch
+from dilemmax.experiments import catalogue
 
 HELP = "the papers' language-model experiments, one command each"
-
-
-def add_play_arguments(p: argparse.ArgumentParser) -> None:
-    """The seat, model and run options of ``dilemmax play`` an experiment takes."""
-    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
-    p.add_argument("--seats", help="<kind>:<target> for every seat the design leaves open")
-    add_model_arguments(p)
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
-    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
-    p.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
-                   help="a call that failed after its retries: stop (resume later) or play "
-                   "the invalid move")  # fmt: skip
-    p.add_argument("--out", help="run folder (transcript, results.json, tables, figures)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
-    p.set_defaults(grid=False, json=None)  # what the play session reads beside these
+# What running a design, combine or merge imports (the designs, the play session, the model
+# clients): loaded when one of them is parsed, not for `--list` or `--help` (see _Designs).
+RUNNER = "dilemmax.experiments.runner"
 
 
 def _guarded(command):
     """A command whose model-side failures print as one line (exit 2), as in ``play``."""
 
     def run(args) -> int:
+        # The error types live with the run stack, loaded only when a command runs.
+        from dilemmax.llm.client import FatalClientError
+        from dilemmax.llm.transcript import TranscriptMismatch
+
         try:
             return command(args)
         except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
@@ -60,9 +46,38 @@ def _guarded(command):
     return run
 
 
+def _runner():
+    return importlib.import_module(RUNNER)
+
+
+class _Designs(argparse._SubParsersAction):
+    """The design subcommands, each filled with its options only when it is the one parsed:
+    building every design's parser imports every design (and their analysis stacks), which
+    took ``dilemmax experiment --list`` from about the time of ``dilemmax list`` to minutes.
+    (argparse has no public hook for this: the subparsers action is its documented
+    ``action=`` of ``add_subparsers``.)"""
+
+    fillers: dict
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        fill = self.fillers.pop(values[0], None)
+        if fill is not None:
+            fill()
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _fill_design(d: argparse.ArgumentParser, name: str) -> None:
+    """Design ``name``'s options (``dilemmax play``'s and its own) and its command."""
+    runner = _runner()
+    design = runner.registry.find(name)
+    runner.add_play_arguments(d)
+    design.add_arguments(d)
+    d.set_defaults(func=_guarded(lambda args: runner.run(design, args)))
+
+
 def add_commands(subparsers) -> None:
     """Adds ``experiment`` (a subcommand per design, ``combine``, ``merge``, ``--list``)."""
-    known = registry.designs()
+    known = catalogue.entries()
     p = subparsers.add_parser(
         "experiment",
         help=HELP,
@@ -70,28 +85,29 @@ def add_commands(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--list", action="store_true", help="every design, its section and calls")
-    sub = p.add_subparsers(dest="design", metavar="DESIGN")
-    parsers = {}
-    for name, design in known.items():
-        d = sub.add_parser(name, help=f"{design.section}: {design.summary}", description=(
-            f"{design.section}: {design.summary}"))  # fmt: skip
-        add_play_arguments(d)
-        design.add_arguments(d)
-        d.set_defaults(func=_guarded(lambda args, design=design: runner.run(design, args)))
-        parsers[name] = d
+    sub = p.add_subparsers(dest="design", metavar="DESIGN", action=_Designs)
+    sub.fillers = {}
+    for name, entry in known.items():
+        line = f"{entry.section}: {entry.summary}"
+        d = sub.add_parser(name, help=line, description=line)
+        sub.fillers[name] = lambda d=d, name=name: _fill_design(d, name)
     c = sub.add_parser("combine", help="several runs of a design as its cross-run tables")
     c.add_argument("combined", metavar="DESIGN", help="the design the runs ran")
     c.add_argument("dirs", nargs="+", metavar="RUN_DIR", help="the runs' --out folders")
     c.add_argument("--out", help="folder for the combined results, tables and figures")
-    c.set_defaults(func=_guarded(lambda args: runner.combine(args.combined, args.dirs, args.out)))
+    c.set_defaults(
+        func=_guarded(lambda args: _runner().combine(args.combined, args.dirs, args.out))
+    )
     m = sub.add_parser("merge", help="the shards of one run (--shard i/N) as that run")
     m.add_argument("dirs", nargs="+", metavar="SHARD_DIR", help="the shards' --out folders")
     m.add_argument("--out", help="folder for the merged run")
-    m.set_defaults(func=_guarded(lambda args: runner.merge(args.dirs, args.out)))
+    m.set_defaults(func=_guarded(lambda args: _runner().merge(args.dirs, args.out)))
 
     def top(args) -> int:
         if args.list:
-            return _guarded(lambda a: runner.listing(known, parsers))(args)
+            for entry in known.values():
+                print(catalogue.listing_line(entry))
+            return 0
         p.print_usage(sys.stderr)
         print("dilemmax experiment: error: name a design (see --list)", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
 """What an experiment writes, and reading it back for ``dilemmax experiment combine``.
 
-A run folder gets ``results.json`` (the design, its paper section, the plan's call count, the
+A run folder gets ``results.json`` (the design, its paper section, the model calls made, the
 seats, the options and the design's own results under ``"results"``), one ``<table>.md`` per
-table and one ``<figure>.png`` per figure (matplotlib's Agg backend: no display needed).
+table and one ``<figure>.png`` per figure (matplotlib's Agg backend: no display needed); a
+figure that cannot be drawn is named under ``figures_failed`` instead.
 :func:`read_results` checks a ``results.json`` from elsewhere before a design's ``combine`` sees
 it: a foreign or damaged file is a one-line error naming it.
 """
@@ -13,6 +14,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,31 +35,52 @@ class ResultsError(UsageError):
 
 def write_report(out: Path, header: Mapping[str, Any], report: Report) -> list[Path]:
     """``results.json`` (``header`` and the report's results), tables and figures in ``out``;
-    the paths written, in that order."""
+    the paths written, in that order.
+
+    A figure that cannot be drawn (a design's drawing code meeting data it did not foresee)
+    fails no run: it is named in one line on stderr and under ``figures_failed`` in
+    results.json, and the results and tables are written all the same. results.json is written
+    last, so a folder holding it holds the whole report.
+    """
     for name in [*report.tables, *report.figures]:
         if not FILE_NAME.fullmatch(name):
             raise ValueError(f"table / figure name {name!r} is not a plain file name")
+    tables = [
+        _write_text(out / f"{name}.md", markdown.rstrip("\n") + "\n")
+        for name, markdown in report.tables.items()
+    ]
+    drawn, failed = _draw_figures(out, report.figures)
     payload = {
         "format": FORMAT,
         "version": VERSION,
         **header,
         "tables": sorted(report.tables),
-        "figures": sorted(report.figures),
+        "figures": sorted(path.stem for path in drawn),
+        **({"figures_failed": failed} if failed else {}),
         "results": report.results,
     }
-    written = [_write_text(out / "results.json", _dumps(payload))]
-    for name, markdown in report.tables.items():
-        written.append(_write_text(out / f"{name}.md", markdown.rstrip("\n") + "\n"))
-    if report.figures:
-        # pyplot loads only when a design has figures to draw.
-        pyplot = headless_pyplot()
+    return [_write_text(out / "results.json", _dumps(payload)), *tables, *drawn]
 
-        for name, draw in report.figures.items():
-            path = out / f"{name}.png"
+
+def _draw_figures(out: Path, figures: Mapping[str, Any]) -> tuple[list[Path], dict[str, str]]:
+    """(the PNGs drawn, figure -> why it could not be drawn)."""
+    if not figures:
+        return [], {}
+    pyplot = headless_pyplot()  # pyplot loads only when a design has figures to draw
+    drawn, failed = [], {}
+    for name, draw in figures.items():
+        path = out / f"{name}.png"
+        try:
             draw(str(path))
+        except Exception as error:  # any drawing failure is named, and the run goes on
+            failed[name] = f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
+            path.unlink(missing_ok=True)
+            print(f"figure {name} not drawn ({failed[name]})", file=sys.stderr)
+        else:
+            drawn.append(path)
+        finally:
             pyplot.close("all")
-            written.append(path)
-    return written
+    return drawn, failed
 
 
 def _dumps(payload: Mapping[str, Any]) -> str:

@@ -205,6 +205,8 @@ def isotonic(values: Sequence[float], weights: Sequence[float] | None = None) ->
     """The weighted least-squares non-decreasing fit of ``values`` (pool adjacent violators)."""
     y = np.asarray(values, np.float64).reshape(-1)
     w = np.ones_like(y) if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    if y.size == 0:
+        return y
     blocks: list[list[float]] = []  # [mean, weight, length]
     for value, weight in zip(y, w, strict=True):
         blocks.append([value, weight, 1])

@@ -12,7 +12,7 @@ import pytest
 
 import dilemmax
 from dilemmax.cli import main
-from dilemmax.experiments import registry
+from dilemmax.experiments import catalogue, registry
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.llm.server import LocalChatServer
 
@@ -108,9 +108,13 @@ TINY = Design(
 )
 
 
+TINY_ENTRY = catalogue.Entry(TINY.name, TINY.section, TINY.summary, 10)
+
+
 @pytest.fixture(autouse=True)
 def tiny_registry(monkeypatch):
     monkeypatch.setattr(registry, "designs", lambda: {TINY.name: TINY})
+    monkeypatch.setattr(catalogue, "entries", lambda: {TINY.name: TINY_ENTRY})
 
 
 def command(url, out, *extra_args):
@@ -129,10 +133,19 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
         for i in (0, 1, 2):  # shard 1 plays no trio episode (episodes 0, 3 | 1 | 2 of 4)
             assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/3")) == 0
         assert server.answered == 2 * asked  # the shards together asked the run's calls once
+        seed1 = tmp_path / "seed1"  # another run of the design, for combine
+        assert main(command(server.base_url, seed1, "--seed", "1")) == 0
     assert {p.name for p in run.iterdir()} >= {"results.json", "queries.md", "bars.png"}
     assert (run / "bars.png").read_bytes()[:4] == b"\x89PNG"
     assert results["design"] == TINY.name and results["section"] == "this test, Section 0"
-    assert results["calls"] == 2 * 2.5 * 2
+    assert results["calls_planned"] == 2 * 2.5 * 2  # the design's own estimate
+    # Made: the model queries as Agent 1 (work, note, final) and not as Agent 3 (work, final):
+    # 3 per pair episode, 3 + 2 per trio episode, two episodes each.
+    assert results["calls"] == 2 * 3 + 2 * 5 == asked
+    assert results["seat_calls"]["openai:tiny"]["calls"] == 16
+    assert results["seat_calls"]["openai:tiny"]["format_validity"] == 1.0
+    assert results["seat_calls"]["openai:tiny"]["unreadable"] == 0
+    assert isinstance(results["run"], str) and results["run"]
     assert results["seats"] == {"by_agent": {}, "default": "openai:tiny", "models": ["openai:tiny"]}
     assert results["options"]["episodes"] == 2 and results["tables"] == ["queries"]
     # The planted model queries only as Agent 1 (agent_0), never as Agent 3; the teacher does.
@@ -159,17 +172,22 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     assert line.startswith(TINY.name) and "10 calls" in line and "this test, Section 0" in line
 
     out = tmp_path / "combined"
+    # The merged shards are this same run (one run key): combined with it, it would count twice.
     assert main(["experiment", "combine", TINY.name, str(run), str(tmp_path / "merged"),
-                 "--out", str(out)]) == 0  # fmt: skip
+                 "--out", str(out)]) == 2  # fmt: skip
+    assert "hold the same run" in capsys.readouterr().err
+    assert main(["experiment", "combine", TINY.name, str(run), str(seed1), "--out", str(out)]) == 0
     combined = json.loads((out / "results.json").read_text())
-    assert combined["results"]["rows"] == [[0, 1.0], [0, 1.0]]
+    assert combined["results"]["rows"] == [[0, 1.0], [1, 1.0]]
     assert (out / "by_seed.md").is_file()
+    # Combining again into the combine's own folder is its rerun: allowed.
+    assert main(["experiment", "combine", TINY.name, str(run), str(seed1), "--out", str(out)]) == 0
 
     capsys.readouterr()
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "results.json").write_text("{not json")
     (tmp_path / "edited").mkdir()
-    edited = {**results, "results": {"query": {}}}  # a hand-edited run: no "pair" row
+    edited = {**results, "run": "edited", "results": {"query": {}}}  # by hand: no "pair" row
     (tmp_path / "edited" / "results.json").write_text(json.dumps(edited))
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "results.json").write_text('{"summary": {}}')
@@ -178,6 +196,12 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
         (["combine", TINY.name, str(tmp_path / "broken"), "--out", x], "broken/results.json"),
         (["combine", TINY.name, str(tmp_path / "foreign"), "--out", x], "not the results of"),
         (["combine", TINY.name, str(out), "--out", x], "combined from several runs"),
+        (["combine", TINY.name, str(run), str(run), "--out", x], "is given twice"),
+        (["combine", TINY.name, str(run), str(seed1), "--out", str(run)], "one of the runs"),
+        (
+            ["combine", TINY.name, str(run), str(seed1), "--out", str(tmp_path / "merged")],
+            "holds the results of another command (`experiment merge`)",
+        ),
         (
             ["combine", TINY.name, str(run), str(tmp_path / "edited"), "--out", x],
             "edited/results.json: its results do not read as moral_hazard/tiny's (KeyError",
@@ -196,25 +220,80 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_list_goes_on_past_a_design_it_cannot_plan(monkeypatch, capsys):
-    from dataclasses import replace
-
-    from dilemmax.errors import UsageError
-
-    def needs_seats(args):
-        raise UsageError("the arena needs a model in every seat")
-
-    def broken(args):
-        raise KeyError("oops")
-
-    needy = replace(TINY, name="moral_hazard/needy", plan=needs_seats)
-    bad = replace(TINY, name="moral_hazard/bad", plan=broken)
-    known = {d.name: d for d in (needy, TINY)}
-    monkeypatch.setattr(registry, "designs", lambda: known)
+def test_list_reads_the_catalogue_only(monkeypatch, capsys):
+    """--list names every catalogued design with its calls, without building any design."""
+    entries = {
+        "moral_hazard/needy": catalogue.Entry("moral_hazard/needy", "S", "needs seats", 30060,
+                                              "needs a model in every seat"),
+        TINY.name: TINY_ENTRY,
+    }  # fmt: skip
+    monkeypatch.setattr(catalogue, "entries", lambda: entries)
+    monkeypatch.setattr(registry, "designs", lambda: pytest.fail("--list built the designs"))
     assert main(["experiment", "--list"]) == 0
     needy_line, tiny_line = capsys.readouterr().out.strip().split("\n")
-    assert "calls depend on the options (the arena needs a model" in needy_line
+    assert "30,060 calls (needs a model in every seat)  S: needs seats" in needy_line
     assert "10 calls" in tiny_line
-    known[bad.name] = bad
-    assert main(["experiment", "--list"]) == 1
-    assert "cannot be planned: KeyError" in capsys.readouterr().out.strip().split("\n")[-1]
+
+
+def test_merge_checks_every_shard_file_first_and_a_refused_merge_leaves_out_unused(
+    tmp_path, capsys
+):
+    """A steps file cut short and an option the command line would refuse are one-line errors
+    naming the file; neither leaves --out looking used, so the corrected merge goes through."""
+    with LocalChatServer(planted) as server:
+        for i in (0, 1):
+            assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/2")) == 0
+    shards = [str(tmp_path / "s0"), str(tmp_path / "s1")]
+    out = tmp_path / "merged"
+    steps = tmp_path / "s0" / "steps_1.npz"  # the trio part keeps its steps
+    whole = steps.read_bytes()
+    record = tmp_path / "s0" / "shard.json"
+    kept = record.read_text()
+    edited = json.loads(kept)
+    edited["options"]["episodes"] = "x"
+    damages = [
+        (lambda: steps.write_bytes(whole[: len(whole) // 2]), "s0/steps_1.npz: not a readable"),
+        (lambda: record.write_text(json.dumps(edited)), "recorded option --episodes: 'x'"),
+    ]
+    for damage, message in damages:
+        damage()
+        capsys.readouterr()
+        assert main(["experiment", "merge", *shards, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("dilemmax experiment: error:") and "\n" not in err, err
+        assert message in err, err
+        assert not out.exists()  # nothing written: the corrected merge may use --out
+        steps.write_bytes(whole)
+        record.write_text(kept)
+    out.mkdir()  # a folder the user made: kept, and left as it was
+    edited["options"]["episodes"] = 2.5
+    record.write_text(json.dumps(edited))
+    assert main(["experiment", "merge", *shards, "--out", str(out)]) == 2
+    assert "recorded option --episodes: '2.5'" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+    record.write_text(kept)
+    assert main(["experiment", "merge", *shards, "--out", str(out)]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["results"]["episodes"] == [2, 2] and merged["calls"] == 16
+
+
+def test_a_failed_analysis_of_a_merge_takes_back_what_the_merge_wrote(
+    tmp_path, monkeypatch, capsys
+):
+    with LocalChatServer(planted) as server:
+        for i in (0, 1):
+            assert main(command(server.base_url, tmp_path / f"s{i}", "--shard", f"{i}/2")) == 0
+    shards = [str(tmp_path / "s0"), str(tmp_path / "s1")]
+    out = tmp_path / "merged"
+
+    def broken(*args):
+        raise RuntimeError("a bug in the analysis")
+
+    from dataclasses import replace
+
+    monkeypatch.setattr(registry, "designs", lambda: {TINY.name: replace(TINY, analyse=broken)})
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["experiment", "merge", *shards, "--out", str(out)])
+    assert not out.exists()
+    monkeypatch.setattr(registry, "designs", lambda: {TINY.name: TINY})
+    assert main(["experiment", "merge", *shards, "--out", str(out)]) == 0

@@ -105,6 +105,12 @@ def summarize(
     return out
 
 
+# Metrics whose name alone reads as something else beside the model calls' table: an env's
+# invalid_actions counts illegal actions that reached the env, while a model's unreadable reply
+# is played as the protocol's fallback move (a legal one) before the env sees it.
+METRIC_LABELS = {"invalid_actions": "invalid_actions (illegal actions reaching the env)"}
+
+
 def format_summary(summary: dict[str, dict[str, tuple[float, float, float]]]) -> str:
     """One block per group: metric, mean and its interval."""
     lines = []
@@ -113,8 +119,19 @@ def format_summary(summary: dict[str, dict[str, tuple[float, float, float]]]) ->
         for name, (mean, low, high) in rows.items():
             if np.isnan(mean):
                 continue
-            lines.append(f"  {name:40s} {mean:10.4g}  [{low:.4g}, {high:.4g}]")
+            label = METRIC_LABELS.get(name, name)
+            lines.append(f"  {label:40s} {mean:10.4g}  [{low:.4g}, {high:.4g}]")
     return "\n".join(lines)
+
+
+def seat_stats(results) -> dict[str, CallStats]:
+    """seat -> its call counts over several results (parts, scenarios or shards), each anything
+    with a ``stats`` mapping like :class:`~dilemmax.llm.play.PlayResult`'s."""
+    stats: dict[str, CallStats] = {}
+    for result in results:
+        for seat, s in result.stats.items():
+            stats[seat] = stats.get(seat, CallStats()).merged(s)
+    return stats
 
 
 def format_calls(stats: dict[str, CallStats]) -> str:
@@ -123,7 +140,8 @@ def format_calls(stats: dict[str, CallStats]) -> str:
         return ""
     header = (
         f"  {'seat':32s} {'calls':>7s} {'replayed':>8s} {'valid':>7s} {'recovered':>9s} "
-        f"{'errors':>6s} {'retries':>7s} {'tokens in/out':>15s} {'latency':>8s}"
+        f"{'unreadable':>10s} {'errors':>6s} {'retries':>7s} {'tokens in/out':>15s} "
+        f"{'latency':>8s}"
     )
     lines = ["model calls:", header]
     for name, s in stats.items():
@@ -131,7 +149,16 @@ def format_calls(stats: dict[str, CallStats]) -> str:
         tokens = f"{s.prompt_tokens}/{s.completion_tokens}"
         lines.append(
             f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
-            f"{row['recovered_rate']:9.1%} {s.errors:6d} {s.retries:7d} {tokens:>15s} "
-            f"{row['mean_latency_s']:7.3f}s"
+            f"{row['recovered_rate']:9.1%} {unreadable_replies(s):10d} {s.errors:6d} "
+            f"{s.retries:7d} {tokens:>15s} {row['mean_latency_s']:7.3f}s"
         )
+    lines.append(
+        "  unreadable: act replies no move was read from, each played as the game's fallback "
+        "move (a legal one, so the env's invalid_actions does not count it)"
+    )
     return "\n".join(lines)
+
+
+def unreadable_replies(stats: CallStats) -> int:
+    """Act replies neither valid nor recovered: each was played as the fallback move."""
+    return stats.act_calls - stats.valid - stats.recovered

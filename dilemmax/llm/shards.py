@@ -20,7 +20,9 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import shutil
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from dilemmax.errors import UsageError
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.transcript import run_key
-from dilemmax.runlock import RunLock
+from dilemmax.runlock import RunLock, refuse_other_writer
 
 RECORD = "shard.json"
 FORMAT = "dilemmax-shard"
@@ -123,10 +125,29 @@ class Merged:
     identity: dict
     extra: dict
     out: Path
+    run: str = ""
+    created: bool = False
+
+    def undo(self) -> None:
+        """Removes what the merge wrote (its transcript; the folder, if the merge made it), for
+        a caller whose use of the merge failed: ``--out`` is then as it was before."""
+        if self.created:  # everything in it is the merge's
+            shutil.rmtree(self.out, ignore_errors=True)
+        else:
+            (self.out / "transcript.jsonl").unlink(missing_ok=True)
 
 
-def merge(dirs: Sequence[str], out: str | None, command: str) -> Merged:
-    """The shards in ``dirs`` merged into ``out`` (its merged transcript written there)."""
+def merge(
+    dirs: Sequence[str],
+    out: str | None,
+    command: str,
+    check: Callable[[argparse.Namespace, dict], None] | None = None,
+) -> Merged:
+    """The shards in ``dirs`` merged into ``out`` (its merged transcript written there).
+
+    Every shard file (records, steps files) is read and checked first, then ``check(args,
+    identity)`` (the command's own checks of the recorded options); only then is ``out``
+    made and written, so a refused merge leaves it as it was."""
     if not dirs:
         raise ShardError(f"{command} merge: name the shards' folders (SHARD_DIR...)")
     if not out:
@@ -136,17 +157,25 @@ def merge(dirs: Sequence[str], out: str | None, command: str) -> Merged:
     results = [_merged_part(records, p) for p in range(len(records[0][1]["parts"]))]
     for p, result in enumerate(results):
         _merged_steps(records, p, result)
-    folder, _ = output_folder(out, "--out")
     first = records[0][1]
+    options = {**first["options"], "out": str(out), "shard": None, "resume": False}
+    options["json"] = None
+    args = argparse.Namespace(**options)
+    if check is not None:
+        try:
+            check(args, first["identity"])
+        except UsageError as error:
+            raise ShardError(f"{records[0][0] / RECORD}: {error}") from None
+    refuse_other_writer(out, f"{command} merge")
+    folder, created = output_folder(out, "--out")
     with RunLock(folder, f"{command} merge"):
         for name in ("transcript.jsonl", "results.json"):
             if (folder / name).exists():
                 raise ShardError(f"--out {folder} already holds {name}; choose a new folder")
         _merge_transcripts([d for d, _ in records], folder, first)
-    options = {**first["options"], "out": str(folder), "shard": None, "resume": False}
-    options["json"] = None
+    args.out = str(folder)
     extra = next(r["extra"] for _, r in records if r["shard"][0] == 0)
-    return Merged(results, argparse.Namespace(**options), first["identity"], extra, folder)
+    return Merged(results, args, first["identity"], extra, folder, first["run"], created)
 
 
 def read_record(folder: Path, command: str) -> dict:
@@ -312,7 +341,7 @@ def _merged_steps(records, p: int, result: PlayResult) -> None:
         try:
             with np.load(path, allow_pickle=False) as data:
                 loaded = {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError) as error:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # cut short, say
             raise ShardError(f"{path}: not a readable steps file ({str(error)[:120]})") from None
         count = len(part["episodes"])
         if "valid" not in loaded or any(len(a) != count for a in loaded.values()):

@@ -42,6 +42,7 @@ from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.transcript import TranscriptMismatch
+from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios.play import play_scenarios
 from dilemmax.scenarios.registry import SETS, scenario_set
@@ -200,6 +201,28 @@ def _check_outputs(args) -> None:
         output_folder(args.out, "--out")
 
 
+COMMAND = "scenarios evaluate"  # what its run folders' lock records (runlock.last_writer)
+
+
+def _check_out_is_ours(out: Path) -> None:
+    """``--out`` is new, or an earlier ``scenarios evaluate`` folder: summary.md, summary.png and
+    results.json written over another command's (an experiment's, a play run's) would destroy
+    them. A folder no lock ever recorded is judged by its results.json."""
+    refuse_other_writer(out, COMMAND)
+    path = out / "results.json"
+    if last_writer(out) is not None or not path.exists():
+        return
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        earlier = None
+    if not (isinstance(earlier, dict) and {"set", "focal", "rows"} <= earlier.keys()):
+        raise UsageError(
+            f"--out {out} holds a results.json that is not a scenarios evaluation; "
+            "choose a new folder"
+        )
+
+
 def _finite(value):
     """JSON has no infinity: an unbounded interval (one episode) is written as null."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -214,9 +237,10 @@ def write_outputs(args, payload: dict, rows: list[dict], title: str) -> None:
     text = json.dumps(_json_safe(payload), indent=1) + "\n"
     if args.out:
         out = Path(args.out)
-        (out / "summary.md").write_text(f"# {title}\n\n{table}")
-        E.summary_plot(rows, out / "summary.png", title)
-        (out / "results.json").write_text(text)
+        with RunLock(out, COMMAND):
+            (out / "summary.md").write_text(f"# {title}\n\n{table}")
+            E.summary_plot(rows, out / "summary.png", title)
+            (out / "results.json").write_text(text)
         print(f"wrote {out / 'summary.md'}, {out / 'summary.png'}, {out / 'results.json'}")
     if args.json:
         Path(args.json).write_text(text)
@@ -239,6 +263,8 @@ def _cmd_evaluate(args) -> int:
 
 def _evaluate(args) -> int:
     source = _check_evaluate(args)
+    if args.out:
+        _check_out_is_ours(Path(args.out))
     scenarios = scenario_set(args.game, args.set)
     env = scenarios.build()
     key = jax.random.key(args.seed)

@@ -26,6 +26,7 @@ from dilemmax.analysis import ablations as A
 from dilemmax.analysis import figures, paper_tables
 from dilemmax.analysis.populations import arm_protocol_flags
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
 from dilemmax.experiments.consequence.common import add_option
 from dilemmax.experiments.design import Design, Plan, Report
@@ -126,8 +127,7 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
 
 DESIGN = Design(
     name="consequence/ablations",
-    section="Institutional red-teaming, Section 5.3 and Appendix 12 (Table 4)",
-    summary="anonymous (R=1, R=3), neutral, cooperative / survival frames vs named control",
+    **catalogue.described("consequence/ablations"),
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

@@ -27,6 +27,7 @@ from dilemmax.analysis.populations import spread_contexts
 from dilemmax.analysis.reference import PRIMARY_EPSILON
 from dilemmax.envs.consequence import constants as C
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
 from dilemmax.experiments.consequence.common import add_option
 from dilemmax.experiments.design import Design, Plan, Report
@@ -141,8 +142,7 @@ def combine(runs: Sequence[Mapping]) -> Report:
 
 DESIGN = Design(
     name="consequence/grid",
-    section="Institutional red-teaming, Sections 5.1-5.2 and 12 (Tables 2, 3)",
-    summary="228 contexts x 5 rules, 4 replicates, self-play; IAG, raw outcomes, rationales",
+    **catalogue.described("consequence/grid"),
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

@@ -19,15 +19,16 @@ import jax
 import numpy as np
 
 from dilemmax.envs.moral_hazard.generator import condition_grid
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.tables import (
-    TABLE2_CAPTION,
     TABLE2_COLUMNS,
     captioned,
     combine,
     draw_figure4,
+    table2_caption,
     table2_row,
 )
 from dilemmax.llm.play import PlayResult
@@ -153,7 +154,9 @@ def _tables(payload: Mapping) -> dict[str, str]:
         for name, out in payload["conditions"].items()
     ]
     return {
-        "table2": captioned(common.markdown(TABLE2_COLUMNS, rows), TABLE2_CAPTION),
+        "table2": captioned(
+            common.markdown(TABLE2_COLUMNS, rows), table2_caption([len(payload["conditions"])])
+        ),
         "conditions": common.markdown(CONDITION_COLUMNS, per_condition),
     }
 
@@ -164,9 +167,7 @@ def _figure(payload: Mapping, path: str) -> None:
 
 DESIGN = Design(
     name="moral_hazard/grid",
-    section="moral-hazard paper, Section 3.1, Table 2, Figure 4 (Appendix E.1 random control)",
-    summary="the 15 one-at-a-time conditions, 3 replicates x 15 episodes, model in every seat, "
-    "with the random control: Table 2's row and Figure 4",
+    **catalogue.described("moral_hazard/grid"),
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

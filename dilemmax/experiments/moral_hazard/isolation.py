@@ -39,7 +39,7 @@ from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import incentive_grid
 from dilemmax.errors import UsageError
-from dilemmax.experiments import stats
+from dilemmax.experiments import catalogue, stats
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
 from dilemmax.experiments.moral_hazard.common import add_option
@@ -378,10 +378,7 @@ def _tables(payload: Mapping) -> dict[str, str]:
 
 DESIGN = Design(
     name="moral_hazard/isolation",
-    section="moral-hazard paper, Section 2.2, Figure 3, Appendix D.2 (Table 8)",
-    summary="focal model vs scripted partners, 9 costs x private shares (67 cells) x 45 "
-    "decisions: 50% boundaries vs alpha*(k), boundary_mae; plus 16 probe calls per cell "
-    "(1,072 at the paper's size, not in the call count)",
+    **catalogue.described("moral_hazard/isolation"),
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

@@ -17,6 +17,7 @@ import numpy as np
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import make_config, stack_configs
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.experiments.moral_hazard.common import add_option
@@ -170,9 +171,7 @@ def _figure(payload: Mapping, path: str) -> None:
 
 DESIGN = Design(
     name="moral_hazard/sweeps",
-    section="moral-hazard paper, Section 2.2, Figure 2, Appendix D.1 (Tables 6 and 7)",
-    summary="autonomous sweeps of k (0..0.40), w_T (7 values) and n (2..9), 3 replicates x 15 "
-    "episodes per condition: Tables 6-7 and Figure 2",
+    **catalogue.described("moral_hazard/sweeps"),
     add_arguments=add_arguments,
     plan=plan,
     analyse=analyse,

@@ -32,10 +32,7 @@ TABLE18_COLUMNS = ("Comparison", "Metric", "d_z", "P(Δ̄>0)", "Exact p", "Holm 
 TABLE5_METRICS = (("Team success", "team_success"), ("Unsafe choice", "unsafe_choice"))
 WEIGHT_METHODS = ("SFT", "RLOO", "SFT+RLOO")
 BEST_WEIGHT = "Best observed weight"
-TABLE2_CAPTION = (
-    "Percentages over the 15-condition grid, mean ± sample sd across replicates (each the mean "
-    "over its episodes); Random: the random valid-action control on the same cases."
-)
+GRID_CONDITIONS = 15  # the one-at-a-time grid's conditions (generator.condition_grid)
 TABLE5_CAPTION = (
     "Δ pp: mean percentage-point change against Base over the paired models; CI: exact "
     "bootstrap over model pairs; Positive: models with a positive change (for unsafe choice a "
@@ -45,6 +42,23 @@ TABLE18_CAPTION = (
     "d_z: mean paired change / its sd; P(Δ̄>0) from the exact bootstrap over model pairs; Holm "
     "and Benjamini-Hochberg adjust over every row of Table 5."
 )
+
+
+def table2_caption(conditions: Sequence[int]) -> str:
+    """Table 2's caption for runs that played ``conditions`` conditions each: the paper's "over
+    the 15-condition grid" only when that is what was played."""
+    counts = sorted(set(conditions))
+    if counts == [GRID_CONDITIONS]:
+        played = f"over the {GRID_CONDITIONS}-condition grid"
+    elif len(counts) == 1:
+        n = counts[0]
+        played = f"over the {n} condition{'' if n == 1 else 's'} played (of the grid's 15)"
+    else:
+        played = f"over each run's conditions ({', '.join(map(str, counts))} of the grid's 15)"
+    return (
+        f"Percentages {played}, mean ± sample sd across replicates (each the mean over its "
+        "episodes); Random: the random valid-action control on the same cases."
+    )
 
 
 def captioned(table: str, caption: str) -> str:
@@ -71,7 +85,18 @@ def _checked(runs: Sequence[Mapping]) -> list[Mapping]:
             raise UsageError(f"run {i + 1} is not a moral_hazard/grid result; combine grid runs")
         if not isinstance(run.get("outcomes"), Mapping) or "model" not in run:
             raise UsageError(f"run {i + 1} ({run.get('model')}) has no outcomes to combine")
+        for name, outcome in run["outcomes"].items():
+            values = outcome.get("replicates") if isinstance(outcome, Mapping) else None
+            if not (isinstance(values, list) and values and all(_is_number(v) for v in values)):
+                raise UsageError(
+                    f"run {i + 1} ({str(run.get('model'))[:60]}): outcome {str(name)[:40]!r} has "
+                    "no replicate values (a run that played no episode?)"
+                )
     return list(runs)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _pooled(runs: Sequence[Mapping]) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -95,6 +120,13 @@ def _pooled(runs: Sequence[Mapping]) -> dict[tuple[str, str], dict[str, list[flo
             if all(o in run["outcomes"] for run in group)
         }
     return pooled
+
+
+def _conditions_played(run: Mapping) -> int:
+    """How many conditions a run played (its per-condition summaries; the grid's 15 for a run
+    that kept none)."""
+    conditions = run.get("conditions")
+    return len(conditions) if isinstance(conditions, Mapping) and conditions else GRID_CONDITIONS
 
 
 def _is_base(method: str) -> bool:
@@ -245,7 +277,8 @@ def combine(runs: Sequence[Mapping]) -> Report:
     table2_rows, table2_records = _table2(runs, pooled)
     table5 = _table5(pooled)
     lomo_name, lomo = _leave_one_out(pooled)
-    tables = {"table2": captioned(common.markdown(TABLE2_COLUMNS, table2_rows), TABLE2_CAPTION)}
+    caption = table2_caption([_conditions_played(run) for run in runs])
+    tables = {"table2": captioned(common.markdown(TABLE2_COLUMNS, table2_rows), caption)}
     if table5:
         tables["table5"], tables["table18"] = _table5_markdown(table5)
     if lomo:

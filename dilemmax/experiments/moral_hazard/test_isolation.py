@@ -110,7 +110,11 @@ def test_tables_and_figure(run, tmp_path):
     assert "| 0.10 | 0.450 | 0.475 | +0.025 |" in tables["table8"]
     assert (run[1].out / "figure3.png").stat().st_size > 1000
     assert not math.isnan(run[1].results["bars"]["at"]["high"])
-    assert run[1].whole["calls"] == 15 * EPISODES * 3  # cells x episodes x <= 3 calls
+    assert run[1].whole["calls_planned"] == 15 * EPISODES * 3  # cells x episodes x <= 3 calls
+    # Made: work and final in every decision, a note after each query (the cells above
+    # alpha* + 0.02: 0.5, 0.75, 1 at k = 0.10 and 0.7, 0.75, 1 at k = 0.30).
+    assert run[1].whole["calls"] == 15 * EPISODES * 2 + 6 * EPISODES
+    assert run[1].whole["seat_calls"]["openai:planted"]["calls"] == run[1].whole["calls"]
 
 
 def test_bad_options_are_one_line_errors(capsys, tmp_path):
@@ -135,10 +139,15 @@ def test_combine_puts_models_side_by_side(run, tmp_path):
 
     out = tmp_path / "combined"
     folder = str(run[1].out)
-    assert (
-        main(["experiment", "combine", "moral_hazard/isolation", folder, folder, "--out", str(out)])
-        == 0
-    )
+    assert main(["experiment", "combine", "moral_hazard/isolation", folder, folder,
+                 "--out", str(out)]) == 2  # fmt: skip
+    # A second model's run: the same results under another run key.
+    other = tmp_path / "other"
+    other.mkdir()
+    whole = json.loads((run[1].out / "results.json").read_text())
+    (other / "results.json").write_text(json.dumps({**whole, "run": "another model's"}))
+    assert main(["experiment", "combine", "moral_hazard/isolation", folder, str(other),
+                 "--out", str(out)]) == 0  # fmt: skip
     models = (out / "isolation_models.md").read_text()
     assert table_columns(models)[:3] == ["Model", "Boundary MAE", "Max error"]
     assert (
@@ -169,3 +178,33 @@ def test_failed_probe_calls_stop_and_resume_asks_only_them(tmp_path):
         done = isolation.extra(plan, args, tmp_path, resume=True)
         assert server.answered - before == 4
     assert done["probes"]["comprehension_items"] == 15
+
+
+def test_a_model_at_ceiling_finishes_and_resumes_with_no_call(tmp_path):
+    """A model that queries at every share (the paper's strongest model's pattern) through the
+    real command: every bar at 100%, whose Wilson interval once ended at 0.9999999999999999 and
+    made Figure 3's error bar negative after results.json was written. 13 decisions per bar
+    (one cost, 13 episodes) is the smallest count that did it."""
+    from dilemmax.experiments.moral_hazard.planted import boundary_model
+    from dilemmax.llm.server import LocalChatServer
+
+    argv = ["--costs", "0.10", "--shares", "0.40,0.45,0.50", "--replicates", "1",
+            "--episodes", "13"]  # fmt: skip
+    with LocalChatServer(boundary_model(shift=-2.0)) as server:  # queries whatever the share
+        command = ["moral_hazard/isolation", *argv, "--seats", "openai:ceiling", "--base-url",
+                   server.base_url]  # fmt: skip
+        first = run_experiment(command, tmp_path)
+        asked = server.answered
+        again = run_experiment([*command, "--resume"], tmp_path)
+        assert server.answered == asked  # neither a game call nor a probe asked again
+    bars = first.results["bars"]
+    for position in ("below", "at", "above"):
+        assert bars[position]["rate"] == 1.0 and bars[position]["decisions"] == 13
+        assert bars[position]["high"] == 1.0 and 0.7 < bars[position]["low"] < 1.0
+    assert [b["boundary"] for b in first.results["boundaries"]] == [None]  # never below 50%
+    assert first.whole["figures"] == ["figure3"] and "figures_failed" not in first.whole
+    assert (tmp_path / "figure3.png").read_bytes()[:4] == b"\x89PNG"
+    assert {"table8", "boundary_bars", "cells"} <= set(first.tables)
+    assert "| above | 100.0 | [" in first.tables["boundary_bars"]
+    assert first.whole["calls"] == 3 * 13 * 3  # work, note, final in every decision
+    assert again.results == first.results

@@ -17,6 +17,7 @@ import numpy as np
 from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.tables import model_label
@@ -134,9 +135,7 @@ def _draw(summary: Mapping[str, Mapping], path: str) -> None:
 def arena_design(game: str) -> Design:
     return Design(
         name=f"{game}/arena",
-        section="OpenSocialJax Section 4.4 (mixed-model arena, Figure 6)",
-        summary="one model per seat (--seat agent_i=<spec>, each with its own endpoint), "
-        "seats rotated across seeds",
+        **catalogue.described(f"{game}/arena"),
         add_arguments=common.add_arguments,
         plan=lambda args: plan_arena(game, args),
         analyse=lambda plan, results, args, extra: analyse_arena(game, plan, results, args, extra),

@@ -22,6 +22,7 @@ import numpy as np
 from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
 
@@ -152,8 +153,7 @@ def _draw(found: Mapping, unit: str, path: str) -> None:
 def schelling_design(game: str) -> Design:
     return Design(
         name=f"{game}/schelling",
-        section="OpenSocialJax Appendix C.1 (Schelling diagrams, Figure 7)",
-        summary="k = 0..5 cooperators among five copies of one model; C(x), D(x), SSD conditions",
+        **catalogue.described(f"{game}/schelling"),
         add_arguments=common.add_arguments,
         plan=lambda args: plan_schelling(game, args),
         analyse=lambda plan, results, args, extra: analyse_schelling(

@@ -17,6 +17,7 @@ import numpy as np
 
 from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.events import episodes_of
@@ -139,11 +140,9 @@ def homogeneous_design(game: str) -> Design:
                 into["episodes"] += int(r["episodes"])
         return _report(game, models, {"runs": len(runs)})
 
-    tables = "Tables 3 and 4" if game == "open_cleanup" else "Table 5"
     return Design(
         name=f"{game}/homogeneous",
-        section=f"OpenSocialJax Section 4.2, Appendix C.3-C.5 ({tables})",
-        summary="five copies of one model on every seed; one table row per model",
+        **catalogue.described(f"{game}/homogeneous"),
         add_arguments=common.add_arguments,
         plan=plan,
         analyse=analyse,
@@ -194,8 +193,7 @@ def reveal_design(game: str) -> Design:
 
     return Design(
         name=f"{game}/reveal",
-        section="OpenSocialJax reference harness: hidden rules revealed (upper bound)",
-        summary="the homogeneous team with the hidden rules hidden and revealed, same seeds",
+        **catalogue.described(f"{game}/reveal"),
         add_arguments=common.add_arguments,
         plan=plan,
         analyse=analyse,
