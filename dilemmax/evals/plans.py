@@ -18,7 +18,7 @@ from typing import Any
 
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry, runner
-from dilemmax.experiments.cli import add_play_arguments
+from dilemmax.experiments.runner import add_play_arguments
 from dilemmax.experiments.design import Design, Plan
 from dilemmax.llm import cli as play_cli
 
