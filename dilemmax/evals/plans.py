@@ -18,8 +18,8 @@ from typing import Any
 
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry, runner
-from dilemmax.experiments.runner import add_play_arguments
 from dilemmax.experiments.design import Design, Plan
+from dilemmax.experiments.runner import add_play_arguments
 from dilemmax.llm import cli as play_cli
 
 GAMES = ("consequence", "moral_hazard", "open_cleanup", "open_harvest")
