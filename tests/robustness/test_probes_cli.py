@@ -384,3 +384,30 @@ def test_wrapper_counts_and_rewards_are_checked_totally(value):
 def test_wrappers_refuse_nonsense_options(build, words):
     with pytest.raises(ValueError, match=words):
         build()
+
+
+# ----------------------------------------------------------------- issue #35: --out of others
+def _experiment_run(folder: Path) -> Path:
+    """A finished experiment run as the folder holds it: its lock record and results.json."""
+    folder.mkdir(parents=True)
+    with RunLock(folder, "experiment"):
+        (folder / "results.json").write_text('{"format": "dilemmax-experiment", "results": {}}')
+    return folder
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_scenarios_evaluate_refuses_an_out_holding_another_commands_results(
+    capsys, tmp_path, monkeypatch, locked
+):
+    """scenarios evaluate --out <a finished experiment run> would write its summary and
+    results.json over the experiment's: refused before anything is scored or written."""
+    run = _experiment_run(tmp_path / "run")
+    if not locked:  # a copy without its lock file: judged by its results.json
+        (run / ".lock").unlink()
+    kept = (run / "results.json").read_text()
+    monkeypatch.setattr("dilemmax.scenarios.cli.scenario_set", lambda *a: pytest.fail("scored"))
+    argv = ["scenarios", "evaluate", "--game", "moral_hazard", "--scripted", "teacher",
+            "--out", str(run)]  # fmt: skip
+    words = "holds the results of another command" if locked else "not a scenarios evaluation"
+    assert words in _fails_cleanly(capsys, argv)
+    assert (run / "results.json").read_text() == kept and not (run / "summary.md").exists()
