@@ -120,7 +120,9 @@ def analyse(plan_: Plan, results: Sequence[PlayResult], args, extra: dict) -> Re
         "predicted": {"k_star": theory.cost_star(), "w_team_star": theory.team_weight_star()},
         "sweeps": by_sweep,
     }
-    return Report(payload, _tables(by_sweep), {"figure2": lambda path: _figure(payload, path)})
+    # A run that reached no episode has no panel to draw (its results and tables say so).
+    figures = {"figure2": lambda path: _figure(payload, path)} if by_sweep else {}
+    return Report(payload, _tables(by_sweep), figures)
 
 
 def _cells(cell: Mapping) -> list[str]:

@@ -317,15 +317,23 @@ def draw_figure4(models: Mapping[str, Mapping], random: Mapping | None, path: st
         values = outcomes[name].get("replicates")
         return 100.0 * float(np.mean(values)) if values else 100.0 * outcomes[name]["mean"]
 
+    def placed(outcomes) -> bool:
+        """Whether every mean a point needs is a number (a run of no episode has none; a NaN
+        marker size makes matplotlib fail the whole figure)."""
+        names = ("local_reward", "team_success", "query_rate", "info_transfer")
+        return all(np.isfinite(mean(outcomes, name)) for name in names)
+
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
     for label, outcomes in models.items():
+        if not placed(outcomes):
+            continue
         local, team = mean(outcomes, "local_reward"), mean(outcomes, "team_success")
         query, info = mean(outcomes, "query_rate"), mean(outcomes, "info_transfer")
         a.scatter(local, team, s=20 + 3 * query, alpha=0.7)
         a.annotate(label, (local, team), fontsize=7)
         b.scatter(query, info, s=20 + 3 * team, c=[[team / 100, 0.3, 1 - team / 100]], alpha=0.7)
         b.annotate(label, (query, info), fontsize=7)
-    if random:
+    if random and placed(random):
         a.scatter(mean(random, "local_reward"), mean(random, "team_success"), marker="x", c="red")
         b.scatter(mean(random, "query_rate"), mean(random, "info_transfer"), marker="x", c="red")
     for ax, (x, y) in zip(
