@@ -100,8 +100,16 @@ def gap_report(
         entry["iag"] = gaps
         # Stable: no two epsilons give gaps of strictly opposite sign (an exact 0 contradicts
         # nothing: at epsilon = 0 the reference's UR is 0 in most contexts).
+        # A rule no episode played has no gap (NaN) at any epsilon: nothing to contradict.
         entry["iag_sign_stable"] = {
-            r: not ({1, -1} <= {int(np.sign(round(g[r]["mean"], 12))) for g in gaps.values()})
+            r: not (
+                {1, -1}
+                <= {
+                    int(np.sign(round(g[r]["mean"], 12)))
+                    for g in gaps.values()
+                    if np.isfinite(g[r]["mean"])
+                }
+            )
             for r in pop.rules
         }
         entry["rule_contrasts"] = S.rule_contrasts(fatality, rng, pop.rules, num_resamples)
