@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -120,23 +121,62 @@ def device_peak_mib() -> float | None:
     return None if peak is None else peak / 2**20
 
 
-def measure(env, modes: list[str], num_envs: int, num_steps: int, repeats: int) -> list[dict]:
+def time_round_robin(programs: dict, repeats: int) -> tuple[dict, dict]:
+    """(name -> best seconds, name -> episodes ended in the last call) of compiled runners
+    (``make_runner``'s, or any ``key -> (checksum, ended)``): each called once to warm up, then
+    ``repeats`` rounds, one blocked-on call of each program per round, so a load that comes and
+    goes hits them alike."""
+    for program in programs.values():
+        jax.block_until_ready(program(jax.random.key(0)))  # warm-up
+    best = dict.fromkeys(programs, float("inf"))
+    ended = dict.fromkeys(programs, 0)
+    for r in range(repeats):
+        for name, program in programs.items():
+            start = time.perf_counter()
+            _, ended[name] = jax.block_until_ready(program(jax.random.key(r + 1)))
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best, ended
+
+
+def compile_all(lowered: dict, parallel: bool = False) -> tuple[dict, dict]:
+    """(name -> compiled program, name -> compile seconds) of ``jax.jit(...).lower(...)``
+    results. ``parallel``: compiled side by side in threads (XLA compiles outside the GIL, so on
+    a many-core machine the wall time is about the slowest program's, not the sum; each
+    program's seconds then overlap the others')."""
+
+    def one(name):
+        start = time.perf_counter()
+        compiled = lowered[name].compile()
+        return name, compiled, time.perf_counter() - start
+
+    if parallel and len(lowered) > 1:
+        with ThreadPoolExecutor(max_workers=len(lowered)) as pool:
+            done = list(pool.map(one, lowered))
+    else:
+        done = [one(name) for name in lowered]
+    return {n: c for n, c, _ in done}, {n: s for n, _, s in done}
+
+
+def measure(
+    env,
+    modes: list[str],
+    num_envs: int,
+    num_steps: int,
+    repeats: int,
+    parallel_compile: bool = False,
+) -> list[dict]:
     """One row per mode. The modes' timed calls alternate (round robin), so a load that comes and
-    goes on a shared machine hits them alike and their ratios stay meaningful."""
+    goes on a shared machine hits them alike and their ratios stay meaningful. Compile seconds
+    include tracing (``parallel_compile``: see :func:`compile_all`)."""
     key = jax.random.key(0)
-    programs, rows = {}, {}
+    lowered, trace_s = {}, {}
     for mode in modes:
         start = time.perf_counter()
-        programs[mode] = make_runner(env, mode, num_envs, num_steps).lower(key).compile()
-        rows[mode] = {"compile_s": time.perf_counter() - start}
-        jax.block_until_ready(programs[mode](key))  # warm-up
-    best = dict.fromkeys(modes, float("inf"))
-    ended = dict.fromkeys(modes, 0)
-    for r in range(repeats):
-        for mode in modes:
-            start = time.perf_counter()
-            _, ended[mode] = jax.block_until_ready(programs[mode](jax.random.key(r + 1)))
-            best[mode] = min(best[mode], time.perf_counter() - start)
+        lowered[mode] = make_runner(env, mode, num_envs, num_steps).lower(key)
+        trace_s[mode] = time.perf_counter() - start
+    programs, compile_s = compile_all(lowered, parallel_compile)
+    rows = {mode: {"compile_s": trace_s[mode] + compile_s[mode]} for mode in modes}
+    best, ended = time_round_robin(programs, repeats)
     for mode in modes:
         rows[mode].update(
             mode=mode,
