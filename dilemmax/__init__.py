@@ -1,6 +1,11 @@
 """dilemmax: pure-JAX multi-agent social-dilemma environments."""
 
-from dilemmax.envs import make, registered_envs
+# First, before anything can start a JAX backend: XLA reads XLA_FLAGS once, at that start.
+from dilemmax import xla_defaults
+
+xla_defaults.apply()
+
+from dilemmax.envs import make, registered_envs  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["make", "registered_envs"]

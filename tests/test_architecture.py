@@ -27,7 +27,7 @@ PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import ma
 # around it sit the error type every layer raises, the run-folder lock of the writers, the root
 # that re-exports dilemmax.make, and the helpers every command shares.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),
+    ("errors", "xla_defaults"),
     ("envs", "runlock"),
     (PACKAGE_ROOT,),
     ("wrappers", "commandline"),
