@@ -1,0 +1,139 @@
+"""benchmarks/gpu/bench.py, the prepared accelerator call (issue #39): its dry run (``--tiny``)
+takes every part's code path on the CPU and writes every report with every key; a part out of
+time stops itself and says what it skipped; a part that hangs is killed; nothing starts when
+no time is left."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu" / "bench.py"
+
+
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu-dry")
+    _run(["--tiny", "--out", str(out)], timeout=900)
+    return out, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_dry_run_runs_every_part_and_writes_every_report(dry_run):
+    out, result = dry_run
+    status = {part: row["status"] for part, row in result["status"].items()}
+    assert status == {
+        "meta": "done",
+        "env": "done",
+        "ab": "done",
+        "train": "done",
+        # The dry run stops the curriculum after 15 s (a CPU compiles it for minutes).
+        "rl2": status["rl2"],
+    }
+    assert status["rl2"] in ("done", "cut short")
+    assert result["errors"] == []
+
+    meta = result["meta"]
+    for key in ("jax", "jaxlib", "backend", "devices", "nvidia_smi", "device_memory", "commit"):
+        assert key in meta
+    assert meta["backend"] == "cpu" and meta["devices"]
+
+    env_rows = {(r["env"], r["mode"]): r for r in result["env"]}
+    assert set(env_rows) == {
+        ("moral_hazard", "vmap_step"),
+        ("moral_hazard", "vecenv"),
+        ("moral_hazard", "step_env"),
+        ("consequence", "vmap_step"),
+    }
+    for r in env_rows.values():
+        assert r["num_envs"] == 16 and r["steps"] == 3
+        assert r["env_steps_per_s"] > 0 and r["compile_s"] > 0
+
+    variants = {r["variant"]: r for r in result["ab"]}
+    assert variants["default (CPU-tuned)"]["vs_default"] == 1.0
+    assert variants["plain JAX (jax.random + select)"]["env_steps_per_s"] > 0
+    conv = variants["conv3x3 gradient"]
+    assert conv["xla_ms"] > 0 and conv["im2col_ms"] > 0
+
+    (train,) = result["train"]
+    assert (train["run"], train["env"], train["num_envs"]) == ("ippo_mlp", "moral_hazard", 8)
+    assert train["env_steps_per_s"] > 0 and train["env_fraction"] > 0
+    assert train["env_fraction"] == pytest.approx(
+        train["env_steps_per_s"] / train["env_alone_steps_per_s"]
+    )
+
+    rl2 = [r for r in result["rl2"] if r["kind"] in ("start", "end")]
+    assert [r["kind"] for r in rl2] == ["start", "end"]
+    assert rl2[0]["GAMES"] == "open_harvest" and rl2[0]["steps_per_stage"] == 8
+
+    targets = {t["what"]: t["verdict"] for t in result["targets"]}
+    assert targets["open_cleanup vmap(env.step) at 4,096 envs"] == "not measured"
+    assert targets["moral_hazard IPPO training end to end"] in ("met", "not met")
+
+    text = (out / "results.md").read_text()
+    for heading in ("## Parts", "## Targets", "## Env throughput", "## CPU-tuned paths",
+                    "## Training throughput", "## RL^2 curriculum"):  # fmt: skip
+        assert heading in text
+    # What the device tool brings back: at most 8 plainly named files, no deeper than 2 folders.
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"rows.jsonl", "results.json", "results.md"}
+    assert (out / "env_throughput.png").stat().st_size > 0
+    assert len(files) <= 8
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", p.name) for p in files)
+
+
+def test_a_part_past_its_deadline_stops_and_says_what_it_skipped(tmp_path):
+    _run(
+        ["--child", "env", "--tiny", "--out", str(tmp_path), "--deadline", str(time.time() - 1)],
+        timeout=300,
+    )
+    rows = _rows(tmp_path)
+    cut = [r for r in rows if r["kind"] == "cut"]
+    assert sorted(r["skipped"] for r in cut) == [["consequence N=16"], ["moral_hazard N=16"]]
+    assert not [r for r in rows if r["kind"] == "row"]
+    assert rows[-1]["kind"] == "status" and rows[-1]["status"] == "cut short"
+
+
+def test_no_part_starts_without_time_and_the_reports_still_come(tmp_path):
+    _run(["--tiny", "--budget", "0", "--out", str(tmp_path)], timeout=120)
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert {row["status"] for row in result["status"].values()} == {"not started: no time left"}
+    assert "| env | not started: no time left |" in (tmp_path / "results.md").read_text()
+
+
+def test_a_part_that_hangs_is_killed_at_its_limit():
+    spec = importlib.util.spec_from_file_location("gpu_bench", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    start = time.time()
+    problem = bench.run_child([sys.executable, "-c", "import time; time.sleep(60)"], 1.0)
+    assert problem == "timed out (killed)" and time.time() - start < 30
+    assert bench.run_child([sys.executable, "-c", "raise SystemExit(3)"], 30.0) == "exited 3"
+    assert bench.run_child([sys.executable, "-c", "pass"], 30.0) is None
