@@ -93,15 +93,31 @@ def status_error(status: int, payload: bytes, headers: Mapping[str, str]) -> API
 
 
 def _error_message(payload: bytes) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the body's first 200 chars."""
+    """What an error body says (:func:`body_message`), else the body's first 200 chars."""
     text = payload[:4000].decode("utf-8", "replace")
     try:
         body = json.loads(text)
     except ValueError:
         return text[:200]
-    error = body.get("error") if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message)[:200] if message is not None else text[:200]
+    message = body_message(body)
+    return message[:200] if message else text[:200]
+
+
+def body_message(body: Any) -> str:
+    """The server's words in a parsed error body: OpenAI's ``error.message``, FastAPI's
+    ``detail`` (``transformers serve``: "Unexpected fields in the request: ..."), a bare
+    ``message``, or a body that is text; "" when it holds none of them."""
+    if isinstance(body, str):
+        return body.strip()
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error")
+    if isinstance(error, dict) and error.get("message") is not None:
+        return str(error["message"]).strip()
+    for name in ("detail", "message", "error"):
+        if isinstance(body.get(name), str | list) and body[name]:
+            return str(body[name]).strip()
+    return ""
 
 
 class Replicas:

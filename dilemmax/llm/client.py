@@ -66,6 +66,12 @@ class Completion:
         error: why the call failed after its retries ("" on success).
         reasoning_tokens: of the completion tokens, those the model spent thinking, as the
             provider reports them (0 if unknown or none).
+        output: the output mode the reply was asked in, for a request that carried a JSON
+            schema (``"json_schema"``, ``"json_object"`` or ``"text"``); "" when the request had
+            none or the client does not say (scripted and local-model clients).
+        output_refused: the server's refusal of this request's structured form (a 400 to its
+            ``response_format``), when the client asked again in plain text ("" otherwise). The
+            retry counts in ``retries``.
     """
 
     text: str
@@ -75,6 +81,14 @@ class Completion:
     retries: int = 0
     error: str = ""
     reasoning_tokens: int = 0
+    output: str = ""
+    output_refused: str = ""
+
+
+def asked_output(request: ChatRequest, output: str) -> str:
+    """The output mode ``request`` is asked in under a seat's mode ``output`` ("" when the
+    request carries no schema, so no mode applies)."""
+    return output if request.json_schema is not None else ""
 
 
 @runtime_checkable

@@ -13,12 +13,25 @@ background event loop (:mod:`dilemmax.llm.aio`). Retries are this client's, as f
 counted the same way: Inspect's own are turned off (``max_retries=0``, and the provider SDK's
 where its client takes the option), and which error is worth retrying is the provider's own
 verdict (``Model.should_retry``: rate limits, overload, timeouts), with its Retry-After. A
-401 / 403 / 404 stops the run (:class:`FatalClientError`). Token counts, reasoning tokens
-included, are the provider's.
+401 / 403 / 404 stops the run (:class:`FatalClientError`). A failed call's error shows the
+provider's own error (Inspect wraps it in a ``ModelGenerateError`` whose message starts with the
+request), the server's words included. Token counts, reasoning tokens included, are the
+provider's; a provider that reports none leaves them unknown (0): no seat counts tokens with a
+tokenizer it would have to download (Inspect's mock model would fetch tiktoken's encoding, so it
+is given outputs whose usage says so), so nothing but the model's own endpoint is reached.
+
+``openai/<model>`` is Inspect's provider for OpenAI's own API, which it calls through the
+Responses API (``POST /responses``); a local OpenAI-compatible server is
+``openai-api/<name>/<model>`` or ``vllm/<model>`` (chat completions). Pointed at a local server,
+``openai/`` fails in ways that do not name the cause (no ``OPENAI_API_KEY``: "Unable to
+initialise OpenAI client"; a server that streams ``/v1/responses`` unasked, as ``transformers
+serve`` does: a bare ``AssertionError``), so those failures stop the run with a line that says
+which seat to use.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -26,7 +39,7 @@ from typing import Any
 
 from dilemmax.llm import aio, sampling
 from dilemmax.llm.chat_http import Replicas
-from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
+from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, asked_output
 from dilemmax.llm.inspect_messages import (
     chat_messages,
     completion_from_output,
@@ -65,7 +78,8 @@ class InspectClient(aio.BatchedClient):
         reasoning_tokens: sampling and reasoning options (None: the provider's default).
         output: ``"json_schema"`` (the prompt's schema as structured output), ``"json_object"``
             (JSON mode, OpenAI-compatible providers) or ``"text"``. A 400 to a structured
-            request drops to text from then on.
+            request is asked again in text (a retry, counted) and the seat stays in text from
+            then on; that completion carries the refusal (``Completion.output_refused``).
         timeout: seconds per attempt; max_attempts: attempts per request (first included);
         backoff, max_backoff, max_retry_after: as :class:`~dilemmax.llm.retrying.RetryPolicy`.
         concurrency: requests in flight at once, over all replicas together.
@@ -104,6 +118,7 @@ class InspectClient(aio.BatchedClient):
             reasoning_tokens=reasoning_tokens,
         )  # fmt: skip
         self.output = sampling.GENERATION["output"].check(output, "output")
+        self.requested_output = self.output  # what the seat asked for; .output is what holds
         timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
         self.concurrency = sampling.check_option(
             concurrency, sampling.CLIENT["concurrency"], "concurrency"
@@ -112,6 +127,7 @@ class InspectClient(aio.BatchedClient):
         urls = None if base_url is None else sampling.URLS.check(_joined(base_url), "base_url")
         self.base_url = "|".join(urls) if urls else None
         provider = str(model).split("/", 1)[0]
+        self.provider = provider
         self.extra_body = {}
         if provider in TOP_K_IN_BODY and "top_k" in options:
             self.extra_body["top_k"] = options.pop("top_k")
@@ -132,43 +148,63 @@ class InspectClient(aio.BatchedClient):
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0
+        mode, refused = asked_output(request, self.output), ""
 
         async def attempt():
-            nonlocal attempts
+            nonlocal attempts, mode, refused
             attempts += 1
-            return await self._generate(request)
+            mode = asked_output(request, self.output)
+            try:
+                return await self._generate(request, mode)
+            except Exception as error:
+                status = getattr(_unwrapped(error), "status_code", None)
+                if mode in ("", "text") or status != 400:
+                    raise
+                # The server has no structured output: ask again in plain text, from now on.
+                self.output, mode, refused = "text", "text", _described(error)
+                attempts += 1
+                return await self._generate(request, mode)
 
         try:
             output = await self.retry.call(attempt, self._transient, self._asked_wait)
         except Exception as error:  # a failed call is recorded, never raised into the game
             error = _unwrapped(error)
-            if getattr(error, "status_code", None) in FATAL_STATUS:
-                raise FatalClientError(
-                    f"{self.base_url or 'the provider'} refused model {self.model!r}: "
-                    f"{describe_error(error)}"
-                ) from error
+            self._stop_if_fatal(error)
             return Completion(
                 "", latency_s=time.perf_counter() - start, retries=attempts - 1,
-                error=describe_error(error),
+                error=_described(error), output=mode, output_refused=refused,
             )  # fmt: skip
-        return completion_from_output(output, time.perf_counter() - start, attempts - 1)
+        completion = completion_from_output(output, time.perf_counter() - start, attempts - 1)
+        return dataclasses.replace(completion, output=mode, output_refused=refused)
 
-    async def _generate(self, request: ChatRequest):
+    def _stop_if_fatal(self, error: BaseException) -> None:
+        """Raises :class:`FatalClientError` for what no retry mends: a refused key or model, or
+        Inspect's ``openai/`` provider pointed at a server that does not speak OpenAI's
+        Responses API (a bare ``AssertionError`` on its reply)."""
+        status = getattr(error, "status_code", None)
+        if (
+            self.provider == "openai"
+            and self.base_url
+            and (isinstance(error, AssertionError) or status in (404, 405))
+        ):
+            raise FatalClientError(
+                f"inspect:{self.model} at {self.base_url}: {_described(error)}: Inspect's "
+                "openai/ provider calls OpenAI's Responses API (POST /responses) and this server "
+                "does not answer it as OpenAI does (transformers serve, for one, streams "
+                f"/v1/responses when a request does not set stream); {_use_instead(self.model)}"
+            ) from error
+        if status in FATAL_STATUS:
+            raise FatalClientError(
+                f"{self.base_url or 'the provider'} refused model {self.model!r}: "
+                f"{_described(error)}"
+            ) from error
+
+    async def _generate(self, request: ChatRequest, mode: str):
         replica = self._replicas.pick()
         model = self._models[replica]
         try:
-            messages = chat_messages(request)
-            try:
-                config = request_config(request, self.output, self.extra_body)
-                return await model.generate(messages, config=config)
-            except Exception as error:
-                structured = self.output != "text" and request.json_schema is not None
-                if not structured or getattr(_unwrapped(error), "status_code", None) != 400:
-                    raise
-                # The server has no structured output: ask again in plain text from now on.
-                self.output = "text"
-                config = request_config(request, "text", self.extra_body)
-                return await model.generate(messages, config=config)
+            config = request_config(request, mode or "text", self.extra_body)
+            return await model.generate(chat_messages(request), config=config)
         finally:
             self._replicas.release(replica)
 
@@ -186,6 +222,25 @@ class InspectClient(aio.BatchedClient):
         decision = self._models[0].api.should_retry(error)
         asked = getattr(decision, "retry_after", None)
         return float(asked) if isinstance(asked, int | float) and asked >= 0 else retry_after(error)
+
+
+def _described(error: BaseException) -> str:
+    """:func:`describe_error` of the provider's own error: Inspect's ``ModelGenerateError``
+    starts its message with the request and keeps the provider's error (whose body holds the
+    server's words) as its cause."""
+    cause = error.__cause__
+    if getattr(error, "provider_message", None) is not None and isinstance(cause, Exception):
+        return describe_error(cause)
+    return describe_error(error)
+
+
+def _use_instead(model: str) -> str:
+    """The seats that reach a local OpenAI-compatible server, for one that named ``openai/``."""
+    name = model.split("/", 1)[1] if "/" in model else model
+    return (
+        f"for an OpenAI-compatible server use inspect:openai-api/<name>/{name} or "
+        f"inspect:vllm/{name} (chat completions)"
+    )
 
 
 def _joined(base_url: str | Sequence[str]) -> str:
@@ -212,6 +267,8 @@ def _models(model, urls, api_key, config, model_args) -> list:
         model_args = {"max_retries": 0, **model_args}
     if provider in ("openai-api", "vllm", "sglang") and api_key is None and urls:
         api_key = "EMPTY"  # what a local server accepts when no key is set
+    if provider == "mockllm":
+        model_args = {**model_args, "custom_outputs": _with_usage(model_args.get("custom_outputs"))}
     try:
         return [
             get_model(
@@ -221,9 +278,51 @@ def _models(model, urls, api_key, config, model_args) -> list:
         ]
     except Exception as error:  # unknown provider, missing package or key: one line
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        hint = (
+            " (openai/ is Inspect's provider for OpenAI's own API: it wants OPENAI_API_KEY); "
+            + _use_instead(str(model))
+            if provider == "openai" and urls
+            else ""
+        )
         raise FatalClientError(
-            f"Inspect cannot build model {model!r}: {type(error).__name__}: {first}"[:300]
+            f"Inspect cannot build model {model!r}: {type(error).__name__}: {first}"[:300] + hint
         ) from error
+
+
+def _with_usage(outputs):
+    """Inspect's mock model's outputs (``custom_outputs``: a callable, an iterable, or None for
+    its default reply), each with a usage: where an output has none, the mock model would count
+    the tokens with tiktoken, which downloads its encoding on first use (a machine without
+    internet then fails every call). The usage given is zero, this project's "unknown"."""
+    import inspect as python_inspect
+
+    from inspect_ai.model import ModelOutput, ModelUsage  # optional inspect extra
+
+    if outputs is None:
+        outputs = _default_mock_output
+    given = outputs if callable(outputs) else iter(outputs)
+
+    async def with_usage(messages, tools, tool_choice, config):
+        if callable(given):
+            output = given(messages, tools, tool_choice, config)
+            output = await output if python_inspect.isawaitable(output) else output
+        else:
+            output = next(given, None)
+            if output is None:
+                raise ValueError("custom_outputs ran out of values")
+        if isinstance(output, ModelOutput) and output.usage is None:
+            output.usage = ModelUsage()
+        return output
+
+    return with_usage
+
+
+def _default_mock_output(messages, tools, tool_choice, config):
+    """The reply of Inspect's mock model when it is given no outputs."""
+    from inspect_ai.model import ModelOutput  # optional inspect extra
+    from inspect_ai.model._providers.mockllm import MockLLM  # where its default reply is kept
+
+    return ModelOutput.from_content(model="mockllm", content=MockLLM.default_output)
 
 
 def _unwrapped(error: BaseException | None) -> BaseException | None:

@@ -4,23 +4,30 @@ after each step, writes every call to the transcript as it returns and replays r
 
 Each model seat's turns, parses and memory go through that seat's own protocol instance
 (``runner.protocols``), so per-seat protocol options (a role) need nothing from the protocol.
+
+A call whose server refused structured output (the client asked again in plain text, and the
+seat stays in text) is recorded with the refusal, a ``{"type": "seat", "event":
+"output_fallback"}`` line goes to the transcript, and one line is printed, once per client.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
 from dilemmax.envs.loop import StepHook
 from dilemmax.envs.rollout import EpisodeJob
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt
 from dilemmax.llm.client import Completion, FatalClientError
-from dilemmax.llm.policy import CallStats, parse_safely
+from dilemmax.llm.policy import CallStats, parse_safely, requested_output
 from dilemmax.llm.transcript import call_key, prompt_hash
 
 
@@ -105,6 +112,8 @@ class ModelSeats(StepHook):
             parsed[i] = parse_safely(self.protocols[asks[i][1]], completion.text, asks[i][2])
             replies[i] = (completion, False)
             self._record(keys[i], t, asks[i], completion, parsed[i])
+            if completion.output_refused:
+                self._fell_back(seat_of[asks[i][1]], keys[i], t, completion)
 
         def ask(seat_name: str, indices: list[int]) -> None:
             policy = next(s.policy for s in runner.seats if s.name == seat_name)
@@ -129,8 +138,11 @@ class ModelSeats(StepHook):
                 parsed[i] = parse_safely(protocol, completion.text, prompt)
             memory = self.memory[(e, agent)]
             protocol.after_reply(memory, agent, prompt, completion.text, parsed[i])
-            stats = runner.stats.setdefault(seat_of[agent].name, CallStats())
-            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed)
+            seat = seat_of[agent]
+            stats = runner.stats.setdefault(
+                seat.name, CallStats(output_requested=requested_output(seat.policy))
+            )
+            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed, keys[i])
             if self.replies is not None and prompt.kind == "act":
                 reply = {"step": t, "agent": agent, "fields": dict(parsed[i].fields)}
                 self.replies[e].append({**reply, "valid": bool(parsed[i].valid)})
@@ -169,7 +181,46 @@ class ModelSeats(StepHook):
                 "reasoning_tokens": completion.reasoning_tokens,
                 "latency_s": round(completion.latency_s, 6),
                 "retries": completion.retries,
+                # The output mode of a request with a schema, and a refusal of its structured
+                # form; absent where they do not apply (and in older transcripts).
+                **({"output": completion.output} if completion.output else {}),
+                **(
+                    {"output_refused": completion.output_refused}
+                    if completion.output_refused
+                    else {}
+                ),
             }
+        )
+
+    def _fell_back(self, seat, key: str, t: int, completion: Completion) -> None:
+        """The server refused a structured request of ``seat``, whose client now asks in plain
+        text: a seat event in the transcript (once per seat) and one printed line (once per
+        client)."""
+        requested = requested_output(seat.policy)
+        transcript = self.runner.transcript
+        if transcript is not None:
+            transcript.record_seat_event(
+                seat.name,
+                "output_fallback",
+                {
+                    "requested": requested,
+                    "in_effect": "text",
+                    "call": key,
+                    "part": self.part,
+                    "step": t,
+                    "error": completion.output_refused,
+                    "time": datetime.now(UTC).isoformat(timespec="seconds"),
+                },
+            )
+        notices = getattr(seat.policy, "notices", None)
+        if notices is None or "output_fallback" in notices:
+            return
+        notices.add("output_fallback")
+        tqdm.write(
+            f"dilemmax: {seat.policy.name}: the server refused {requested} output "
+            f"({completion.output_refused}); replies are asked for in plain text from call "
+            f"{key} on (recorded per seat in the transcript and in results.json)",
+            file=sys.stderr,
         )
 
 
@@ -178,12 +229,18 @@ def _failure_message(failed: dict[int, Completion], keys: list[str], transcript)
     how to go on."""
     first = failed[min(failed)]
     attempts = first.retries + 1
-    kept = (
-        "every answered call is in the transcript, so the same command with --resume continues "
-        "from here"
-        if transcript is not None
-        else "run with --out to keep the answered calls and --resume later"
-    )
+    if transcript is None:
+        kept = "run with --out to keep the answered calls and --resume later"
+    elif transcript.resumable:
+        kept = (
+            "every answered call is in the transcript, so the same command with --resume "
+            "continues from here"
+        )
+    else:  # a fresh start that recorded nothing: its folder (or transcript) is removed
+        kept = (
+            "nothing was recorded, so there is nothing to resume: fix the cause (a seat option "
+            "the server refuses, a wrong --base-url) and run the same command again"
+        )
     return (
         f"{len(failed)} model call(s) failed (first: {keys[min(failed)]}: {first.error}, after "
         f"{attempts} attempt{'s' if attempts != 1 else ''}); {kept}"
@@ -203,4 +260,6 @@ def _completion_from_row(row: Mapping[str, Any]) -> Completion:
         latency_s=float(row.get("latency_s") or 0.0),
         retries=int(row.get("retries") or 0),
         error=str(row.get("error") or ""),
+        output=str(row.get("output") or ""),  # absent in older transcripts: unknown
+        output_refused=str(row.get("output_refused") or ""),
     )

@@ -17,6 +17,7 @@ to the one with the fewest calls outstanding.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -39,6 +40,7 @@ from dilemmax.llm.client import (
     ChatRequest,
     Completion,
     FatalClientError,
+    asked_output,
     token_count,
 )
 from dilemmax.llm.retrying import (  # noqa: F401 (parse_retry_after, retry_after: re-exported)
@@ -83,8 +85,9 @@ class OpenAIClient(aio.BatchedClient):
         reasoning_effort: asked of reasoning models (``"low"``, ...); None: the server's default.
         output: how a reply is asked for when the request carries a JSON schema:
             ``"json_schema"`` (structured output), ``"json_object"`` (JSON mode) or ``"text"``.
-            A server that rejects the ``response_format`` (400) is asked again without it, and
-            not asked with it again.
+            A server that rejects the ``response_format`` (400) is asked again without it (a
+            retry, counted), and not asked with it again; that completion carries the refusal
+            (``Completion.output_refused``) and every completion the mode it was asked in.
         structured_output: False is ``output="text"`` (the older spelling).
         timeout: seconds per attempt.
         max_attempts: attempts per request (first included).
@@ -135,6 +138,7 @@ class OpenAIClient(aio.BatchedClient):
         self.output = sampling.GENERATION["output"].check(output, "output")
         if not structured_output:
             self.output = "text"
+        self.requested_output = self.output  # what the seat asked for; .output is what holds
         timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
         self.concurrency = sampling.check_option(
             concurrency, sampling.CLIENT["concurrency"], "concurrency"
@@ -157,11 +161,21 @@ class OpenAIClient(aio.BatchedClient):
     async def _attempts(self, request: ChatRequest) -> Completion:
         start = time.perf_counter()
         attempts = 0
+        mode, refused = asked_output(request, self.output), ""
 
         async def attempt():
-            nonlocal attempts
+            nonlocal attempts, mode, refused
             attempts += 1
-            response = await self._create(request)
+            mode = asked_output(request, self.output)
+            try:
+                response = await self._create(request, mode)
+            except BadRequestError as error:
+                if mode in ("", "text"):
+                    raise
+                # The server has no structured output: ask again in plain text, from now on.
+                self.output, mode, refused = "text", "text", describe_error(error)
+                attempts += 1
+                response = await self._create(request, mode)
             if not _field(response, "choices"):
                 raise NoChoices("the server's reply held no choices")
             return response
@@ -179,27 +193,22 @@ class OpenAIClient(aio.BatchedClient):
                 latency_s=time.perf_counter() - start,
                 retries=attempts - 1,
                 error=describe_error(error),
+                output=mode,
+                output_refused=refused,
             )
-        return self._completion(response, time.perf_counter() - start, attempts - 1)
+        completion = self._completion(response, time.perf_counter() - start, attempts - 1)
+        return dataclasses.replace(completion, output=mode, output_refused=refused)
 
-    async def _create(self, request: ChatRequest):
+    async def _create(self, request: ChatRequest, output: str):
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(m) for m in request.messages],
             **self.options,
         }
-        response_format = _response_format(request.json_schema, self.output)
+        response_format = _response_format(request.json_schema, output)
         if response_format is not None:
             body["response_format"] = response_format
-        try:
-            return await self._transport.post(body)
-        except BadRequestError:
-            if "response_format" not in body:
-                raise
-            # The server has no structured output: ask again in plain text from now on.
-            self.output = "text"
-            body.pop("response_format")
-            return await self._transport.post(body)
+        return await self._transport.post(body)
 
     @staticmethod
     def _completion(response, latency: float, retries: int) -> Completion:

@@ -16,6 +16,8 @@ recovered move) and is counted, never raised.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +27,26 @@ import numpy as np
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import ChatRequest, Client, Completion, OnResult
 
+JSON_MODES = ("json_schema", "json_object")
+
+
+def is_json_object(text: str) -> bool:
+    """Whether a reply is one JSON object (what both JSON output modes ask for)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+
 
 @dataclass
 class CallStats:
-    """Running counts over a seat's calls (what the progress bar and summary show)."""
+    """Running counts over a seat's calls (what the progress bar and summary show), and the
+    seat's output mode: the one it asked for, the one its replies were last asked in, and
+    where the server's refusal of structured output switched it to text (``output_switch``:
+    ``{"call": <call key>, "error": <the refusal>}``). ``json_mode_calls`` counts the answered
+    calls asked in a JSON mode and ``json_valid`` those of them whose reply is a JSON object,
+    so a server that takes ``response_format`` and ignores it shows as a low rate.
+    """
 
     calls: int = 0
     replayed: int = 0
@@ -41,8 +59,23 @@ class CallStats:
     completion_tokens: int = 0
     latency_s: float = 0.0
     reasoning_tokens: int = 0  # of the completion tokens, spent thinking (provider's count)
+    json_mode_calls: int = 0
+    json_valid: int = 0
+    output_requested: str = ""  # "" when the client does not say (scripted, local models)
+    output_in_effect: str = ""  # of the latest reply to a request with a schema
+    output_switch: dict | None = None
 
-    def add(self, completion: Completion, parsed: ParsedReply | None, replayed: bool) -> None:
+    def add(
+        self, completion: Completion, parsed: ParsedReply | None, replayed: bool, call: str = ""
+    ) -> None:
+        """Counts one call (``call``: its key, which names where a fallback happened)."""
+        if completion.output:
+            self.output_in_effect = completion.output
+        if completion.output_refused and self.output_switch is None:
+            self.output_switch = {"call": call, "error": completion.output_refused}
+        if completion.output in JSON_MODES and not completion.error:
+            self.json_mode_calls += 1
+            self.json_valid += int(is_json_object(completion.text))
         self.calls += 1
         self.replayed += int(replayed)
         self.errors += int(bool(completion.error))
@@ -57,9 +90,28 @@ class CallStats:
             self.recovered += int(parsed.recovered)
 
     def merged(self, other: CallStats) -> CallStats:
-        return CallStats(**{k: getattr(self, k) + getattr(other, k) for k in vars(self)})
+        """The counts of both (``other`` played after ``self``): sums, the first requested mode
+        and switch, the later mode in effect."""
+        counts = {k: getattr(self, k) + getattr(other, k) for k in COUNTS}
+        return CallStats(
+            **counts,
+            output_requested=self.output_requested or other.output_requested,
+            output_in_effect=other.output_in_effect or self.output_in_effect,
+            output_switch=self.output_switch or other.output_switch,
+        )
 
-    def summary(self) -> dict[str, float]:
+    @property
+    def output_shown(self) -> str:
+        """The output mode as the calls table shows it: ``json_schema``, ``json_schema>text``
+        after a fallback, ``-`` when the client does not say."""
+        requested = self.output_requested or "-"
+        if self.output_switch is not None or (
+            self.output_in_effect and self.output_in_effect != self.output_requested
+        ):
+            return f"{requested}>{self.output_in_effect or 'text'}"
+        return requested
+
+    def summary(self) -> dict[str, Any]:
         acts = max(self.act_calls, 1)
         return {
             "calls": self.calls,
@@ -73,7 +125,24 @@ class CallStats:
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "mean_latency_s": self.latency_s / max(self.calls, 1),
+            "output_requested": self.output_requested or None,
+            "output_in_effect": self.output_in_effect or None,
+            "output_switched": self.output_switch,
+            "json_mode_calls": self.json_mode_calls,
+            "json_valid": self.json_valid,
+            "json_valid_rate": (
+                self.json_valid / self.json_mode_calls if self.json_mode_calls else None
+            ),
         }
+
+
+# The fields merged by summing: the counts (the output mode's fields are not numbers).
+COUNTS = tuple(f.name for f in dataclasses.fields(CallStats) if type(f.default) in (int, float))
+
+
+def requested_output(policy) -> str:
+    """The output mode a model seat's client asks for ("" when it does not say)."""
+    return str(getattr(getattr(policy, "client", None), "requested_output", "") or "")
 
 
 def reflect_reply(prompt: Prompt, text: str, error: str = "") -> ParsedReply:
@@ -118,6 +187,8 @@ class LLMPolicy:
     jittable = False
 
     def __post_init__(self):
+        self.stats.output_requested = self.stats.output_requested or requested_output(self)
+        self.notices: set[str] = set()  # notices printed once per process (an output fallback)
         self._env = None
         self._protocol: TextProtocol | None = None
         self._memory: dict[str, Any] = {}

@@ -141,7 +141,7 @@ def format_calls(stats: dict[str, CallStats]) -> str:
     header = (
         f"  {'seat':32s} {'calls':>7s} {'replayed':>8s} {'valid':>7s} {'recovered':>9s} "
         f"{'unreadable':>10s} {'errors':>6s} {'retries':>7s} {'tokens in/out':>15s} "
-        f"{'latency':>8s}"
+        f"{'latency':>8s} {'output':>16s} {'json':>11s}"
     )
     lines = ["model calls:", header]
     for name, s in stats.items():
@@ -150,13 +150,24 @@ def format_calls(stats: dict[str, CallStats]) -> str:
         lines.append(
             f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
             f"{row['recovered_rate']:9.1%} {unreadable_replies(s):10d} {s.errors:6d} "
-            f"{s.retries:7d} {tokens:>15s} {row['mean_latency_s']:7.3f}s"
+            f"{s.retries:7d} {tokens:>15s} {row['mean_latency_s']:7.3f}s "
+            f"{s.output_shown:>16s} {json_replies(s):>11s}"
         )
     lines.append(
         "  unreadable: act replies no move was read from, each played as the game's fallback "
         "move (a legal one, so the env's invalid_actions does not count it)"
     )
+    lines.append(
+        "  output: the output mode asked for (>text: the server refused it, the seat went on in "
+        "plain text); json: replies that are a JSON object / replies asked for in a JSON mode"
+    )
     return "\n".join(lines)
+
+
+def json_replies(stats: CallStats) -> str:
+    """``valid/asked``: of the replies asked for in a JSON output mode, those that are a JSON
+    object (a server that takes ``response_format`` and ignores it shows here); "-" if none."""
+    return f"{stats.json_valid}/{stats.json_mode_calls}" if stats.json_mode_calls else "-"
 
 
 def unreadable_replies(stats: CallStats) -> int:

@@ -21,16 +21,25 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from dilemmax.llm import sampling
+from dilemmax.llm.chat_http import body_message
 
 T = TypeVar("T")
 WAITS = sampling.Range("float", 0.0)
 
 
 def describe_error(error: BaseException) -> str:
-    """``"RateLimitError 429: <first line>"``: how a failed call's error is recorded."""
+    """``"RateLimitError 429: <first line>"``: how a failed call's error is recorded. The first
+    line is the message's first line with text (a message may start with a line break), and
+    the server's own words are added where the error keeps its body (the ``openai`` package's
+    status errors do), so a 422's "Unexpected fields in the request: ..." is shown."""
     status = getattr(error, "status_code", None)
-    text = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}{f' {status}' if status else ''}: {text}"[:300]
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    said = body_message(getattr(error, "body", None))
+    if said and said not in text:
+        text = f"{text} - {said}" if text else said
+    named = f"{type(error).__name__}{f' {status}' if status else ''}"
+    return " ".join(f"{named}: {text}".split())[:300] if text else named
 
 
 @dataclass(frozen=True)

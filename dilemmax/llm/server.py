@@ -4,7 +4,11 @@ It answers ``POST /v1/chat/completions`` with a reply computed by a Python funct
 request, and can be told to misbehave on chosen requests (429, with or without a
 ``Retry-After``, 500, 401, 404, a reply that is not JSON, a reply with no choices, a reply whose
 JSON holds a lone surrogate, a reply slower than the client's timeout, or a request held until
-released), so the client's retries and the harness's resume are tested against real HTTP.
+released), so the client's retries and the harness's resume are tested against real HTTP. It
+can also be a server of a narrower API, as real ones are: one that refuses ``response_format``
+(400), one that refuses fields it does not know (422, in the words of ``transformers serve``),
+and ``POST /v1/responses`` answered with an event stream when the request does not set
+``stream`` (what ``transformers serve`` does, and OpenAI's Responses API does not).
 
     with LocalChatServer(lambda request: "ACTION QUERY") as server:
         client = OpenAIClient("tiny", base_url=server.base_url, api_key="test")
@@ -46,6 +50,7 @@ REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
     404: "Not Found",
+    422: "Unprocessable Entity",
     429: "Too Many Requests",
     500: "Internal Server Error",
 }
@@ -69,7 +74,11 @@ class LocalChatServer:
         retry_after: the ``Retry-After`` header of a ``"retry_after"`` fault (seconds or an
             HTTP date).
         structured_output: if False, a request with ``response_format`` gets 400 (a server
-            without structured output).
+            without structured output). (A server that takes ``response_format`` and ignores it
+            is any ``reply`` that answers in plain text.)
+        refused_fields: top-level request fields the server does not know: a request that
+            carries one gets 422 ``{"detail": "Unexpected fields in the request: {...}"}``, as
+            ``transformers serve`` answers ``top_k``.
 
     Attributes:
         received: requests that arrived (every attempt, retries included).
@@ -87,8 +96,10 @@ class LocalChatServer:
         timeout_delay: float = 2.0,
         structured_output: bool = True,
         retry_after: str = "1",
+        refused_fields: tuple[str, ...] = (),
     ):
         self.reply = reply
+        self.refused_fields = frozenset(refused_fields)
         self.faults = dict(faults or {})
         bad = sorted(set(self.faults.values()) - set(FAULTS))
         if bad:
@@ -185,6 +196,8 @@ class LocalChatServer:
 
     async def _answer(self, path: str, raw: bytes) -> tuple[int, bytes, dict]:
         """(status, body, extra headers) of one request, faults included."""
+        if path.rstrip("/").endswith("/responses"):
+            return self._responses_stream(raw)
         if not path.rstrip("/").endswith("/chat/completions"):
             return _error(404, f"no route {path}")
         fault = self._next_fault()
@@ -201,6 +214,10 @@ class LocalChatServer:
             return _error(400, "request body is not JSON")
         with self._lock:
             self.bodies.append(body)
+        unexpected = self.refused_fields & set(body)
+        if unexpected:  # FastAPI's error body: {"detail": ...}
+            detail = f"Unexpected fields in the request: {set(sorted(unexpected))}"
+            return 422, json.dumps({"detail": detail}).encode(), {}
         if "response_format" in body and not self.structured_output:
             return _error(400, "response_format is not supported")
         with self._lock:
@@ -219,6 +236,27 @@ class LocalChatServer:
         with self._lock:
             self.answered += 1
         return 200, payload, {}
+
+    def _responses_stream(self, raw: bytes) -> tuple[int, bytes, dict]:
+        """``POST /v1/responses`` as ``transformers serve`` answers it: a server-sent event
+        stream unless the request sets ``"stream": false`` (OpenAI's API streams only when asked
+        to, so its clients read this reply as one JSON object and fail)."""
+        with self._lock:
+            self.received += 1
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return _error(400, "request body is not JSON")
+        text = str(self.reply({**body, "messages": _input_messages(body.get("input"))}))
+        events = [
+            {"type": "response.created", "response": {"id": "resp-local", "status": "in_progress"}},
+            {"type": "response.output_text.delta", "delta": text},
+            {"type": "response.completed", "response": {"id": "resp-local", "status": "completed"}},
+        ]
+        if body.get("stream") is False:
+            return 200, json.dumps(events[-1]["response"]).encode(), {}
+        stream = "".join(f"data: {json.dumps(event)}\n\n" for event in events)
+        return 200, stream.encode(), {"Content-Type": "text/event-stream"}
 
     def _completion(self, body: dict, fault: str | None = None) -> dict[str, Any]:
         text = str(self.reply(body)) + ("\ud800" if fault == "surrogate" else "")
@@ -242,6 +280,21 @@ class LocalChatServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def _input_messages(items: Any) -> list[dict]:
+    """A Responses API ``input`` (text, or messages whose content is text or text parts) as
+    chat messages, so one reply function serves both routes."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    messages = []
+    for item in items if isinstance(items, list) else []:
+        content = item.get("content", "") if isinstance(item, dict) else ""
+        if isinstance(content, list):
+            parts = [part for part in content if isinstance(part, dict)]
+            content = "".join(str(part.get("text", "")) for part in parts)
+        messages.append({"role": item.get("role", "user"), "content": str(content)})
+    return messages
 
 
 def _error(status: int, message: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
@@ -286,7 +339,8 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, bytes] | Non
 
 
 def _response(status: int, payload: bytes, headers: dict) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}", "Content-Type: application/json"]
+    headers = {"Content-Type": "application/json", **headers}
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {len(payload)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload

@@ -380,9 +380,9 @@ def _removed_if_nothing_played(out: Path, created: bool, opened: list) -> Iterat
         yield
     except BaseException:
         transcript = opened[0] if opened else None
-        if transcript is None or not (transcript.recorded or transcript.episodes_written):
+        if transcript is None or not transcript.resumable:
             if created:
                 shutil.rmtree(out, ignore_errors=True)
-            elif transcript is not None and not transcript.resumed:
+            elif transcript is not None:
                 transcript.path.unlink(missing_ok=True)
         raise

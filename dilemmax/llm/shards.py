@@ -32,7 +32,7 @@ import numpy as np
 from dilemmax.commandline import output_folder, read_json_file
 from dilemmax.errors import UsageError
 from dilemmax.llm.play import PlayResult
-from dilemmax.llm.policy import CallStats
+from dilemmax.llm.policy import COUNTS, CallStats
 from dilemmax.llm.transcript import run_key
 from dilemmax.runlock import RunLock, refuse_other_writer
 
@@ -40,6 +40,9 @@ RECORD = "shard.json"
 FORMAT = "dilemmax-shard"
 VERSION = 1
 STATS_FIELDS = tuple(vars(CallStats()))
+# The counts a shard's record holds since shards were written; the JSON-mode counts and the
+# output mode came later (a record without them merges as not counted / not said).
+REQUIRED_STATS = tuple(f for f in COUNTS if f not in ("json_mode_calls", "json_valid"))
 STEPS_FILE = re.compile(r"steps_\d+\.npz")  # a part's kept steps, beside the record
 DTYPE_KINDS = "biuf"  # bool, int, unsigned, float: the dtypes an episode metric has
 MAX_RECORD_BYTES = 4 << 30  # far above a paper-sized sweep's (~1 kB per episode)
@@ -234,10 +237,14 @@ def _part_problem(part: Any) -> str:
     if not isinstance(stats, dict):
         return "stats is not an object"
     for seat, counts in stats.items():
-        if not (isinstance(counts, dict) and set(counts) == set(STATS_FIELDS)):
-            return f"stats of {str(seat)[:60]!r} do not hold {list(STATS_FIELDS)}"
-        if not all(_is_number(v) for v in counts.values()):
+        if not (
+            isinstance(counts, dict) and set(REQUIRED_STATS) <= set(counts) <= set(STATS_FIELDS)
+        ):
+            return f"stats of {str(seat)[:60]!r} do not hold {list(REQUIRED_STATS)}"
+        if not all(_is_number(v) for k, v in counts.items() if k in COUNTS):
             return f"stats of {str(seat)[:60]!r} are not numbers"
+        if not _output_fields_ok(counts):
+            return f"stats of {str(seat)[:60]!r}: the output mode fields are not text"
     if not (isinstance(part.get("episodes"), list) and _is_number(part.get("wall_s"))):
         return "episodes is not a list or wall_s not a number"
     steps = part.get("steps")
@@ -404,6 +411,17 @@ def _merge_transcripts(dirs: Sequence[Path], folder: Path, first: dict) -> None:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _output_fields_ok(counts: dict) -> bool:
+    """The output mode of a seat's stats: modes as text, the switch None or its call and error."""
+    modes = [counts.get(k, "") for k in ("output_requested", "output_in_effect")]
+    switch = counts.get("output_switch")
+    if switch is not None and not (
+        isinstance(switch, dict) and all(isinstance(v, str) for v in switch.values())
+    ):
+        return False
+    return all(isinstance(mode, str) for mode in modes)
 
 
 def _is_number(value: Any) -> bool:

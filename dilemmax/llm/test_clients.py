@@ -161,3 +161,34 @@ def test_a_call_keeps_its_slot_until_the_harness_has_recorded_it():
     with LocalChatServer(lambda body: "ok") as server:
         fast_client(server, concurrency=1).complete(requests, record)
     assert seen == [1, 2, 3, 4, 5]
+
+
+def test_a_refused_schema_is_one_counted_retry_and_says_what_the_server_said():
+    """A 400 to ``response_format``: the same call is asked again in plain text (one retry,
+    counted), carries the server's refusal, and the seat stays in text; a request with no schema
+    names no output mode."""
+    schema = {"type": "object", "properties": {"action": {"type": "string"}}}
+    request = ChatRequest(REQUEST.messages, schema)
+    with LocalChatServer(lambda body: '{"action": "stay"}', structured_output=False) as server:
+        client = fast_client(server)
+        [first] = client.complete([request])
+        [second, plain] = client.complete([request, REQUEST])
+    assert (first.retries, first.output, server.received) == (1, "text", 4)
+    assert first.output_refused == (
+        "BadRequestError 400: Error code: 400 - response_format is not supported"
+    )
+    assert (second.retries, second.output, second.output_refused) == (0, "text", "")
+    assert (plain.output, client.requested_output, client.output) == ("", "json_schema", "text")
+
+
+def test_a_field_the_server_does_not_know_is_one_failed_attempt_with_its_words():
+    """``transformers serve`` answers an unknown field (top_k) with 422 and FastAPI's
+    ``{"detail": ...}``: not retried, and the recorded error holds the detail."""
+    with LocalChatServer(lambda body: "x", refused_fields=("top_k",)) as server:
+        [completion] = fast_client(server, top_k=5).complete([REQUEST])
+        [plain] = fast_client(server).complete([REQUEST])
+    assert completion.text == "" and completion.retries == 0 and server.received == 2
+    assert completion.error == (
+        "APIStatusError 422: Error code: 422 - Unexpected fields in the request: {'top_k'}"
+    )
+    assert plain.text == "x" and plain.error == ""

@@ -163,3 +163,119 @@ def test_dilemmax_play_with_an_inspect_seat_writes_retries_and_resumes(tmp_path,
     calls = json.loads((out / "results.json").read_text())["calls"]["inspect:openai-api/local/tiny"]
     assert calls["retries"] == 1 and calls["replayed"] == calls["calls"] == received - 1
     assert "inspect:openai-api/local/tiny" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- a real server
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """A machine without internet: every connection or name lookup but 127.0.0.1's raises (and
+    is listed in the yielded list), and tiktoken's cache is an empty folder, so a test fails if
+    anything but the model's own local endpoint is reached."""
+    import socket
+
+    tried: list = []
+
+    def refused(where):
+        tried.append(where)
+        return OSError(f"network blocked in this test: {where}")
+
+    real_connect, real_lookup = socket.socket.connect, socket.getaddrinfo
+    real_create = socket.create_connection
+
+    def connect(sock, address):
+        if isinstance(address, tuple) and str(address[0]) not in LOOPBACK:
+            raise refused(address)
+        return real_connect(sock, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host is not None and str(host) not in LOOPBACK:
+            raise refused(host)
+        return real_lookup(host, *args, **kwargs)
+
+    def create_connection(address, *args, **kwargs):
+        if str(address[0]) not in LOOPBACK:
+            raise refused(address)
+        return real_create(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    (tmp_path / "tiktoken").mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
+    return tried
+
+
+def test_the_guard_refuses_the_network(offline):
+    import socket
+
+    with pytest.raises(OSError, match="network blocked"):
+        socket.create_connection(("example.org", 443), timeout=1)
+    assert offline == [("example.org", 443)]
+
+
+def test_an_inspect_mock_seat_plays_offline(offline, tmp_path):
+    """The issue's command on a machine without internet: Inspect's mock model would count its
+    tokens with tiktoken (downloading o200k_base); its usage is given as unknown instead."""
+    import json
+
+    from dilemmax.cli import main
+
+    out = tmp_path / "run"
+    argv = ["play", "moral_hazard", "--seat", "agent_0=inspect:mockllm/model", "--seat",
+            "agent_1=scripted:teacher", "--episodes", "2", "--envs", "2", "--no-progress",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0 and offline == []
+    calls = json.loads((out / "results.json").read_text())["calls"]["inspect:mockllm/model"]
+    assert calls["calls"] > 0 and calls["errors"] == 0
+    assert calls["prompt_tokens"] == calls["completion_tokens"] == 0  # unknown, not counted
+
+
+def test_inspects_mock_model_keeps_the_usage_it_is_given(offline):
+    from inspect_ai.model import ModelOutput, ModelUsage  # the optional inspect extra
+
+    counted = ModelOutput.from_content(model="mockllm/model", content="ACTION QUERY")
+    counted.usage = ModelUsage(input_tokens=5, output_tokens=2, total_tokens=7)
+    uncounted = ModelOutput.from_content(model="mockllm/model", content="ACTION NOTE")
+    client = InspectClient("mockllm/model", model_args={"custom_outputs": [counted, uncounted]})
+    first, second = client.complete([REQUEST]), client.complete([REQUEST])
+    assert (first[0].text, first[0].prompt_tokens, first[0].completion_tokens) == (
+        "ACTION QUERY", 5, 2,
+    )  # fmt: skip
+    assert (second[0].text, second[0].prompt_tokens, second[0].error) == ("ACTION NOTE", 0, "")
+    assert offline == []
+
+
+def test_a_422_through_an_inspect_seat_shows_the_servers_words(offline):
+    with LocalChatServer(lambda body: "x", refused_fields=("top_k",)) as server:
+        client = InspectClient("openai-api/local/m", base_url=server.base_url, top_k=5)
+        [completion] = client.complete([REQUEST])
+    assert completion.retries == 0 and server.received == 1 and offline == []
+    assert completion.error == (
+        "UnprocessableEntityError 422: Error code: 422 - Unexpected fields in the request: "
+        "{'top_k'}"
+    )
+
+
+def test_inspects_openai_provider_at_a_local_server_names_the_seat_that_works(offline, monkeypatch):
+    """``inspect:openai/<model>`` is OpenAI's Responses API: without OPENAI_API_KEY, and against a
+    server that streams /v1/responses unasked, the error says so and names openai-api / vllm."""
+    with LocalChatServer(lambda body: "ACTION QUERY") as server:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        with pytest.raises(FatalClientError) as no_key:
+            InspectClient("openai/tiny", base_url=server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        client = InspectClient("openai/tiny", base_url=server.base_url)
+        with pytest.raises(FatalClientError) as streamed:
+            client.complete([REQUEST])
+        assert server.received >= 1  # it did reach the server
+    for error in (no_key, streamed):
+        message = str(error.value)
+        assert "\n" not in message and ("OpenAI's own API" in message or "Responses" in message)
+        assert "inspect:openai-api/<name>/tiny or inspect:vllm/tiny" in message
+    assert "Unable to initialise OpenAI client" in str(no_key.value)
+    assert "AssertionError" in str(streamed.value)
+    assert "streams /v1/responses" in str(streamed.value)
+    assert offline == []

@@ -13,7 +13,10 @@ the same string.
 
 Line types: ``{"type": "run", ...}`` (first line: the run's identity, and the games it plays
 with their versions, ``"games": ["moral_hazard-v0"]``), ``{"type": "call", ...}``
-and ``{"type": "episode", ...}`` (an episode's metrics, when it ends).
+and ``{"type": "episode", ...}`` (an episode's metrics, when it ends), and ``{"type": "seat",
+...}`` (something that happened to a model seat, such as its server refusing structured output:
+docs/transcripts.md, "Seat events"). A reader skips line types it does not know, so a transcript
+written before a line type existed resumes as before.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class Transcript:
         self.resumed = bool(resume)
         self.recorded: dict[str, dict] = {}
         self.episodes_written: set[str] = set()
+        self.seat_events: list[dict] = []  # {"type": "seat", ...} lines, read back and new
         if self.path.exists() and not resume:
             raise FileExistsError(
                 f"{self.path} exists: pass --resume to continue that run, or choose a new --out"
@@ -184,6 +188,8 @@ class Transcript:
                 self.recorded.setdefault(row["key"], row)
             elif row.get("type") == "episode":
                 self.episodes_written.add(str(row.get("id")))
+            elif row.get("type") == "seat":
+                self.seat_events.append(row)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # client threads record calls as they return
         self._file: IO[str] = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (kept open)
@@ -192,6 +198,13 @@ class Transcript:
         if not rows:
             header = {"type": "run", "run": self.run, "identity": _jsonable(dict(identity))}
             self._write({**header, **({"games": sorted(set(games))} if games else {})})
+
+    @property
+    def resumable(self) -> bool:
+        """Whether ``--resume`` can continue this run if it stops now: it is itself a resume, or
+        it has recorded a call or an episode. (A fresh start that recorded nothing is undone,
+        folder or transcript, so the corrected command starts again without ``--resume``.)"""
+        return self.resumed or bool(self.recorded or self.episodes_written)
 
     def replay(self, key: str, prompt: Prompt) -> dict | None:
         """The recorded call for ``key`` (None if missing); its prompt must hash the same."""
@@ -210,6 +223,18 @@ class Transcript:
         with self._lock:
             self.recorded[row["key"]] = row
         self._write(row)
+
+    def record_seat_event(self, seat: str, event: str, row: Mapping[str, Any]) -> bool:
+        """Writes ``{"type": "seat", "seat": seat, "event": event, ...row}`` unless the
+        transcript already holds that event of that seat (a resumed run that meets it again);
+        returns whether it wrote the line."""
+        with self._lock:
+            if any(e.get("seat") == seat and e.get("event") == event for e in self.seat_events):
+                return False
+            line = {"type": "seat", "seat": seat, "event": event, **_jsonable(dict(row))}
+            self.seat_events.append(line)
+        self._write(line)
+        return True
 
     def record_episode(self, episode_id: str, row: Mapping[str, Any]) -> None:
         if episode_id in self.episodes_written:

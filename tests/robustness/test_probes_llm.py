@@ -295,3 +295,111 @@ def test_a_failed_start_leaves_no_folder_behind(server, capsys, tmp_path):
     out.mkdir()
     _fails_cleanly(capsys, argv)
     assert out.is_dir() and not (out / "transcript.jsonl").exists()  # the user's folder stays
+
+
+# --------------------------------------------------------------------------- a real server's API
+# (issue #35) What a server with a narrower API than OpenAI's does to a run: a field it does not
+# know (422, as `transformers serve` answers top_k), no structured output (400), structured
+# output taken and ignored. The grid game's prompts carry a JSON schema; moral hazard's do not.
+HARVEST = ["play", "open_harvest", "--set", "num_agents=2", "--max-steps", "2", "--episodes",
+           "2", "--envs", "2", "--no-progress"]  # fmt: skip
+JSON_MOVE = '{"reason": "apples ahead", "action": "move_up"}'
+
+
+def _harvest(server, out: Path, *extra: str) -> list[str]:
+    return [*HARVEST, "--seats", "openai:tiny", "--base-url", server.base_url, "--out", str(out),
+            *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("seat", ["openai:tiny", "inspect:openai-api/local/tiny"])
+def test_a_seat_option_the_server_refuses_says_to_rerun_not_to_resume(capsys, tmp_path, seat):
+    out = tmp_path / "run"
+    with LocalChatServer(reply, refused_fields=("top_k",)) as server:
+        argv = [*MH, "--seats", f"{seat},top_k=5", "--base-url", server.base_url]
+        err = _fails_cleanly(capsys, [*argv, "--out", str(out)])
+    assert "422" in err and "Unexpected fields in the request: {'top_k'}" in err
+    assert "after 1 attempt)" in err and "run the same command again" in err
+    assert "--resume" not in err and not out.exists()  # nothing was recorded: nothing to resume
+
+
+def test_a_run_that_recorded_calls_still_says_resume(capsys, tmp_path):
+    out = tmp_path / "run"
+    with LocalChatServer(reply, {3: "500"}) as server:
+        err = _fails_cleanly(capsys, _play(server, out, "--max-attempts", "1", "--envs", "1"))
+        assert "--resume continues from here" in err
+        assert main(_play(server, out, "--envs", "1", "--resume")) == 0
+
+
+def test_a_server_without_structured_output_is_recorded_per_seat(capsys, tmp_path):
+    """The fallback to plain text: one printed line, one seat event in the transcript, the
+    refusal and the mode on each call, the retry counted, and results.json naming the mode asked
+    for, the mode in effect and the call it switched at; a resume reads it all back."""
+    out = tmp_path / "run"
+    with LocalChatServer(lambda body: JSON_MOVE, structured_output=False) as server:
+        assert main(_harvest(server, out)) == 0
+        received = server.received
+        err = capsys.readouterr().err
+        assert main(_harvest(server, out, "--resume")) == 0 and server.received == received
+    assert err.count("the server refused json_schema output") == 1
+    assert "response_format is not supported" in err
+    rows = read_lines(out / "transcript.jsonl")[0]
+    calls = [r for r in rows if r["type"] == "call"]
+    refused = [r for r in calls if r.get("output_refused")]
+    [event] = [r for r in rows if r["type"] == "seat"]
+    assert {r["output"] for r in calls} == {"text"} and len(calls) == 8 and refused
+    assert sum(r["retries"] for r in calls) == len(refused) == received - len(calls)
+    assert event["event"] == "output_fallback" and event["seat"] == "openai:tiny"
+    assert (event["requested"], event["in_effect"]) == ("json_schema", "text")
+    assert event["call"] == refused[0]["key"] and "400" in event["error"]
+    seat = json.loads((out / "results.json").read_text())["calls"]["openai:tiny"]
+    assert (seat["output_requested"], seat["output_in_effect"]) == ("json_schema", "text")
+    assert seat["output_switched"]["call"] == calls[0]["key"] == "main|e0|n0|t0|agent_0|act0"
+    assert seat["output_switched"]["error"] == refused[0]["output_refused"]
+    assert seat["retries"] == len(refused) and seat["json_mode_calls"] == 0
+    assert "json_schema>text" in capsys.readouterr().out  # the resumed run's table
+
+
+def test_a_server_that_ignores_the_response_format_shows_in_the_json_count(capsys, tmp_path):
+    with LocalChatServer(lambda body: "I go up: move_up") as server:
+        assert main(_harvest(server, tmp_path / "run")) == 0
+        assert all("response_format" in body for body in server.bodies)
+    seat = json.loads((tmp_path / "run" / "results.json").read_text())["calls"]["openai:tiny"]
+    assert (seat["json_mode_calls"], seat["json_valid"], seat["json_valid_rate"]) == (8, 0, 0.0)
+    assert seat["output_in_effect"] == "json_schema" and seat["output_switched"] is None
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "openai:tiny  " in line]
+    assert row.split()[-2:] == ["json_schema", "0/8"]
+
+
+# A call line as transcripts wrote it before output modes (and reasoning tokens) were recorded.
+OLD_CALL = {
+    "type": "call", "key": "main|e0|n0|t0|agent_0|act0", "part": "main", "seat": "openai:tiny",
+    "agent": "agent_0", "env": 0, "episode": 0, "step": 0, "kind": "act", "prompt_hash": "h",
+    "system": "s", "prompt": "p", "reply": JSON_MOVE, "action": 1, "valid": True,
+    "recovered": False, "parse_error": "", "fields": {}, "error": "", "prompt_tokens": 7,
+    "completion_tokens": 3, "latency_s": 0.01, "retries": 0,
+}  # fmt: skip
+NEW_FIELDS = ("output", "output_refused", "reasoning_tokens")
+
+
+def test_a_transcript_written_before_output_modes_resumes(capsys, tmp_path):
+    from dilemmax.llm.model_seats import _completion_from_row
+
+    old = _completion_from_row(OLD_CALL)
+    assert (old.text, old.prompt_tokens, old.output, old.output_refused) == (JSON_MOVE, 7, "", "")
+    out = tmp_path / "run"
+    with LocalChatServer(lambda body: JSON_MOVE) as server:
+        assert main(_harvest(server, out)) == 0
+    fresh = json.loads((out / "results.json").read_text())
+    assert fresh["calls"]["openai:tiny"]["json_valid"] == 8  # every reply a JSON object
+    rows = read_lines(out / "transcript.jsonl")[0]
+    assert all(r.get("output") == "json_schema" for r in rows if r["type"] == "call")
+    old_rows = [{k: v for k, v in r.items() if k not in NEW_FIELDS} for r in rows]
+    assert {k for r in old_rows if r["type"] == "call" for k in r} == set(OLD_CALL)
+    (out / "transcript.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old_rows))
+    with LocalChatServer(lambda body: pytest.fail("a recorded call was asked again")) as server:
+        assert main(_harvest(server, out, "--resume")) == 0 and server.received == 0
+    resumed = json.loads((out / "results.json").read_text())
+    seat = resumed["calls"]["openai:tiny"]
+    assert resumed["episodes"] == fresh["episodes"] and seat["replayed"] == 8
+    assert seat["output_requested"] == "json_schema" and seat["output_in_effect"] is None
+    assert seat["json_mode_calls"] == 0 and seat["output_switched"] is None  # not recorded then
