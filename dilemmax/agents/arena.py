@@ -30,6 +30,7 @@ from PIL import Image
 from dilemmax.agents.policy import is_jittable, reset_policy
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.loop import EpisodeLoop, StepHook
+from dilemmax.envs.replay import episode_start
 from dilemmax.envs.rollout import (  # PolicyError, policy_action: re-exported, used on both paths
     Observation,
     Playing,
@@ -141,6 +142,7 @@ class Arena:
                 config = None
                 if job.config_index is not None:
                     config = jax.tree.map(lambda x, c=job.config_index: x[c], configs)
+                write({"start": episode_start(self.env, job.key, config)})  # for a replay
                 metrics = self._play(job.key, config, write, capture)
                 write({"metrics": _to_json(metrics)})
                 sink.flush()

@@ -33,6 +33,7 @@ import numpy as np
 from dilemmax.agents.policy import is_jittable
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.loop import EpisodeLoop, Played
+from dilemmax.envs.replay import episode_start
 from dilemmax.envs.rollout import (  # episode_jobs: re-exported, batched play's users import it
     EpisodeJob,
     episode_jobs,
@@ -306,7 +307,7 @@ class BatchedPlay:
         replies = [[] for _ in wave] if self.keep_steps else None
         hook = ModelSeats(self, wave, slots, part, memory, replies) if self._model_agents else None
         played = self._loop.play(keys, batch_configs, np.arange(self.num_envs) < n, hook)
-        result = self._finish(wave, part, played, memory, memories)
+        result = self._finish(wave, part, played, memory, memories, configs)
         if self.keep_steps:
             result.infos = jax.tree.map(lambda x: np.asarray(x)[:n], played.rollout.infos)
             result.valid = np.asarray(played.rollout.valid)[:n]
@@ -342,7 +343,7 @@ class BatchedPlay:
         )
 
     # ------------------------------------------------------------------ end of a wave
-    def _finish(self, wave, part, played: Played, memory, memories):
+    def _finish(self, wave, part, played: Played, memory, memories, configs=None):
         env, n = self.env, len(wave)
         metrics = {k: v[:n] for k, v in played.metrics.items()}
         host_final = jax.device_get(played.final_state) if self._model_agents else None
@@ -367,6 +368,7 @@ class BatchedPlay:
             episodes.append(info)
             if self.transcript is not None:
                 row = {**info, "metrics": {k: v[e].tolist() for k, v in metrics.items()}}
+                row.update(_replay_record(env, job, configs, played.rollout.actions, e, steps))
                 self.transcript.record_episode(info["id"], row)
         if self.progress is not None:
             self.progress.update(n)
@@ -374,6 +376,16 @@ class BatchedPlay:
 
 
 _MISSING = object()
+
+
+def _replay_record(env, job: EpisodeJob, configs, actions, e: int, steps: int) -> dict:
+    """What replays episode ``e`` of a wave (``dilemmax view``): its start (env, key,
+    configuration) and every seat's actions, agent -> int list over the steps played."""
+    config = None if job.config_index is None else _index(configs, job.config_index)
+    return {
+        "start": episode_start(env, job.key, config),
+        "actions": {a: np.asarray(actions[a])[e, :steps].tolist() for a in env.agents},
+    }
 
 
 def _index(tree, i: int):

@@ -1,0 +1,122 @@
+"""An episode replayed from its record: the env it was played in, its key, its configuration and
+its actions give back every state it passed through.
+
+The same key, configuration and actions give the same trajectory (the episode driver's
+invariant, :mod:`dilemmax.envs.rollout`), so a writer records only what it cannot recompute:
+:func:`episode_start` (the env's id and options, the episode's key and its configuration when
+it did not sample one) beside the actions it already writes. :func:`replay_states` plays the
+actions again through ``start_episode`` and ``advance`` in one jitted scan and returns the state
+before every step and after the last, with the rewards, dones and infos on the way, which is
+what the replay page (``dilemmax view``) draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.rollout import advance, start_episode
+
+
+def episode_start(env: MultiAgentEnv, key: jax.Array, config=None) -> dict[str, Any]:
+    """JSON of what an episode starts from: ``env`` (registered id, None for an env not built by
+    ``dilemmax.make``), ``options`` (its constructor options), ``key`` (the episode key's data)
+    and ``config`` (the configuration's leaves as nested lists, None when it was sampled from
+    the key)."""
+    made = getattr(env, "made_as", None) or {"env": None, "options": {}}
+    leaves = None
+    if config is not None:
+        leaves = [np.asarray(leaf).tolist() for leaf in jax.tree.leaves(config)]
+    return {
+        "env": made["env"],
+        "options": _jsonable(made["options"]),
+        "key": np.asarray(jax.random.key_data(key)).tolist(),
+        "config": leaves,
+    }
+
+
+def start_key(start: dict) -> jax.Array:
+    """The episode key recorded by :func:`episode_start`."""
+    return jax.random.wrap_key_data(np.asarray(start["key"], np.uint32))
+
+
+def start_config(env: MultiAgentEnv, start: dict):
+    """The configuration recorded by :func:`episode_start` (None when it was sampled), with the
+    structure and dtypes of ``env``'s configurations."""
+    leaves = start.get("config")
+    if leaves is None:
+        return None
+    template = env.sample_config(jax.random.key(0))
+    flat, treedef = jax.tree.flatten(template)
+    if len(flat) != len(leaves):
+        raise ValueError(
+            f"the recorded configuration has {len(leaves)} leaves, the env's {len(flat)}"
+        )
+    typed = [
+        jnp.asarray(np.asarray(v).astype(t.dtype)).reshape(t.shape)
+        for v, t in zip(leaves, flat, strict=True)
+    ]
+    return jax.tree.unflatten(treedef, typed)
+
+
+def replay_states(env: MultiAgentEnv, key: jax.Array, config, actions: np.ndarray):
+    """Plays ``actions`` int32[T, A] (agents in ``env.agents`` order) from the episode ``key``.
+
+    Returns:
+        (states, rewards, dones, infos): ``states`` leaves [T + 1, ...], the state before each
+        step and after the last; ``rewards`` float32[T, A]; ``dones`` bool[T] (the episode's
+        end); ``infos`` leaves [T, ...].
+    """
+    actions = jnp.asarray(np.asarray(actions, np.int32))
+    return _replay_fn(env, config is None)(key, config, actions)
+
+
+_REPLAYS: dict[tuple, Any] = {}
+
+
+def _replay_fn(env: MultiAgentEnv, sampled: bool):
+    """The jitted replay of ``env`` (one per env instance and configuration kind)."""
+    cache = (id(env), sampled)
+    if cache in _REPLAYS and _REPLAYS[cache][0] is env:
+        return _REPLAYS[cache][1]
+    seats = [None] * env.num_agents
+
+    def replay(key, config, actions):
+        playing, keys = start_episode(env, seats, key, None if sampled else config)
+        keys = keys[: actions.shape[0]]
+
+        def one_step(playing, inputs):
+            step_key, row = inputs
+            acted = {agent: row[i] for i, agent in enumerate(env.agents)}
+            after, (rewards, dones, infos) = advance(
+                env, seats, step_key, playing, acted, playing.carries
+            )
+            reward_row = jnp.stack([jnp.asarray(rewards[a], jnp.float32) for a in env.agents])
+            return after, (after.state, reward_row, dones["__all__"], infos)
+
+        _, (states, rewards, dones, infos) = jax.lax.scan(one_step, playing, (keys, actions))
+        first = jax.tree.map(lambda x: x[None], playing.state)
+        states = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, states)
+        return states, rewards, dones, infos
+
+    fn = jax.jit(replay)
+    if len(_REPLAYS) >= 16:
+        _REPLAYS.clear()
+    _REPLAYS[cache] = (env, fn)
+    return fn
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, np.generic | np.ndarray):
+        return np.asarray(value).tolist()
+    return repr(value)
