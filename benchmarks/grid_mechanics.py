@@ -1,4 +1,4 @@
-"""Throughput of the shared grid mechanics (dilemmax/envs/grid.py) on a batch of environments.
+"""Throughput of the shared grid mechanics (dilemmax/envs/grid/) on a batch of environments.
 
 Each "env-step" of a 5-agent 12 x 16 grid does what a grid game's step does with these helpers:
 

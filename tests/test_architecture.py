@@ -1,5 +1,5 @@
-"""Which way imports run (DESIGN.md): no cycle between dilemmax's packages, lower layers never
-importing higher ones.
+"""Which way imports run (docs/architecture.md, "Layers"): no cycle between dilemmax's packages,
+lower layers never importing higher ones.
 
 Read from the source with :mod:`ast`, nothing imported (no jax): every import statement of every
 non-test module counts, those inside functions and ``if TYPE_CHECKING`` blocks too, since an
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
 PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import make` reach
 
 # Lowest first. A package may import only packages of lower layers (and itself): siblings in one
-# layer stay independent of each other. DESIGN.md's chain is
+# layer stay independent of each other. docs/architecture.md's chain is
 #   envs <- wrappers <- agents <- train / llm <- analysis / finetune / scenarios <- cli;
 # the papers' experiments (built on analysis) and the Inspect AI tasks (built on the experiments)
 # sit between the top of that chain and the command line.
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("wrappers", "commandline"),
     ("agents",),
     ("train", "llm"),
-    ("analysis", "finetune", "scenarios"),
+    ("analysis", "finetune", "scenarios", "view"),
     ("experiments",),
     ("evals",),
     ("cli",),
@@ -211,7 +211,7 @@ def test_every_package_has_a_layer():
     missing = sorted(packages - set(RANK))
     assert not missing, (
         f"dilemmax packages {missing} have no layer: add them to LAYERS in {Path(__file__).name} "
-        "(DESIGN.md, 'Which way imports run')"
+        "(docs/architecture.md, 'Layers')"
     )
 
 

@@ -1,4 +1,5 @@
-"""The environment contract of DESIGN.md, checked on every registered env.
+"""The environment contract (docs/architecture.md, "The design in brief"), checked on every
+registered env.
 
 Parametrised over ``dilemmax.registered_envs()`` so a newly registered game is covered with no new
 test code.

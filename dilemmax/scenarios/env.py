@@ -14,7 +14,7 @@ Inside ``step_env`` the background acts through the episode driver's own seat lo
 ``step_env`` gets is the full game's step key: :func:`~dilemmax.envs.rollout.step_parts` splits it
 into the seats' key (background seat ``i`` acts with ``seat_keys(key_act, A)[i]``) and the game's
 key. So a scenario step is exactly the full game's step with the background seated, the step
-``tests/test_scenarios.py`` replays through ``rollout.act_seats`` / ``rollout.advance``.
+``dilemmax/scenarios/test_env.py`` replays through ``rollout.act_seats`` / ``rollout.advance``.
 
 The background sees what a seat of the full game sees (its own observation, its mask and, for
 oracle scripts, the game state); it never sees the focal agents' policies or anything the

@@ -1,4 +1,6 @@
-"""The README's "Use it from your RL code" blocks, run verbatim."""
+"""The "Use it from your RL code" blocks of docs/rl_libraries.md (once the README's), run
+verbatim with the RL libraries they drive. Every other code block of the docs runs in
+tests/test_docs_snippets.py, which leaves these to this file."""
 
 from __future__ import annotations
 
@@ -9,13 +11,13 @@ import pytest
 
 pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "rl_libraries.md"
 SECTION = "## Use it from your RL code"
 NEEDS = {"jaxmarl": "jaxmarl", "supersuit": "supersuit", "tianshou": "tianshou"}
 
 
 def snippets() -> list[str]:
-    text = README.read_text()
+    text = PAGE.read_text()
     section = text[text.index(SECTION) :]
     section = section[: section.find("\n## ", len(SECTION))]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
@@ -34,4 +36,4 @@ def test_snippet_runs(index):
     for needle, module in NEEDS.items():
         if f"import {needle}" in code or f"from {needle}" in code:
             pytest.importorskip(module)
-    exec(compile(code, f"README snippet {index}", "exec"), {"__name__": "readme"})
+    exec(compile(code, f"docs/rl_libraries.md snippet {index}", "exec"), {"__name__": "readme"})

@@ -69,11 +69,20 @@ from dilemmax.envs.spaces import Box, Discrete
 class MoralHazardEnv(MultiAgentEnv):
     """The Dialogue Moral Hazard Game (env id ``moral_hazard``).
 
+    The options after ``num_agents`` are the condition that ``sample_config`` (and so
+    ``reset``) plays (see :func:`~dilemmax.envs.moral_hazard.generator.make_config`); any config
+    passed to ``reset_to`` overrides them, so a grid of conditions needs no new env.
+
     Args:
         num_agents: n, 2..9 (static: it sets array shapes).
-        mapping, provenance, reward, cost, w_local, w_final, w_team: the condition that
-            ``sample_config`` (and so ``reset``) plays; see :func:`make_config`. Any config
-            passed to ``reset_to`` overrides them, so a grid of conditions needs no new env.
+        mapping: where the unsafe options sit: "highest" (the paper's primary mapping: the
+            option of highest utility), "uninformative" or "lowest".
+        provenance: "anonymous" (primary: a note does not say who posted it) or "visible".
+        reward: "team" (every agent is paid R_game) or "private" (agent i is paid U_i).
+        cost: k, the private cost of a query.
+        w_local: w_L, the weight of the local answer's point.
+        w_final: w_F, the weight of the final choice's point.
+        w_team: w_T, the weight of team success T.
     """
 
     max_steps = c.MAX_STEPS

@@ -1,8 +1,7 @@
 """Numbers and codes of OpenCleanup.
 
-Sources: the spec sheet ``shared/specs/open_cleanup.md`` and the OpenSocialJax paper (Sections
-3.2-4, Appendix A listing 1). Where neither prints a number, the value chosen here is marked
-"chosen".
+Source: the OpenSocialJax paper (Sections 3.2-4, Appendix A listing 1). Where it prints no
+number, the value chosen here is marked "chosen".
 
 Cell codes (one uint8 per grid cell, the ``grid`` of the state and channel 0 of an observation):
 

@@ -1,0 +1,648 @@
+"""Writes the generated pages of the docs site from the code: run ``python docs/gen_pages.py``.
+
+- ``docs/games/<game>.md``: one page per registered game, from its env module's and class's
+  docstrings and its declared options (every option with its type, default, allowed values and
+  meaning), with the shapes of what ``reset`` and ``step`` return (traced with
+  ``jax.eval_shape``, so they are the code's own), its scripted policies, its paper, and a
+  rendered frame (``docs/games/<game>.png``, grid games) or the first prompt a language model
+  reads (text games);
+- ``docs/cli.md``: every ``dilemmax`` command's ``--help``, from the argparse parsers;
+- ``docs/llms.txt``: the site's pages with a line each, for readers that are language models.
+
+The pages are committed, so they read on the repository's web view too; ``tests/test_docs.py``
+fails when one differs from what this script writes now (``--check`` does the same here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import io
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+GAMES = DOCS / "games"
+
+# The paper each game reproduces, and where in it (docs/papers.md has the full references).
+PAPERS = {
+    "consequence": (
+        "Institutional red-teaming (IABench-CA, consequence allocation)",
+        "the threshold game of Section 3, its 228 contexts x 5 deployment rules and the "
+        "cooperative-refinement reference of Appendix 11",
+    ),
+    "moral_hazard": (
+        "Moral Hazard in Multi-Agent Language Models",
+        "the Dialogue Moral Hazard Game: its conditions grid, the incentive isolation and the "
+        "fine-tuning mechanisms",
+    ),
+    "open_cleanup": (
+        "OpenSocialJax: Evaluating Social Adaptation in Sequential Social Dilemmas with "
+        "Open-Ended Environmental Dynamics",
+        "Clean Up with procedurally generated layouts and hidden tool recipes",
+    ),
+    "open_harvest": (
+        "OpenSocialJax: Evaluating Social Adaptation in Sequential Social Dilemmas with "
+        "Open-Ended Environmental Dynamics",
+        "Commons Harvest with procedurally generated layouts and hidden pay and regrowth rules",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- docstrings
+_ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|obj|exc):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def rst_to_markdown(text: str) -> str:
+    """The reStructuredText of the docstrings as markdown: roles and double-backquoted
+    literals as code, simple tables (``====  ====``) as pipe tables."""
+    text = _ROLE.sub(_role, text)
+    text = _LITERAL.sub(r"`\1`", text)
+    return _tables(text)
+
+
+def _role(match: re.Match) -> str:
+    """``:func:`~a.b.c``` -> ```c```, ``:mod:`a.b``` -> ```a.b```."""
+    target = match.group(1)
+    return f"`{target.split('.')[-1]}`" if "`~" in match.group(0) else f"`{target}`"
+
+
+def _tables(text: str) -> str:
+    lines, out, i = text.split("\n"), [], 0
+    border = re.compile(r"^=+( +=+)+\s*$")
+    while i < len(lines):
+        if not border.match(lines[i]):
+            out.append(lines[i])
+            i += 1
+            continue
+        starts = [m.start() for m in re.finditer(r"=+", lines[i])]
+        rows, i = [], i + 1
+        while i < len(lines) and not border.match(lines[i]):
+            rows.append(lines[i])
+            i += 1
+        i += 1  # the closing border, or the border under a one-line header
+        header = None
+        if len(rows) == 1:
+            header, rows = rows[0], []
+            while i < len(lines) and not border.match(lines[i]):
+                rows.append(lines[i])
+                i += 1
+            i += 1
+        out.extend(_pipe_table(header, rows, starts))
+    return "\n".join(out)
+
+
+def _cells(line: str, starts: list[int]) -> list[str]:
+    bounds = [*starts[1:], None]
+    return [line[a:b].strip() for a, b in zip(starts, bounds, strict=True)]
+
+
+def _pipe_table(header: str | None, rows: list[str], starts: list[int]) -> list[str]:
+    merged: list[list[str]] = []
+    for line in rows:
+        if not line.strip():
+            continue
+        cells = _cells(line, starts)
+        if merged and not cells[0]:  # a continuation line: its text joins the row above
+            for k, cell in enumerate(cells):
+                if cell:
+                    merged[-1][k] = f"{merged[-1][k]} {cell}".strip()
+        else:
+            merged.append(cells)
+    head = _cells(header, starts) if header else [""] * len(starts)
+    esc = lambda cell: cell.replace("|", "\\|")  # noqa: E731
+    table = ["| " + " | ".join(esc(c) for c in head) + " |", "|" + " --- |" * len(starts)]
+    table += ["| " + " | ".join(esc(c) for c in row) + " |" for row in merged]
+    return ["", *table, ""]
+
+
+def split_args(doc: str) -> tuple[str, dict[str, str]]:
+    """A Google-style docstring's text before ``Args:`` and its arguments' descriptions (an
+    entry ``a, b: text`` describes both)."""
+    head, _, rest = doc.partition("\nArgs:\n")
+    meanings: dict[str, str] = {}
+    names: list[str] = []
+    for line in rest.split("\n"):
+        if not line.strip():
+            continue
+        entry = re.match(r"^    ([A-Za-z_][\w, ]*):\s*(.*)$", line)
+        if entry:
+            names = [n.strip() for n in entry.group(1).split(",")]
+            for name in names:
+                meanings[name] = entry.group(2)
+        elif line.startswith("        ") and names:
+            for name in names:
+                meanings[name] += " " + line.strip()
+        else:
+            break
+    return head.rstrip(), meanings
+
+
+# ----------------------------------------------------------------------------- a game's page
+def _shape(leaf) -> str:
+    shape = ", ".join(str(d) for d in leaf.shape)
+    return f"{leaf.dtype}[{shape}]"
+
+
+def _tree_rows(tree, prefix: str = "") -> Iterator[tuple[str, str]]:
+    import jax
+
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        name = "".join(_path_part(p) for p in path).lstrip(".")
+        yield prefix + name, _shape(leaf)
+
+
+def _path_part(part) -> str:
+    if hasattr(part, "name"):  # a dataclass field
+        return f".{part.name}"
+    if hasattr(part, "key"):  # a dict key
+        return f"[{part.key!r}]"
+    return f"[{part.idx}]"
+
+
+def _default_text(value) -> str:
+    if value is inspect.Parameter.empty:
+        return "required"
+    return f"`{value!r}`"
+
+
+def _first_paragraph(doc: str | None) -> str:
+    text = inspect.cleandoc(doc or "").split("\n\n")[0]
+    return " ".join(text.split())
+
+
+def _policy_doc(policy) -> str:
+    target = policy.func if isinstance(policy, functools.partial) else policy
+    doc = getattr(target, "__doc__", None) if callable(target) else None
+    if doc and type(target).__doc__ == doc and not inspect.isfunction(target):
+        doc = type(target).__doc__
+    return rst_to_markdown(_first_paragraph(doc)) or "(no docstring)"
+
+
+def options_table(env_id: str) -> list[str]:
+    """One row per constructor option: name, type, default, allowed values, meaning."""
+    from dilemmax.envs.options import constructor_specs
+    from dilemmax.envs.registry import env_spec
+
+    env_cls = env_spec(env_id).load()
+    _, meanings = split_args(inspect.getdoc(env_cls) or "")
+    params = inspect.signature(env_cls.__init__).parameters
+    rows = [
+        "| option | type | default | allowed values | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, spec in constructor_specs(env_cls).items():
+        default = _default_text(params[name].default) if name in params else "required"
+        meaning = rst_to_markdown(" ".join(meanings.get(name, "").split())).replace("|", "\\|")
+        allowed = spec.describe().replace("|", "\\|")
+        rows.append(f"| `{name}` | {spec.kind} | {default} | {allowed} | {meaning} |")
+    return rows
+
+
+def _traced(env):
+    """Shapes of one reset and one step of ``env`` (traced, not run)."""
+    import jax
+    import jax.numpy as jnp
+
+    key = jax.random.key(0)
+    obs, state = jax.eval_shape(env.reset, key)
+    actions = {a: jnp.zeros((), jnp.int32) for a in env.agents}
+    step = jax.eval_shape(env.step_env, key, state, actions)
+    config = jax.eval_shape(env.sample_config, key)
+    return obs, state, step, config
+
+
+def _first_state(env):
+    import jax
+
+    return jax.jit(env.reset)(jax.random.key(0))
+
+
+def frame_png(env, path: Path) -> None:
+    """The first frame of an episode of ``env`` (seed 0), enlarged 3x, as a PNG."""
+    import numpy as np
+    from PIL import Image
+
+    _, state = _first_state(env)
+    pixels = np.asarray(env.render_rgb(state), dtype=np.uint8)
+    image = Image.fromarray(pixels).resize(
+        (pixels.shape[1] * 3, pixels.shape[0] * 3), Image.NEAREST
+    )
+    image.save(path, format="PNG", optimize=False)
+
+
+def first_prompt(env) -> tuple[str, str]:
+    """The system and user messages agent_0 reads at the start of an episode (seed 0)."""
+    _, state = _first_state(env)
+    protocol = env.text_protocol()
+    agent = env.agents[0]
+    prompt = protocol.turn(state, agent, protocol.new_memory(agent))
+    return prompt.system, prompt.user
+
+
+def game_page(env_id: str, images: Path | None = GAMES) -> str:
+    """The markdown of ``env_id``'s page; with ``images``, its frame is written there too."""
+    import numpy as np
+
+    import dilemmax
+    from dilemmax.envs.registry import env_spec
+
+    spec = env_spec(env_id)
+    env_cls = spec.load()
+    env = dilemmax.make(env_id)
+    module = sys.modules[env_cls.__module__]
+    intro, _ = split_args(inspect.getdoc(env_cls) or "")
+    intro = "\n".join(line for line in intro.split("\n") if not line.endswith(":"))
+    obs, state, (_, _, rewards, dones, infos), config = _traced(env)
+    agent = env.agents[0]
+    space = env.observation_space(agent)
+    paper, what = PAPERS.get(env_id, ("", ""))
+    out = [
+        f"# {env_id}",
+        "",
+        f"_{spec.summary}._",
+        "",
+        "<!-- Generated by docs/gen_pages.py from the code: edit the env's docstrings, not "
+        "this page. -->",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| id | `{env_id}` (this version: `{env_id}-v{env_cls.version}`; "
+        "[versions](../versions.md)) |",
+        f"| class | `{env_cls.__module__}.{env_cls.__name__}` |",
+        f"| paper | {paper}: {what} ([papers](../papers.md)) |",
+        f"| agents | {env.num_agents} by default (`num_agents`: "
+        f"{env_cls.option_specs['num_agents'].describe()}) |",
+        f"| observation | `{np.dtype(space.dtype).name}{list(space.shape)}` per agent |",
+        f"| actions | `Discrete({int(env.action_space(agent).n)})` per agent, with a legal-action "
+        "mask (`env.action_mask(state)`) |",
+        f"| episode | at most {env.max_steps} steps |",
+        f"| render modes | {', '.join(f'`{m}`' for m in env.render_modes)} |",
+        "",
+        "## The game",
+        "",
+        rst_to_markdown(inspect.cleandoc(module.__doc__ or "")).split("\n", 1)[-1].strip(),
+        "",
+        rst_to_markdown(intro).strip(),
+        "",
+        "## Options",
+        "",
+        "Static options are keyword arguments of `dilemmax.make` (`--set name=value` on the "
+        "command line, `env_kwargs.name=value` in a training config); each is checked against "
+        "its allowed values before anything is built.",
+        "",
+        *options_table(env_id),
+        "",
+        "## What reset and step return",
+        "",
+        "Shapes with the default options, traced from the code (`n` agents on the agent axis). "
+        "`obs, state = env.reset(key)`; "
+        "`obs, state, rewards, dones, infos = env.step(key, state, actions)` "
+        "(`step_env` is the same step without the automatic reset, and its `infos` are the "
+        "game's full event infos listed here; `step` gives JaxMARL's layout unless "
+        "`full_infos=True`).",
+        "",
+        "| value | dtype[shape] |",
+        "| --- | --- |",
+        *(f"| `obs[{a!r}]` | `{_shape(obs[a])}` |" for a in env.agents[:1]),
+        *(f"| `rewards[{a!r}]` | `{_shape(rewards[a])}` |" for a in env.agents[:1]),
+        *(f"| `dones[{a!r}]` | `{_shape(dones[a])}` |" for a in [*env.agents[:1], "__all__"]),
+        *(f"| `infos{name}` | `{shape}` |" for name, shape in _tree_rows(infos)),
+        "",
+        "The configuration an episode plays (`env.sample_config(key)`, or passed to "
+        "`env.reset_to(key, config)`; a batch of them runs as one `jax.vmap`):",
+        "",
+        "| field | dtype[shape] |",
+        "| --- | --- |",
+        *(f"| `{name}` | `{shape}` |" for name, shape in _tree_rows(config)),
+        "",
+    ]
+    grids = env.config_grids()
+    if grids:
+        out += [
+            "Grids of configurations the paper sweeps (`env.config_grids()`): "
+            + ", ".join(f"`{name}`" for name in grids)
+            + ".",
+            "",
+        ]
+    out += [
+        "## Scripted policies",
+        "",
+        "By name in `env.scripted_policies()`, `--policy` / `--seat agent_i=<name>` of "
+        "`dilemmax rollout`, `scripted:<name>` seats of `dilemmax play`, and training partners; "
+        "`random` and `first_legal` play every game.",
+        "",
+        "| name | what it plays |",
+        "| --- | --- |",
+        *(
+            f"| `{name}` | {_policy_doc(policy).replace('|', chr(92) + '|')} |"
+            for name, policy in env.scripted_policies().items()
+        ),
+        "",
+    ]
+    out += _picture(env_id, env, images)
+    out += [
+        "## The code",
+        "",
+        f"`dilemmax/envs/{env_id}/`: `env.py` (the class), `types.py` (states and "
+        "configurations), `generator.py`, `policies.py`, the text protocol and its rendering. "
+        "[The code map](../architecture.md) says how a game is put together.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _picture(env_id: str, env, images: Path | None) -> list[str]:
+    if "rgb_array" in env.render_modes:
+        if images is not None:
+            frame_png(env, images / f"{env_id}.png")
+        return [
+            "## A frame",
+            "",
+            f'The first step of an episode (seed 0), as `env.render(state, "rgb_array")` '
+            f"draws it; `dilemmax rollout {env_id} --episodes 1 --gif ep.gif` animates one.",
+            "",
+            f"![{env_id}, first step]({env_id}.png)",
+            "",
+        ]
+    system, user = first_prompt(env)
+    system = textwrap.shorten(system, 600, placeholder=" [...]") if system else "(none)"
+    return [
+        "## What a language model reads",
+        "",
+        "The first turn of `agent_0` (seed 0), as `env.text_protocol().turn(...)` writes it: "
+        "the system message (shortened here) and the user message. `dilemmax play` sends "
+        "these and parses the reply into the action.",
+        "",
+        "```text",
+        system,
+        "```",
+        "",
+        "```text",
+        user.strip(),
+        "```",
+        "",
+    ]
+
+
+# ----------------------------------------------------------------------------- the CLI
+def cli_page() -> str:
+    """Every command's ``--help``, the parsers' own text."""
+    from dilemmax.cli import build_parser
+
+    parser = build_parser()
+    out = [
+        "# Command-line reference",
+        "",
+        "<!-- Generated by docs/gen_pages.py from the argparse parsers. -->",
+        "",
+        "Every command's `--help`, as `dilemmax` prints it. A mistake in a command line is one "
+        "line on stderr and exit status 2. [Seats](seats.md) and "
+        "[model options](model_options.md) explain the options `play`, `experiment`, "
+        "`scenarios` and `redteam` share.",
+        "",
+    ]
+    for path, sub in _parsers(parser, ["dilemmax"]):
+        out += [f"{'#' * min(len(path) + 0, 4)} `{' '.join(path)}`", "", "```text"]
+        out += [_help(sub).rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def _parsers(parser, path: list[str]) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, [*path, name])
+
+
+def _help(parser: argparse.ArgumentParser) -> str:
+    import os
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: fix it
+    try:
+        buffer = io.StringIO()
+        try:
+            parser.print_help(buffer)
+        except ValueError as err:  # argparse's %-formatting of a help string
+            raise SystemExit(
+                f"{parser.prog} --help fails ({err}): a bare % in a help string"
+            ) from None
+        return buffer.getvalue()
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+# ----------------------------------------------------------------------------- model options
+_OPTION_MEANINGS = {
+    "base_url": "the OpenAI-compatible server(s); several joined by `|` are replicas of one "
+    "model, each call going to the one with the fewest calls outstanding",
+    "api_key_env": "the environment variable the API key is read from",
+    "temperature": "sampling temperature",
+    "top_p": "nucleus sampling mass",
+    "top_k": "top-k sampling (vLLM, SGLang and Inspect's providers take it; not OpenAI's own)",
+    "presence_penalty": "penalty on tokens already present",
+    "max_tokens": "reply length cap, in tokens",
+    "seed": "the sampling seed sent to the server",
+    "reasoning_effort": "asked of reasoning models (default: the server's)",
+    "reasoning_tokens": "a thinking budget, mapped by Inspect onto each provider's own",
+    "output": "how a reply is asked for: the prompt's JSON schema as structured output, JSON "
+    "mode (any JSON object), or text the game's parser reads (the OpenSocialJax paper's Table 1 "
+    "lists one per model)",
+    "timeout": "seconds per request attempt",
+    "max_attempts": "attempts per request (rate limits, 5xx, timeouts and broken replies are "
+    "retried with jittered exponential backoff)",
+    "concurrency": "requests in flight per model, over all its base URLs",
+    "role": "the seat's own text-protocol role (`cooperator` / `defector`, the Schelling designs)",
+    "reveal": "the grid games' hidden rules told to this seat alone",
+    "adapter": "a PEFT adapter folder loaded over the model",
+    "device": "the torch device the local model runs on",
+    "max_new_tokens": "reply length cap of a local model",
+    "batch_size": "prompts per batched `generate` call",
+    "greedy": "the most likely action instead of a sample",
+    "trained.seed": "which of the run's training seeds plays",
+}
+
+
+def _allowed(check) -> str:
+    if check is None:
+        return "text (or a bare flag)"
+    if hasattr(check, "describe"):
+        return check.describe()
+    choices = getattr(check, "values", None)
+    if choices:
+        return "one of " + ", ".join(f"`{c}`" for c in choices)
+    return {"Urls": "http(s) addresses joined by `\\|`", "EnvName": "a variable name"}.get(
+        type(check).__name__, type(check).__name__
+    )
+
+
+def model_options_page() -> str:
+    """The options of model seats: the flags, and each seat kind's own options with ranges."""
+    from dilemmax.llm import sampling, seats
+
+    parser = argparse.ArgumentParser(prog="dilemmax play", add_help=False)
+    seats.add_model_arguments(parser)
+    out = [
+        "# Model and generation options",
+        "",
+        "<!-- Generated by docs/gen_pages.py from dilemmax/llm/sampling.py and "
+        "dilemmax/llm/seats.py. -->",
+        "",
+        "A model seat (`openai:`, `inspect:`, `hf:`; see [seats](seats.md)) takes its options "
+        "in two places: the flags of `dilemmax play`, `experiment`, `scenarios evaluate`, "
+        "`redteam play` and `finetune evaluate`, which hold for every model seat, and options "
+        "after its target (`openai:my-model,temperature=0.7,top_k=20`), which hold for that "
+        "seat alone and win over the flags. Every value is checked against its range before "
+        "any call, and a value out of range is one line naming the option, the value and what "
+        "is allowed (the ranges are OpenAI's documented ones, so a value a server would refuse "
+        "costs no run of failed calls). What is left unset is the server's default.",
+        "",
+        "## The flags",
+        "",
+        "| flag | default | allowed values | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for action in parser._actions:
+        flag = action.option_strings[0]
+        allowed = sampling.FLAGS.get(flag)
+        text = (
+            _allowed(allowed)
+            if allowed
+            else ("one of " + ", ".join(f"`{c}`" for c in action.choices) if action.choices else "")
+        )
+        if isinstance(action, argparse._StoreTrueAction):
+            text = "a bare flag"
+        name = {"--model-seed": "seed", "--output-mode": "output"}.get(flag, flag[2:])
+        meaning = " ".join(
+            (action.help or _OPTION_MEANINGS.get(name.replace("-", "_"), "")).split()
+        )
+        meaning = meaning.replace("|", "\\|")
+        default = "" if action.default is None or action.default is False else f"`{action.default}`"
+        out.append(f"| `{flag}` | {default} | {text} | {meaning} |")
+    out += ["", "## A seat's own options", ""]
+    for kind, options in seats.SEAT_OPTIONS.items():
+        if not options:
+            continue
+        out += [
+            f"**`{kind}:`**",
+            "",
+            "| option | allowed values | meaning |",
+            "| --- | --- | --- |",
+        ]
+        for name, check in options.items():
+            meaning = _OPTION_MEANINGS.get(f"{kind}.{name}", _OPTION_MEANINGS.get(name, ""))
+            meaning = meaning.replace("|", "\\|")
+            out.append(f"| `{name}` | {_allowed(check)} | {meaning} |")
+        out.append("")
+    out += [
+        "`scripted:` seats take no options. For example:",
+        "",
+        "<!-- docs-test: skip needs model servers -->",
+        "```bash",
+        "dilemmax play moral_hazard --seats openai:my-model --base-url http://localhost:8000/v1 \\",
+        "    --temperature 0.7 --max-tokens 256 \\",
+        "    --seat 'agent_1=openai:other-model,base_url=http://gpu1:8000/v1|http://gpu2:8000/v1,"
+        "top_k=20,output=text'",
+        "```",
+        "",
+    ]
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- llms.txt
+def llms_txt() -> str:
+    """The site map for language models (https://llmstxt.org): every page with its first line."""
+    import yaml  # mkdocs's own dependency
+
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_IgnoreTags)
+    out = [
+        "# dilemmax",
+        "",
+        "> Multi-agent social dilemmas in pure JAX for MARL and language-model research: four "
+        "games from three papers, each a jit- and vmap-able environment with the JaxMARL API, "
+        "PettingZoo and Gymnasium views, a text interface through which language models play the "
+        "very same steps, scripted reference policies, trained agents and the papers' metrics.",
+        "",
+        "Every page below is markdown in the repository's docs/ folder; README.md is the overview.",
+        "",
+    ]
+    for section, pages in _nav(config["nav"]):
+        out += [f"## {section}", ""]
+        for title, page in pages:
+            source = ROOT / "CHANGELOG.md" if page == "changes.md" else DOCS / page
+            out.append(f"- [{title}]({page}): {_page_summary(source)}")
+        out.append("")
+    return "\n".join(out)
+
+
+class _IgnoreTags(__import__("yaml").SafeLoader):
+    """mkdocs.yml's ``!!python/name:`` tags read as plain strings."""
+
+
+_IgnoreTags.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
+def _nav(nav) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    for entry in nav:
+        ((section, value),) = entry.items()
+        if isinstance(value, str):
+            yield section, [(section, value)]
+        else:
+            yield section, [next(iter(item.items())) for item in value]
+
+
+def _page_summary(path: Path) -> str:
+    for block in path.read_text().split("\n\n")[1:]:
+        text = " ".join(block.split())
+        if text and not text.startswith(("<!--", "|", "#", "```", "!")):
+            return textwrap.shorten(text.strip("_"), 160, placeholder="...")
+    return ""
+
+
+# ----------------------------------------------------------------------------- main
+def pages(check: bool = False) -> dict[Path, Callable[[], str]]:
+    """Each generated file and what writes it (``check``: write no image)."""
+    from dilemmax.envs.registry import env_spec, registered_envs
+
+    images = None if check else GAMES
+    games = [g for g in registered_envs() if env_spec(g).entry_point.startswith("dilemmax.")]
+    made = {GAMES / f"{g}.md": functools.partial(game_page, g, images) for g in games}
+    made[DOCS / "cli.md"] = cli_page
+    made[DOCS / "model_options.md"] = model_options_page
+    made[DOCS / "llms.txt"] = llms_txt
+    return made
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if a page is out of date")
+    args = parser.parse_args(argv)
+    GAMES.mkdir(exist_ok=True)
+    stale = []
+    for path, make in pages(args.check).items():
+        text = make().rstrip("\n") + "\n"
+        if args.check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(path.relative_to(ROOT))
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print("out of date (run python docs/gen_pages.py):", *stale, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Every code block of the docs and the README runs, so the docs cannot rot.
+
+A page's ```python blocks run in order in one namespace (a later block may use an earlier one's
+names), in a fresh folder. Its ```bash blocks run line by line there too: each command is a
+`dilemmax ...` or `python ...` line (a trailing backslash joins lines; `#` starts a comment).
+An HTML comment just before a block changes how it runs:
+
+    <!-- docs-test: skip <reason> -->            the block is not run; the reason is required
+    <!-- docs-test: replace <old> => <new> -->   run with <old> replaced (a smaller size, say)
+
+Blocks that need a model server, several hosts or a real model are skipped with their reason;
+the "Use it from your RL code" blocks of docs/rl_libraries.md, which drive JaxMARL, SB3 and
+Tianshou, run in tests/integration/test_readme_snippets.py instead. ```text blocks are output
+and are not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+RL_LIBRARIES_SECTION = ("rl_libraries.md", "## Use it from your RL code")
+COMMAND_TIMEOUT = 600  # seconds for one command (a tiny training compiles for a minute or two)
+
+_BLOCK = re.compile(r"((?:<!-- docs-test:[^\n]*-->\n)*)```(python|bash)\n(.*?)```", flags=re.S)
+_MARKER = re.compile(r"<!-- docs-test: (skip|replace) (.*?) -->")
+
+
+@dataclass
+class Block:
+    page: str
+    language: str
+    code: str
+    line: int
+    skip: str = ""
+    replacements: list[tuple[str, str]] = field(default_factory=list)
+
+    def runnable_code(self) -> str:
+        code = self.code
+        for old, new in self.replacements:
+            assert old in code, f"{self.where}: replace {old!r}: not in the block"
+            code = code.replace(old, new)
+        return code
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks_of(path: Path) -> list[Block]:
+    text = path.read_text()
+    name = path.relative_to(ROOT).as_posix()
+    found = []
+    for match in _BLOCK.finditer(text):
+        block = Block(name, match.group(2), match.group(3), text.count("\n", 0, match.start()) + 1)
+        for kind, value in _MARKER.findall(match.group(1)):
+            if kind == "skip":
+                block.skip = value.strip()
+            else:
+                old, sep, new = value.partition(" => ")
+                assert sep, f"{block.where}: a replace marker reads `old => new`"
+                block.replacements.append((old, new))
+        if path.name == RL_LIBRARIES_SECTION[0]:
+            start = text.find(RL_LIBRARIES_SECTION[1])
+            if 0 <= start < match.start():
+                block.skip = "run by tests/integration/test_readme_snippets.py"
+        found.append(block)
+    return found
+
+
+def _commands(code: str) -> list[str]:
+    joined = re.sub(r"\\\n\s*", " ", code)
+    lines = [line.strip() for line in joined.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _run_command(line: str, cwd: Path, where: str) -> None:
+    words = shlex.split(line, comments=True)
+    if words[0] == "dilemmax":
+        words = [sys.executable, "-m", "dilemmax", *words[1:]]
+    elif words[0] == "python":
+        words = [sys.executable, *words[1:]]
+    else:
+        pytest.fail(f"{where}: `{line}` is neither a dilemmax nor a python command; mark the block")
+    env = {**os.environ, "OPENAI_API_KEY": "unused", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        words, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env
+    )
+    assert done.returncode == 0, f"{where}: `{line}` failed:\n{done.stderr[-3000:]}"
+
+
+def test_every_block_is_run_or_says_why_not():
+    """A skipped block gives a reason; every page has its blocks found (a block whose fence is
+    mistyped would silently not run)."""
+    for path in PAGES:
+        for block in blocks_of(path):
+            if block.skip == "":
+                continue
+            assert len(block.skip) > 8, f"{block.where}: a skip needs its reason"
+        fences = len(re.findall(r"^```(?:python|bash)$", path.read_text(), flags=re.M))
+        assert fences == len(blocks_of(path)), path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_the_page_code_runs(page, tmp_path, monkeypatch):
+    blocks = [b for b in blocks_of(ROOT / page) if not b.skip]
+    if not blocks:
+        pytest.skip("no block of this page runs (each skipped one says why)")
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "docs_snippet"}
+    for block in blocks:
+        code = block.runnable_code()
+        if block.language == "python":
+            exec(compile(code, block.where, "exec"), namespace)
+        else:
+            for line in _commands(code):
+                _run_command(line, tmp_path, block.where)
