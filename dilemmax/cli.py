@@ -36,6 +36,14 @@ from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-e
     user_input,
     writing,
 )
+from dilemmax.envs.memory import (
+    PYTHON_RECORD_BYTES,
+    check_episodes_fit,
+    check_fits,
+    episode_bytes,
+    host_memory,
+    human_size,
+)
 from dilemmax.envs.options import OptionSpec
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import env_spec, registered_envs
@@ -105,6 +113,22 @@ def _rollout_policy(env, env_id: str, name: str, choices: dict):
 
 
 def _cmd_rollout(args) -> int:
+def _check_rollout_fits(arena: Arena, args, compiled: bool) -> None:
+    """Refuses, before any episode is played, ``--episodes`` this machine cannot hold: played as
+    one compiled program, every episode's steps are kept until its metrics are taken; played
+    step by step, each episode's metrics (:mod:`dilemmax.envs.memory`)."""
+    if compiled and arena.jittable:
+        check_episodes_fit(arena.env, args.episodes, "rollout", "--episodes", arena.seats)
+        return
+    per_episode = episode_bytes(arena.env)[1] + PYTHON_RECORD_BYTES
+    check_fits(
+        args.episodes * per_episode,
+        f"rollout ({args.episodes} episodes' metrics x {human_size(per_episode)})",
+        "--episodes",
+        host_memory(),
+    )
+
+
     env = build_env(args.env, args.set)
     if args.gif and "rgb_array" not in env.render_modes:
         raise UsageError(
@@ -125,6 +149,7 @@ def _cmd_rollout(args) -> int:
     arena = Arena(env, policies)
     long_episodes = env.max_steps >= PROGRESS_MIN_STEPS and not args.no_progress
     with _step_progress(arena, args.episodes * env.max_steps, long_episodes):
+    _check_rollout_fits(arena, args, compiled=not (long_episodes or args.out or args.gif))
         result = arena.run(
             jax.random.key(args.seed),
             args.episodes,

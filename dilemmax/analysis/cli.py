@@ -51,6 +51,7 @@ from dilemmax.commandline import (
 )
 from dilemmax.envs.consequence.constants import RULE_NAMES
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import FatalClientError
@@ -137,6 +138,8 @@ def _cmd_play(args) -> int:
         return _cmd_play_model(args)
     env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
     env = _game(args)
+    cells = len(context_table()[1]) * len(RULE_NAMES)  # every context under every rule
+    check_episodes_fit(env, cells * args.episodes, "redteam play", "--episodes")
     policy = _policy(args.policy, env)
     out = output_file(_npz_name(args.out), "--out")
     pop = grid_population(
@@ -187,6 +190,8 @@ def _cmd_play_model(args) -> int:
         contexts = spread_contexts(args.contexts)
         protocol = parse_assignments(args.protocol, "--protocol")
         _game(args).text_protocol(**protocol)  # checks the flags
+        total = len(contexts) * len(args.rules) * args.episodes
+        check_waves_fit(_game(args), args.envs, total, "redteam play", "--envs or --episodes")
         out = _run_folder(args)
         seat = build_seat(args.policy, None, args, {})
     except (UsageError, ValueError, TypeError, FatalClientError) as error:
@@ -249,6 +254,9 @@ def _cmd_ablate(args) -> int:
     if args.policy.startswith(MODEL_KINDS):
         return _cmd_ablate_model(args)
     _policy(args.policy, make("consequence"))  # a bad name fails before any play
+    # Each arm and rule plays its contexts' episodes in one compiled program.
+    per_program = len(A.ablation_contexts()) * args.episodes
+    check_episodes_fit(make("consequence"), per_program, "redteam ablate", "--episodes")
     out = output_folder(args.out, "--out")[0]
     play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
     report = A.run_ablations(
@@ -271,6 +279,10 @@ def _cmd_ablate_model(args) -> int:
         if args.episodes < 1 or args.envs < 1:
             raise UsageError("--episodes and --envs must be >= 1")
         rules = list(args.rules)
+        arms = {arm for name in args.ablations for arm in A.ABLATIONS[name]}
+        total = len(arms) * len(rules) * len(A.ablation_contexts()) * args.episodes
+        what = "redteam ablate"
+        check_waves_fit(make("consequence"), args.envs, total, what, "--envs or --episodes")
         out = _run_folder(args)
         seat = build_seat(args.policy, None, args, {})
     except (UsageError, ValueError, TypeError, FatalClientError) as error:

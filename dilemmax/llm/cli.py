@@ -28,8 +28,10 @@ import numpy as np
 
 from dilemmax.commandline import output_file, parse_assignments
 from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.memory import check_waves_fit
 from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
 from dilemmax.envs.registry import env_spec, make
+from dilemmax.envs.rollout import num_configs_of
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import shards
 from dilemmax.llm.client import FatalClientError
@@ -145,9 +147,11 @@ def _parts(args) -> tuple[list[Part], dict]:
     options = _env_options(args.env, parse_assignments(args.set))
     protocol_options = parse_assignments(args.protocol, "--protocol")
     env = _make_env(args.env, options)
+    grid = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
+    episodes = sum(args.episodes * (num_configs_of(configs) or 1) for _, _, configs, _ in grid)
+    check_waves_fit(env, args.envs, episodes, "play", "--envs or --episodes")
     specs = seat_specs(env, args)
     check_specs(env, specs, args.seats, args)
-    grid = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
     parts = [
         Part(name, part_env, configs, names, episodes=args.episodes, rotate=args.rotate)
         for name, part_env, configs, names in grid

@@ -35,6 +35,7 @@ from dilemmax.commandline import (
     positive_int,
     seed_int,
 )
+from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
@@ -254,6 +255,17 @@ def _json_safe(tree):
     return _finite(tree)
 
 
+def _check_size(args, env, source: str) -> None:
+    """Refuses, before anything loads or plays, ``--episodes`` (and ``--envs``) beyond this
+    machine's memory: each scenario's episodes play in one compiled program, or model seats play
+    in waves of ``--envs`` (:mod:`dilemmax.envs.memory`)."""
+    episodes = args.episodes * len(env.names)
+    if source == "seats":
+        check_waves_fit(env, args.envs, episodes, "scenarios evaluate", "--envs or --episodes")
+    else:
+        check_episodes_fit(env, episodes, "scenarios evaluate", "--episodes", None, args.max_steps)
+
+
 def _cmd_evaluate(args) -> int:
     try:
         return _evaluate(args)
@@ -267,6 +279,7 @@ def _evaluate(args) -> int:
         _check_out_is_ours(Path(args.out))
     scenarios = scenario_set(args.game, args.set)
     env = scenarios.build()
+    _check_size(args, env, source)
     key = jax.random.key(args.seed)
     populations = zoo_populations(env, args.game) if args.references == "zoo" else None
     calls = None

@@ -17,7 +17,6 @@ sweep's arrays with these functions before vmapping over them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv, PyTree
+from dilemmax.envs.memory import (  # noqa: F401 (MemoryNeeded: its old home, re-exported)
+    MemoryNeeded,
+    human_size,
+    machine_memory,
+    nbytes,
+)
 from dilemmax.envs.options import OptionError, OptionSpec, constructor_specs
 from dilemmax.envs.registry import make
 
@@ -311,22 +316,8 @@ def config_grid(env: MultiAgentEnv, name: str | None) -> PyTree | None:
 
 
 # ----------------------------------------------------------------------------- memory
-class MemoryNeeded(OptionError):
-    """Options each in range whose product cannot fit in this machine's memory."""
-
-
-def _nbytes(x) -> int:
-    return int(np.prod(x.shape, dtype=np.float64)) * np.dtype(x.dtype).itemsize
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1000 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
-        n /= 1000
-    return f"{n:.3g} EB"  # pragma: no cover - the loop returns
-
-
+# The generic helpers (machine memory, sizes) live in dilemmax.envs.memory, which every command
+# that batches episodes or envs uses.
 def rollout_bytes(config, trainer, state) -> int:
     """Bytes of one rollout as the trainer stacks it (``num_steps`` Transitions, and the
     advantages and targets computed over it), from the shapes of a runner state ``state``
@@ -340,33 +331,14 @@ def rollout_bytes(config, trainer, state) -> int:
     lanes = np.prod(state.obs[learners[0]].shape[:2], dtype=np.float64)  # seeds x envs
     n = trainer.num_actions
     per_lane = n + 7 * 4 + 1 + (4 * (n + 2) if trainer.recurrent else 0)
-    per_step = sum(_nbytes(state.obs[a]) for a in learners) + lanes * len(learners) * per_lane
+    per_step = sum(nbytes(state.obs[a]) for a in learners) + lanes * len(learners) * per_lane
     per_step += lanes * (1 + 4 * trainer.num_agents)
     # critic_input maps over the envs itself; the outer map is the seeds'.
     critic = jax.eval_shape(
         jax.vmap(lambda s: trainer.nets.critic_input(s, None)), state.env_state.env_state
     )
-    per_step += sum(_nbytes(x) for x in jax.tree.leaves(critic))
+    per_step += sum(nbytes(x) for x in jax.tree.leaves(critic))
     return int(per_step * config.num_steps)
-
-
-def machine_memory(mesh=None) -> tuple[int, str]:
-    """(bytes, description) of the memory training may use: the accelerator's ``bytes_limit``
-    (times the devices of ``mesh``), else the host's physical memory."""
-    device = jax.local_devices()[0]
-    try:
-        stats = device.memory_stats() or {}
-    except Exception:  # noqa: BLE001 - a backend without memory statistics
-        stats = {}
-    limit = stats.get("bytes_limit")
-    if limit and device.platform != "cpu":
-        count = int(mesh.devices.size) if mesh is not None else 1
-        return int(limit) * count, f"{count} x {_size(int(limit))} of {device.platform} memory"
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # a platform without these names
-        return 0, "unknown"
-    return int(total), f"{_size(total)} of memory"
 
 
 def check_fits(config, trainer, seed_keys, mesh=None) -> None:
@@ -374,14 +346,14 @@ def check_fits(config, trainer, seed_keys, mesh=None) -> None:
     batch exceed the machine's memory, before anything compiles: the runner state's shapes come
     from ``jax.eval_shape`` of the seeds' init (traced, not run), the rollout's from them."""
     state = jax.eval_shape(jax.vmap(trainer.init), seed_keys)
-    batch = sum(_nbytes(x) for x in jax.tree.leaves(state))
+    batch = sum(nbytes(x) for x in jax.tree.leaves(state))
     buffer = rollout_bytes(config, trainer, state)
     available, what = machine_memory(mesh)
     if available and buffer + batch > available:
         raise MemoryNeeded(
-            f"the rollout buffer would need {_size(buffer)} (num_seeds={config.num_seeds} x "
+            f"the rollout buffer would need {human_size(buffer)} (num_seeds={config.num_seeds} x "
             f"num_envs={config.num_envs} x num_steps={config.num_steps} x "
-            f"{_size(buffer / config.num_seeds / config.num_envs / config.num_steps)} per env "
-            f"step) and the runner state {_size(batch)}; this machine has {what}: lower "
+            f"{human_size(buffer / config.num_seeds / config.num_envs / config.num_steps)} per env "
+            f"step) and the runner state {human_size(batch)}; this machine has {what}: lower "
             "num_envs, num_steps or num_seeds"
         )
