@@ -112,7 +112,6 @@ def _rollout_policy(env, env_id: str, name: str, choices: dict):
     return choices[name]
 
 
-def _cmd_rollout(args) -> int:
 def _check_rollout_fits(arena: Arena, args, compiled: bool) -> None:
     """Refuses, before any episode is played, ``--episodes`` this machine cannot hold: played as
     one compiled program, every episode's steps are kept until its metrics are taken; played
@@ -129,6 +128,7 @@ def _check_rollout_fits(arena: Arena, args, compiled: bool) -> None:
     )
 
 
+def _cmd_rollout(args) -> int:
     env = build_env(args.env, args.set)
     if args.gif and "rgb_array" not in env.render_modes:
         raise UsageError(
@@ -148,8 +148,8 @@ def _check_rollout_fits(arena: Arena, args, compiled: bool) -> None:
             output_file(getattr(args, option), f"--{option}")
     arena = Arena(env, policies)
     long_episodes = env.max_steps >= PROGRESS_MIN_STEPS and not args.no_progress
-    with _step_progress(arena, args.episodes * env.max_steps, long_episodes):
     _check_rollout_fits(arena, args, compiled=not (long_episodes or args.out or args.gif))
+    with _step_progress(arena, args.episodes * env.max_steps, long_episodes):
         result = arena.run(
             jax.random.key(args.seed),
             args.episodes,
