@@ -7,13 +7,20 @@ loaded on top of the base model, so a fine-tuned model plays with the same code.
 A model or adapter folder comes from elsewhere (a download, a colleague's run), so its files are
 checked before torch is asked to load anything (:func:`check_model_folder`,
 :func:`check_adapter_folder`), and what transformers or PEFT still refuse is reported the same
-way: a :class:`ModelFolderError`, one line naming the folder and what is missing or wrong.
+way: a :class:`ModelFolderError`, one line naming the folder and what is missing or wrong. The
+checks read only small files and headers: a ``.safetensors`` file's header is read and its
+declared tensors checked against the file's size (a download cut short), and an adapter's config
+is checked field by field (PEFT accepts ``"r": "eight"`` and fails only when the model is built,
+after a base model may already have played) and against the ranks of its weights. Every command
+that seats adapters checks them all this way before the first game (:mod:`dilemmax.llm.seats`,
+``dilemmax finetune evaluate``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +46,25 @@ ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 # What transformers and PEFT raise on a folder they cannot build a model from (a config of an
 # unknown architecture, weights of another shape, a damaged file).
 LOAD_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
+# Bytes per element of each safetensors dtype (a dtype not listed is checked by offsets alone).
+SAFETENSORS_DTYPES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "I16": 2, "F16": 2,
+    "BF16": 2, "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8,
+}  # fmt: skip
+# A safetensors header past this size is not one (the format caps it at 100 MB).
+MAX_SAFETENSORS_HEADER = 100_000_000
+# LoRA's config fields a model is built from: (the types allowed, what it must be). Only the
+# fields present are checked; PEFT fills in the rest.
+LORA_FIELDS = {
+    "r": (int, "an integer >= 1"),
+    "lora_alpha": ((int, float), "a number"),
+    "lora_dropout": ((int, float), "a number in [0, 1)"),
+    "target_modules": ((str, list, type(None)), "a module name, a list of them, or null"),
+    "modules_to_save": ((list, type(None)), "a list of module names or null"),
+    "bias": (str, "one of none, all, lora_only"),
+    "fan_in_fan_out": (bool, "true or false"),
+    "base_model_name_or_path": ((str, type(None)), "a model name or null"),
+}
 
 
 class ModelFolderError(FatalClientError, UsageError):
@@ -85,6 +111,59 @@ def check_model_folder(path, what: str = "hf seat", tokenizer: bool = True) -> P
     return folder
 
 
+def safetensors_header(file: Path, what: str, folder: Path) -> dict:
+    """tensor name -> (dtype, shape, offsets) of a ``.safetensors`` file, read from its header
+    alone; a :class:`ModelFolderError` when the header is damaged, declares other than the bytes
+    the file holds (a copy cut short, or with bytes after its tensors, which safetensors refuses
+    too), or holds a tensor whose bytes do not match its shape."""
+    size = file.stat().st_size
+    with open(file, "rb") as handle:
+        length = int.from_bytes(handle.read(8).ljust(8, b"\xff"), "little")
+        if length > min(size - 8, MAX_SAFETENSORS_HEADER):
+            raise ModelFolderError(
+                f"{what} {folder}: {file.name} is not a whole safetensors file ({size} bytes, "
+                "too short for the header it declares)"
+            )
+        try:
+            header = json.loads(handle.read(length))
+        except (UnicodeError, ValueError):
+            header = None
+    if not isinstance(header, dict):
+        raise ModelFolderError(f"{what} {folder}: {file.name} has no readable safetensors header")
+    end = 0
+    for name, tensor in header.items():
+        if name != "__metadata__":
+            where = f"{what} {folder}: {file.name} tensor {name[:80]!r}"
+            end = max(end, _tensor_end(tensor, where))
+    if 8 + length + end != size:
+        state = "is cut short" if 8 + length + end > size else "has bytes past its tensors"
+        raise ModelFolderError(
+            f"{what} {folder}: {file.name} {state}: its header declares "
+            f"{8 + length + end} bytes, the file holds {size}"
+        )
+    return header
+
+
+def _tensor_end(tensor, where: str) -> int:
+    """Where a header entry's data ends; ModelFolderError when the entry is not a tensor's."""
+    try:
+        dtype, shape, (begin, end) = tensor["dtype"], tensor["shape"], tensor["data_offsets"]
+        ints = [begin, end, *shape]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+            raise ValueError
+    except (TypeError, KeyError, ValueError):
+        raise ModelFolderError(f"{where}: not a tensor entry (dtype, shape, offsets)") from None
+    count = 1
+    for dim in shape:
+        count *= dim
+    itemsize = SAFETENSORS_DTYPES.get(dtype)
+    if end < begin or (itemsize is not None and end - begin != count * itemsize):
+        raise ModelFolderError(
+            f"{where}: offsets {begin}..{end} do not hold a {dtype} tensor of shape {shape}"
+        )
+    return end
+
+
 def check_adapter_folder(path, what: str = "hf seat adapter") -> Path:
     """``path`` if it holds a PEFT adapter (``adapter_config.json`` naming its ``peft_type``, and
     the adapter's weights); a :class:`ModelFolderError` otherwise."""
@@ -98,7 +177,62 @@ def check_adapter_folder(path, what: str = "hf seat adapter") -> Path:
     if not isinstance(config.get("peft_type"), str):
         raise ModelFolderError(f"{what} {folder}: adapter_config.json names no peft_type")
     _needs_one_of(folder, ADAPTER_WEIGHT_FILES, "adapter weights", what)
+    if config["peft_type"] == "LORA":
+        _check_lora_config(config, f"{what} {folder}: adapter_config.json")
+    if (folder / "adapter_model.safetensors").is_file():
+        header = safetensors_header(folder / "adapter_model.safetensors", what, folder)
+        if config["peft_type"] == "LORA":
+            _check_lora_ranks(header, config, f"{what} {folder}")
+    else:  # a torch.save zip: cut short, it has no central directory
+        _check_zip(folder / "adapter_model.bin", what, folder)
     return folder
+
+
+def _check_lora_config(config: dict, where: str) -> None:
+    for field, (types, meaning) in LORA_FIELDS.items():
+        if field not in config:
+            continue
+        value, allowed = config[field], types if isinstance(types, tuple) else (types,)
+        fits = isinstance(value, allowed) and (bool in allowed or not isinstance(value, bool))
+        if fits and field == "r":
+            fits = value >= 1
+        elif fits and field == "lora_dropout":
+            fits = 0 <= value < 1
+        elif fits and field == "bias":
+            fits = value in ("none", "all", "lora_only")
+        elif fits and isinstance(value, list):
+            fits = all(isinstance(v, str) for v in value)
+        if not fits:
+            shown = json.dumps(value)[:60]
+            raise ModelFolderError(f"{where}: {field} is {shown}, not {meaning}")
+
+
+def _check_lora_ranks(header: dict, config: dict, where: str) -> None:
+    """Each LoRA pair's rank (lora_A's rows, lora_B's columns) is the config's ``r`` (or its
+    ``rank_pattern`` entry's): weights of another config fail only once the model is built."""
+    ranks = {int(config.get("r", 8))} | {
+        v for v in (config.get("rank_pattern") or {}).values() if isinstance(v, int)
+    }
+    for name, tensor in header.items():
+        shape = tensor.get("shape") if isinstance(tensor, dict) else None
+        if not shape or len(shape) != 2:
+            continue
+        rank = shape[0] if ".lora_A." in name else shape[1] if ".lora_B." in name else None
+        if rank is not None and rank not in ranks:
+            raise ModelFolderError(
+                f"{where}: tensor {name[:80]!r} has rank {rank}, but adapter_config.json "
+                f"says r={config.get('r', 8)}"
+            )
+
+
+def _check_zip(file: Path, what: str, folder: Path) -> None:
+    try:
+        with zipfile.ZipFile(file):
+            return
+    except (OSError, zipfile.BadZipFile):
+        raise ModelFolderError(
+            f"{what} {folder}: {file.name} is not a whole torch.save file (cut short?)"
+        ) from None
 
 
 def _check_device(torch, device: str) -> None:
