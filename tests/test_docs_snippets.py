@@ -91,7 +91,14 @@ def _run_command(line: str, cwd: Path, where: str) -> None:
         words = [sys.executable, *words[1:]]
     else:
         pytest.fail(f"{where}: `{line}` is neither a dilemmax nor a python command; mark the block")
-    env = {**os.environ, "OPENAI_API_KEY": "unused", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "unused",
+        "PYTHONPATH": str(ROOT),
+        # The suite's compilation cache: a command compiles what an earlier run compiled once.
+        "JAX_COMPILATION_CACHE_DIR": os.environ.get("JAX_COMPILATION_CACHE_DIR")
+        or str(ROOT / ".jax_cache"),
+    }
     done = subprocess.run(
         words, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env
     )
