@@ -87,3 +87,18 @@ def test_the_bootstrap_peak_does_not_grow_with_resamples_times_games(monkeypatch
     low, high = np.quantile(hits[picks].sum(1) / sizes[picks].sum(1), [0.025, 0.975])
     assert (got["low"], got["high"]) == pytest.approx((low, high), abs=1e-12)
     assert got["games"] == 3000 and got["traces"] == 6000
+
+
+def test_groupings_of_the_very_same_traces_share_one_bootstrap(tmp_path, monkeypatch):
+    """One population and one arm: the rule, population / rule and arm / rule groups are the
+    same traces, drawn once (the 100,000-game transcript paid for each grouping)."""
+    traces = RL.read_traces(_transcript(tmp_path / "transcript.jsonl", 40))
+    calls = []
+    share_cis = RL.share_cis
+    monkeypatch.setattr(RL, "share_cis", lambda *a: calls.append(1) or share_cis(*a))
+    shares = RL.rationale_report(traces, 0, 200)["shares"]
+    assert (
+        shares["rule"]["RP"] == shares["population/rule"]["m/RP"] == shares["arm/rule"]["main/RP"]
+    )
+    assert shares["population"]["m"] == shares["rule"]["RP"]
+    assert len(calls) == 1  # every grouping holds these 40 traces whole (all in round 0)
