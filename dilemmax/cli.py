@@ -82,6 +82,7 @@ COMMANDS = {
         "dilemmax.scenarios.cli",
         "held-out scenarios: list the sets, or score a focal population on one",
     ),
+    "view": ("dilemmax.view.cli", "a run as one self-contained HTML replay page (--open to open it)"),
 }
 
 

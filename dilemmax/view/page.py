@@ -1,0 +1,65 @@
+"""The replay page: one self-contained HTML file (script, style and data inline).
+
+The page holds a small index (the run's title, one entry per env with its agents, action names,
+palette and agent colours, one entry per episode with its label, group, seats and metrics) and
+one compressed payload per episode (:func:`dilemmax.view.trace.pack`), inflated by the page
+only when that episode is picked. It loads nothing: no network request, works from file://.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from pathlib import Path
+
+from dilemmax.view.runs import Run
+from dilemmax.view.trace import env_info, finite, pack, trace
+
+
+def _asset(name: str) -> str:
+    return resources.files("dilemmax.view").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _script_safe(text: str) -> str:
+    """Text that cannot end the <script> element it sits in."""
+    return text.replace("</", "<\\/")
+
+
+def build_page(run: Run) -> str:
+    """The page's HTML for ``run``: every episode replayed, traced and packed."""
+    envs: list[dict] = []
+    env_index: dict[int, int] = {}
+    entries, payloads = [], []
+    for n, episode in enumerate(run.episodes):
+        payload, _, first = trace(episode)
+        if id(episode.env) not in env_index:
+            env_index[id(episode.env)] = len(envs)
+            envs.append(env_info(episode.env, first))
+        entries.append(
+            {
+                "label": episode.label,
+                "group": episode.group or envs[env_index[id(episode.env)]]["game"],
+                "env": env_index[id(episode.env)],
+                "steps": payload["steps"],
+                "seats": episode.seats,
+                "metrics": finite(episode.metrics),
+            }
+        )
+        payloads.append(f'<script type="text/plain" id="ep-{n}">{pack(payload)}</script>')
+    index = {"title": run.title, "kind": run.kind, "envs": envs, "episodes": entries}
+    index_text = json.dumps(index, separators=(",", ":"), allow_nan=False)
+    return (
+        _asset("view.html")
+        .replace("%TITLE%", html.escape(run.title))
+        .replace("%STYLE%", _asset("view.css"))
+        .replace("%INDEX%", _script_safe(index_text))
+        .replace("%EPISODES%", "\n".join(payloads))
+        .replace("%SCRIPT%", _script_safe(_asset("view.js")))
+    )
+
+
+def write_page(run: Run, out: str | Path) -> Path:
+    out = Path(out)
+    out.write_text(build_page(run), encoding="utf-8")
+    return out
