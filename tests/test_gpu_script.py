@@ -98,8 +98,14 @@ def test_dry_run_runs_every_part_and_writes_every_report(dry_run):
     assert targets["moral_hazard IPPO training end to end"] in ("met", "not met")
 
     text = (out / "results.md").read_text()
-    for heading in ("## Parts", "## Targets", "## Env throughput", "## CPU-tuned paths",
-                    "## Training throughput", "## RL^2 curriculum"):  # fmt: skip
+    for heading in (
+        "## Parts",
+        "## Targets",
+        "## Env throughput",
+        "## CPU-tuned paths",
+        "## Training throughput",
+        "## RL^2 curriculum",
+    ):
         assert heading in text
     # What the device tool brings back: at most 8 plainly named files, no deeper than 2 folders.
     files = [p for p in out.rglob("*") if p.is_file()]
@@ -137,3 +143,42 @@ def test_a_part_that_hangs_is_killed_at_its_limit():
     assert problem == "timed out (killed)" and time.time() - start < 30
     assert bench.run_child([sys.executable, "-c", "raise SystemExit(3)"], 30.0) == "exited 3"
     assert bench.run_child([sys.executable, "-c", "pass"], 30.0) is None
+
+
+def test_a_part_stopped_from_outside_stops_what_it_started(tmp_path):
+    """The orchestrator's stop (SIGTERM to the part's group) reaches the RL^2 script's own
+    process group too: nothing a part started outlives it on the machine."""
+    spec = importlib.util.spec_from_file_location("gpu_bench", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "--child",
+        "rl2",
+        "--tiny",
+        "--out",
+        str(tmp_path),
+        "--deadline",
+        str(time.time() + 120),
+    ]
+    # The tiny plan lets the script run 15 s; the part is stopped from outside before that.
+    assert bench.run_child(command, 6.0) == "timed out (killed)"
+    (start,) = [r for r in _rows(tmp_path) if r["kind"] == "start"]
+    deadline = time.time() + 10
+    while _running_in_group(start["process_group"]) and time.time() < deadline:
+        time.sleep(0.2)
+    assert _running_in_group(start["process_group"]) == []
+
+
+def _running_in_group(group: int) -> list[int]:
+    """The processes of process group ``group`` that are not zombies (Linux /proc)."""
+    running = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            running.append(int(stat.parent.name))
+    return running

@@ -521,10 +521,17 @@ def part_rl2(plan: dict, clock: Clock, rows: Rows, out: Path) -> None:
         "EXTRA_SETS": plan["rl2_extra"],
     }
     script = ROOT / "benchmarks" / "learning" / "rl2_accelerator.sh"
-    rows.emit("rl2", "start", steps_per_stage=steps, sized_from_sps=sps, **plan["rl2"])
     seconds = clock.left() if plan["rl2_cap_s"] is None else min(clock.left(), plan["rl2_cap_s"])
     process = subprocess.Popen(["bash", str(script)], env=env, cwd=ROOT, start_new_session=True)
     _STARTED_GROUPS.append(process)
+    rows.emit(
+        "rl2",
+        "start",
+        steps_per_stage=steps,
+        sized_from_sps=sps,
+        process_group=process.pid,
+        **plan["rl2"],
+    )
     try:
         rc = process.wait(timeout=max(seconds, 1.0))
         status = "done" if rc == 0 else f"failed (exit {rc})"
