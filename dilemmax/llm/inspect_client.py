@@ -160,10 +160,12 @@ class InspectClient(aio.BatchedClient):
                 status = getattr(_unwrapped(error), "status_code", None)
                 if mode in ("", "text") or status != 400:
                     raise
-                # The server has no structured output: ask again in plain text, from now on.
-                self.output, mode, refused = "text", "text", _described(error)
+                # Asked again in plain text: answered, the server has no structured output and
+                # the seat stays in text; refused too (raised), the 400 was about something else.
                 attempts += 1
-                return await self._generate(request, mode)
+                output = await self._generate(request, "text")
+                self.output, mode, refused = "text", "text", _described(error)
+                return output
 
         try:
             output = await self.retry.call(attempt, self._transient, self._asked_wait)

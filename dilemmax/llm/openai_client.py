@@ -172,10 +172,11 @@ class OpenAIClient(aio.BatchedClient):
             except BadRequestError as error:
                 if mode in ("", "text"):
                     raise
-                # The server has no structured output: ask again in plain text, from now on.
-                self.output, mode, refused = "text", "text", describe_error(error)
+                # Asked again in plain text: answered, the server has no structured output and
+                # the seat stays in text; refused too (raised), the 400 was about something else.
                 attempts += 1
-                response = await self._create(request, mode)
+                response = await self._create(request, "text")
+                self.output, mode, refused = "text", "text", describe_error(error)
             if not _field(response, "choices"):
                 raise NoChoices("the server's reply held no choices")
             return response

@@ -28,6 +28,7 @@ from typing import Any
 
 Reply = Callable[[dict], str]
 FAULTS = (
+    "400",  # a request refused for what it asks (not for its response_format)
     "429",
     "retry_after",  # 429 with the header Retry-After: <retry_after>
     "500",
@@ -304,6 +305,7 @@ def _error(status: int, message: str, headers: dict | None = None) -> tuple[int,
 
 _EMPTY = {"id": "chatcmpl-local", "object": "chat.completion", "choices": []}
 INSTANT_FAULTS = {  # fault -> its answer, sent at once
+    "400": lambda server: _error(400, "the prompt is too long (injected)"),
     "429": lambda server: _error(429, "rate limited (injected)"),
     "retry_after": lambda server: _error(
         429, "rate limited (injected)", {"Retry-After": server.retry_after}

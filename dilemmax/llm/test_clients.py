@@ -192,3 +192,20 @@ def test_a_field_the_server_does_not_know_is_one_failed_attempt_with_its_words()
         "APIStatusError 422: Error code: 422 - Unexpected fields in the request: {'top_k'}"
     )
     assert plain.text == "x" and plain.error == ""
+
+
+def test_a_400_that_text_does_not_mend_leaves_the_output_mode_alone():
+    """A structured request refused, and its plain-text retry refused too: the 400 was not about
+    structured output, so the call fails (two attempts) and the seat keeps its mode."""
+    schema = {"type": "object", "properties": {"action": {"type": "string"}}}
+    request = ChatRequest(REQUEST.messages, schema)
+    with LocalChatServer(lambda body: '{"action": "stay"}', {0: "400", 1: "400"}) as server:
+        client = fast_client(server)
+        [failed] = client.complete([request])
+        [answered] = client.complete([request])
+    assert failed.error.endswith("400: Error code: 400 - the prompt is too long (injected)")
+    assert (failed.retries, failed.output, failed.output_refused) == (1, "json_schema", "")
+    assert (answered.text, answered.output, client.output) == (
+        '{"action": "stay"}', "json_schema", "json_schema",
+    )  # fmt: skip
+    assert "response_format" in server.bodies[-1]
