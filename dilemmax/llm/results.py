@@ -147,6 +147,8 @@ def format_calls(stats: dict[str, CallStats]) -> str:
     for name, s in stats.items():
         row = s.summary()
         tokens = f"{s.prompt_tokens}/{s.completion_tokens}"
+        if s.calls and not (s.prompt_tokens or s.completion_tokens):
+            tokens = "unknown"  # the provider reported no usage (0 is this project's unknown)
         lines.append(
             f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
             f"{row['recovered_rate']:9.1%} {unreadable_replies(s):10d} {s.errors:6d} "

@@ -216,7 +216,7 @@ def test_the_guard_refuses_the_network(offline):
     assert offline == [("example.org", 443)]
 
 
-def test_an_inspect_mock_seat_plays_offline(offline, tmp_path):
+def test_an_inspect_mock_seat_plays_offline(offline, tmp_path, capsys):
     """The issue's command on a machine without internet: Inspect's mock model would count its
     tokens with tiktoken (downloading o200k_base); its usage is given as unknown instead."""
     import json
@@ -228,6 +228,8 @@ def test_an_inspect_mock_seat_plays_offline(offline, tmp_path):
             "agent_1=scripted:teacher", "--episodes", "2", "--envs", "2", "--no-progress",
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0 and offline == []
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "mockllm/model  " in line]
+    assert " unknown " in row  # the tokens column
     calls = json.loads((out / "results.json").read_text())["calls"]["inspect:mockllm/model"]
     assert calls["calls"] > 0 and calls["errors"] == 0
     assert calls["prompt_tokens"] == calls["completion_tokens"] == 0  # unknown, not counted
