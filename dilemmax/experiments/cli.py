@@ -25,7 +25,7 @@ from dilemmax.experiments import catalogue
 
 HELP = "the papers' language-model experiments, one command each"
 # What running a design, combine or merge imports (the designs, the play session, the model
-# clients): loaded when one of them is parsed, not for `--list` or `--help` (see _Designs).
+# clients): loaded when one of them is parsed, not for `--list` or `--help` (see _DesignParser).
 RUNNER = "dilemmax.experiments.runner"
 
 
@@ -50,20 +50,30 @@ def _runner():
     return importlib.import_module(RUNNER)
 
 
-class _Designs(argparse._SubParsersAction):
-    """The design subcommands, each filled with its options only when it is the one parsed:
-    building every design's parser imports every design (and their analysis stacks), which
-    took ``dilemmax experiment --list`` from about the time of ``dilemmax list`` to minutes.
-    (argparse has no public hook for this: the subparsers action is its documented
-    ``action=`` of ``add_subparsers``.)"""
+class _DesignParser(argparse.ArgumentParser):
+    """A design's subcommand, filled with its options only when it is parsed or its help is
+    shown: building every design's parser imports every design (and their analysis stacks),
+    which took ``dilemmax experiment --list`` from about the time of ``dilemmax list`` to
+    minutes."""
 
-    fillers: dict
+    filler = None  # set on a design's parser: adds its options, once
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        fill = self.fillers.pop(values[0], None)
+    def _filled(self) -> None:
+        fill, self.filler = self.filler, None
         if fill is not None:
             fill()
-        super().__call__(parser, namespace, values, option_string)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._filled()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._filled()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self._filled()
+        return super().format_usage()
 
 
 def _fill_design(d: argparse.ArgumentParser, name: str) -> None:
@@ -85,12 +95,11 @@ def add_commands(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--list", action="store_true", help="every design, its section and calls")
-    sub = p.add_subparsers(dest="design", metavar="DESIGN", action=_Designs)
-    sub.fillers = {}
+    sub = p.add_subparsers(dest="design", metavar="DESIGN", parser_class=_DesignParser)
     for name, entry in known.items():
         line = f"{entry.section}: {entry.summary}"
         d = sub.add_parser(name, help=line, description=line)
-        sub.fillers[name] = lambda d=d, name=name: _fill_design(d, name)
+        d.filler = lambda d=d, name=name: _fill_design(d, name)
     c = sub.add_parser("combine", help="several runs of a design as its cross-run tables")
     c.add_argument("combined", metavar="DESIGN", help="the design the runs ran")
     c.add_argument("dirs", nargs="+", metavar="RUN_DIR", help="the runs' --out folders")
