@@ -46,7 +46,7 @@ from dilemmax.commandline import (
     user_input,
     writing,
 )
-from dilemmax.envs.options import env_option_specs
+from dilemmax.envs.options import OptionError, env_option_specs, parse_value
 from dilemmax.envs.registry import env_spec
 from dilemmax.errors import UsageError
 from dilemmax.runlock import RunFolderError, RunLock
@@ -55,6 +55,7 @@ from dilemmax.train.config import (
     TrainConfig,
     _check_env_kwargs,
     apply_overrides,
+    field_spec,
     make_config,
     parse_sets,
 )
@@ -92,6 +93,8 @@ def _cmd_train(args) -> int:
             config = make_config(args.env, algo, overrides)
         if args.no_progress:
             config.progress = False
+        if args.stall_timeout is not None:
+            config.stall_timeout = args.stall_timeout
         run = TrainingRun(config, out)
     created = output_folder(out, "--out")[1] if primary else False
     try:
@@ -134,6 +137,7 @@ def _cluster(args) -> distributed.Cluster:
         process_id=args.process_id,
         mode=args.distributed,
         heartbeat_timeout=args.heartbeat_timeout,
+        init_timeout=args.init_timeout,
     )
 
 
@@ -281,6 +285,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--stall-timeout",
+        type=_stall_timeout,
+        metavar="SECONDS",
+        help="end the run when a chunk waits this long with the process idle (a stalled "
+        "computation); 0: never (default: the config's stall_timeout, 600)",
+    )
     _add_cluster_options(p)
     p.set_defaults(func=_cmd_train)
 
@@ -327,6 +338,21 @@ def _add_cluster_options(p) -> None:
         default=100,
         help="seconds without a peer's heartbeat before every process stops (default 100)",
     )
+    g.add_argument(
+        "--init-timeout",
+        type=positive_int,
+        default=300,
+        help="seconds to wait for the coordinator to listen and every process to join "
+        "(default 300)",
+    )
+
+
+def _stall_timeout(text: str) -> float:
+    """--stall-timeout: a TrainConfig stall_timeout, checked by the field's own range."""
+    try:
+        return parse_value(text, field_spec("stall_timeout"), "--stall-timeout")
+    except OptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _process_id(text: str) -> int:

@@ -80,6 +80,9 @@ class TrainConfig:
     on several), "msgpack" or "orbax" (see :mod:`dilemmax.train.run`). log_every updates make
     one compiled chunk (the unit of logging, progress and checkpointing); checkpoint_every and
     eval_every count chunks. wandb is off by default (wandb_mode "offline" works without a network).
+    stall_timeout: seconds a chunk may wait with the process idle (no CPU time used) before the
+    run ends with a one-line error and exit status 3 (:mod:`dilemmax.train.watchdog`; a busy
+    chunk is never ended); 0 never ends it.
     """
 
     env: str = "moral_hazard"
@@ -132,6 +135,7 @@ class TrainConfig:
     eval_every: int = 5
     eval_episodes: int = 16
     progress: bool = True
+    stall_timeout: float = 600.0
     wandb: bool = False
     wandb_project: str = "dilemmax"
     wandb_mode: str = "online"
@@ -290,6 +294,7 @@ FIELD_RANGES: dict[str, OptionSpec] = {
     "keep_checkpoints": _COUNT,
     "eval_every": OptionSpec("int", low=0, high=INT32_MAX),
     "eval_episodes": _COUNT,
+    "stall_timeout": OptionSpec("float", low=0.0, high=1e7),
     "wandb_mode": OptionSpec("str", choices=("online", "offline", "disabled")),
 }
 

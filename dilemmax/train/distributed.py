@@ -19,8 +19,13 @@ dead peer.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import socket
+import sys
+import threading
+import time
 from dataclasses import dataclass
 
 import jax
@@ -43,7 +48,8 @@ class Cluster:
         mode: "auto" (join when a cluster launcher started several tasks, or when the three
             fields above are given), "on" (always join; JAX detects what is not given), "off".
         heartbeat_timeout: seconds without a peer's heartbeat before the run is stopped.
-        init_timeout: seconds to wait for every process to connect.
+        init_timeout: seconds to wait for every process to connect (a process other than 0
+            first waits this long for the coordinator to listen).
     """
 
     coordinator: str | None = None
@@ -106,15 +112,21 @@ def join(cluster: Cluster) -> bool:
         return False
     kwargs = {}
     if cluster.explicit():
+        check_coordinator(cluster)
         kwargs = dict(
             coordinator_address=cluster.coordinator,
             num_processes=cluster.num_processes,
             process_id=cluster.process_id,
         )
+    # JAX aborts the process (a C++ check failure blaming "another task") when the run is not
+    # complete after its timeout; this says first, in one line, who is missing.
+    missing = threading.Timer(cluster.init_timeout, _say_missing, (cluster,))
+    missing.daemon = True
+    missing.start()
     try:
         jax.distributed.initialize(
             **kwargs,
-            initialization_timeout=cluster.init_timeout,
+            initialization_timeout=cluster.init_timeout + _JAX_GRACE,
             heartbeat_timeout_seconds=cluster.heartbeat_timeout,
             # A process that finished waits this long for the others at exit.
             shutdown_timeout_seconds=max(cluster.heartbeat_timeout, 10),
@@ -123,7 +135,110 @@ def join(cluster: Cluster) -> bool:
         where = cluster.coordinator or "the coordinator JAX detected"
         first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise UsageError(f"cannot join the distributed run at {where}: {first}") from None
+    finally:
+        missing.cancel()
     return True
+
+
+_JAX_GRACE = 10  # seconds JAX waits past init_timeout, so that _say_missing speaks first
+EXIT_MISSING = 2  # a process ended because the run never assembled (a usage error)
+
+
+def _say_missing(cluster: Cluster) -> None:
+    """Ends this process with one line when the run has not assembled in ``init_timeout``."""
+    n, me = cluster.num_processes, cluster.process_id
+    if n is None or me is None:
+        who, others = "this process", "processes JAX detected"
+    else:
+        who = f"process {me} of {n}"
+        ids = [i for i in range(n) if i != me]
+        others = f"process {ids[0]}" if len(ids) == 1 else f"one of processes {ids[0]}..{ids[-1]}"
+    sys.stderr.write(
+        f"dilemmax train: error: {who}: {others} did not join the run at "
+        f"{cluster.coordinator or 'the detected coordinator'} within {cluster.init_timeout} s; "
+        "start every process with the same --coordinator and --num-processes, or raise "
+        "--init-timeout\n"
+    )
+    sys.stderr.flush()
+    os._exit(EXIT_MISSING)
+
+
+def check_coordinator(cluster: Cluster) -> None:
+    """What JAX would fail on without a word, checked first (:class:`UsageError`, one line):
+    process 0 needs the coordinator's port free on this machine (JAX's service cannot bind a
+    port another program holds, and jaxlib 0.10.2 then crashes with a segmentation fault); every
+    other process waits, at most ``init_timeout`` seconds, for process 0 to listen there (JAX
+    would abort after that time with a message about another task dying)."""
+    host, port = _split_address(cluster.coordinator)
+    who = f"process {cluster.process_id} of {cluster.num_processes}"
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        where = f"--coordinator {cluster.coordinator}"
+        raise UsageError(f"{where}: unknown host {host!r} ({err})") from None
+    if cluster.process_id == 0:
+        reason = _cannot_bind(port)
+        if reason:
+            raise UsageError(
+                f"--coordinator {cluster.coordinator}: {who} serves the coordination service on "
+                f"port {port} of this machine, but {reason}; choose a free port (the same on "
+                "every process)"
+            )
+        return
+    if not _wait_for_listener(host, port, cluster.init_timeout):
+        raise UsageError(
+            f"{who}: process 0 (the coordinator) is missing: nothing listened at "
+            f"{cluster.coordinator} within {cluster.init_timeout} s; start process 0 with "
+            "--process-id 0 and the same --coordinator, or raise --init-timeout"
+        )
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _cannot_bind(port: int) -> str | None:
+    """Why a server could not listen on ``port`` of every interface (None: it could). Binds the
+    way JAX's service does (``[::]:port``, IPv4 too), allowing ports that only closed
+    connections still wait on, and lets go at once."""
+    attempts = [(socket.AF_INET6, ("::", port)), (socket.AF_INET, ("0.0.0.0", port))]
+    for family, address in attempts:
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 on this machine: IPv4 decides
+            continue
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            try:
+                sock.bind(address)
+                sock.listen(1)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    return "another program listens on that port"
+                if err.errno == errno.EACCES:
+                    return "this user may not listen on that port"
+                if family == socket.AF_INET6 and err.errno == errno.EADDRNOTAVAIL:
+                    continue
+                return f"it cannot be bound ({err.strerror or err})"
+        return None
+    return None
+
+
+def _wait_for_listener(host: str, port: int, timeout: float) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=max(0.1, min(left, 2.0))):
+                return True
+        except OSError:
+            if left <= 0:
+                return False
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 def is_primary() -> bool:

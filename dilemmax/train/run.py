@@ -49,7 +49,7 @@ from dilemmax.agents import checkpoint
 from dilemmax.agents.checkpoint import CONFIG_FILE, METRICS_FILE
 from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
 from dilemmax.train.config import TrainConfig
-from dilemmax.train.distributed import agree, is_primary
+from dilemmax.train.distributed import agree, describe, is_primary
 from dilemmax.train.envs import check_env_config, check_fits
 from dilemmax.train.ppo import RunnerState, Trainer
 from dilemmax.train.records import (  # noqa: F401 (re-exported)
@@ -63,10 +63,11 @@ from dilemmax.train.records import (  # noqa: F401 (re-exported)
 )
 from dilemmax.train.sharding import data_mesh, place, runner_shardings
 from dilemmax.train.warm_start import warm_start_params
+from dilemmax.train.watchdog import StallWatchdog
 
-_DISPLAY_FIELDS = ("progress",)
+_DISPLAY_FIELDS = ("progress", "stall_timeout")
 # Fields added after runs were saved: a config.json without one ran with its default.
-_ADDED_FIELDS = {"checkpointer": "auto", "env_version": 0}
+_ADDED_FIELDS = {"checkpointer": "auto", "env_version": 0, "stall_timeout": 600.0}
 
 
 class TrainingDiverged(RuntimeError):
@@ -282,7 +283,9 @@ class TrainingRun:
         # Display-only fields may differ between the run and its resumption.
         same = lambda d: {k: v for k, v in d.items() if k not in _DISPLAY_FIELDS}
         if isinstance(saved, dict):
-            saved = {**{k: v for k, v in _ADDED_FIELDS.items() if k not in saved}, **saved}
+            # (only keys this run has: an unregistered env's config records no env_version)
+            added = {k: v for k, v in _ADDED_FIELDS.items() if k not in saved and k in current}
+            saved = {**added, **saved}
         if not isinstance(saved, dict) or same(saved) != same(current):
             raise RunFolderError(
                 f"cannot resume {self.dir}: its {CONFIG_FILE} is not this run's configuration"
@@ -344,11 +347,13 @@ class TrainingRun:
         bar = _progress(c, start, stop) if self.primary else None
         steps_per_chunk = c.num_envs * c.num_steps * c.log_every
         eval_key = jax.random.PRNGKey(c.seed + 1_000_003)
+        watchdog = StallWatchdog(c.stall_timeout, self._stall_message).start()
         try:
             for chunk in range(start, stop):
                 t0 = time.perf_counter()
-                state, metrics = self.chunk(state)
-                metrics = jax.block_until_ready(metrics)
+                with watchdog.waiting(f"chunk {chunk}"):
+                    state, metrics = self.chunk(state)
+                    metrics = jax.block_until_ready(metrics)
                 seconds = time.perf_counter() - t0
                 self._stop_if_diverged(state, metrics, chunk)
                 record = {
@@ -373,6 +378,7 @@ class TrainingRun:
                     bar.update(1)
                     bar.set_postfix(_postfix(record))
         finally:
+            watchdog.stop()
             with contextlib.suppress(Exception):  # a failed save is named by the error above
                 self.finish_saving()
             if bar is not None:
@@ -382,6 +388,24 @@ class TrainingRun:
         if self.primary:
             plot_curves(self.dir)
         return state
+
+    def _stall_message(self, what: str) -> str:
+        """The line the watchdog prints when ``what`` (a chunk) waited ``stall_timeout`` seconds
+        with the process idle: what happened, and what ``--resume`` continues from."""
+        last = checkpoint.latest_checkpoint(self.dir)
+        kept = (
+            f"the last checkpoint, {last.name}, is on disk: run the same command with --resume "
+            "to continue from it"
+            if last
+            else "no checkpoint was written yet: the same command with --resume starts it again"
+        )
+        who = f" ({describe()})" if jax.process_count() > 1 else ""
+        return (
+            f"dilemmax train: {what} made no progress for {self.config.stall_timeout:g} s with "
+            f"the process idle{who} (a stalled computation or a collective waiting for a peer; "
+            f"docs/distributed.md), so the run ends here; {kept} (--set stall_timeout=SECONDS "
+            "sets the wait, 0 waits forever)"
+        )
 
     def _stop_if_diverged(self, state: RunnerState, metrics: dict, chunk: int) -> None:
         """Raises :class:`TrainingDiverged` (before anything of this chunk is saved) when a loss

@@ -15,17 +15,23 @@ stall that could still happen.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from dilemmax import xla_defaults
+from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 FORCE_4 = "--xla_force_host_platform_device_count=4"
+CACHE = Path(__file__).resolve().parents[2] / ".jax_cache"
 
 
 def _python(code: str, timeout: float, env: dict | None = None, cwd=None):
@@ -98,3 +104,121 @@ def test_a_backend_started_before_dilemmax_is_named_in_a_warning():
     flags, warning = proc.stdout.splitlines()
     assert flags == ""  # too late to take effect: not set, and said so
     assert "started its CPU backend" in warning and f"{FLAG}=false" in warning
+
+
+# ----------------------------------------------------------------------------- the watchdog
+def _ends(timeout: float, wait, what: str = "chunk 7") -> list[tuple[int, str]]:
+    """What a watchdog of ``timeout`` seconds ended with while ``wait()`` ran (nothing: [])."""
+    ended = []
+    message = lambda w: f"{w} stalled"
+    with StallWatchdog(timeout, message, end=lambda status: ended.append(status)) as dog:
+        dog.message = lambda w: ended.append(message(w)) or message(w)
+        with dog.waiting(what):
+            wait()
+    return ended
+
+
+def test_an_idle_wait_is_ended_with_the_stall_status_and_a_busy_one_never():
+    # Blocked without CPU (an Event: what a stalled program looks like from the process).
+    assert _ends(0.3, lambda: threading.Event().wait(1.5)) == ["chunk 7 stalled", EXIT_STALLED]
+
+    def spin(seconds: float) -> None:  # computing: a slow chunk, 6x the timeout
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            sum(range(1000))
+
+    assert _ends(0.3, lambda: spin(1.8)) == []
+    # Outside a wait nothing is watched, and a timeout of 0 watches nothing.
+    with StallWatchdog(0.2, str, end=pytest.fail):
+        threading.Event().wait(0.6)
+    assert _ends(0, lambda: threading.Event().wait(0.6)) == []
+
+
+STALLING_RUN = """
+    import sys, time
+        import jax, jax.numpy as jnp
+    from dilemmax.train.run import TrainingRun
+    from dilemmax.train.test_ppo import ToyEnv, toy_config
+
+    out, stall = Path(sys.argv[1]), sys.argv[2] == "stall"
+    config = toy_config(total_timesteps=16 * 4 * 3, log_every=1, eval_every=0, stall_timeout=1)
+    run = TrainingRun(config, out, env=ToyEnv())
+    chunk = run.chunk
+
+    def never_ready(x):  # runs in XLA's callback thread and never returns: no CPU used
+        time.sleep(3600)
+        return x
+
+    def stalling_chunk(state):
+        state, metrics = chunk(state)
+        if int(state.update[0]) == 2:  # the second chunk never becomes ready
+            stuck = jax.jit(lambda x: jax.pure_callback(never_ready, x, x))
+            metrics = {**metrics, "stuck": stuck(jnp.zeros(()))}
+        return state, metrics
+
+    if stall:
+        run.chunk = stalling_chunk
+    run.train(resume=not stall)
+    print("trained", [r["chunk"] for r in run.records()])
+"""
+
+
+def test_a_stalled_chunk_ends_the_run_in_one_line_and_resume_continues(tmp_path):
+    out = tmp_path / "run"
+    start = time.monotonic()
+    stalled = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(STALLING_RUN), str(out), "stall"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert stalled.returncode == EXIT_STALLED, stalled.stderr[-3000:]
+    line = stalled.stderr.strip().splitlines()[-1]
+    assert line.startswith("dilemmax train: chunk 1 made no progress for 1 s with the process idle")
+    assert "the last checkpoint, ckpt_000000.msgpack, is on disk" in line
+    assert "--resume" in line and "trained" not in stalled.stdout
+    assert time.monotonic() - start < 240
+    resumed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(STALLING_RUN), str(out), "resume"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "trained [0, 1, 2]" in resumed.stdout
+
+
+# ----------------------------------------------------------------------------- formerly stalling
+TINY = [
+    "num_envs=8", "num_steps=4", "num_minibatches=1", "update_epochs=1", "log_every=1",
+    "total_timesteps=64", "eval_every=0", "hidden=8", "num_layers=1", "checkpoint_every=1",
+]  # fmt: skip
+STALLED_BEFORE = {
+    # Separate recurrent parameters per learner: vmapped orthogonal inits, batched QRs.
+    "recurrent_separate": (
+        ["moral_hazard", "--set", "recurrent=True", "--set", "shared_params=False",
+         "--set", "gru_hidden=8"], ""),
+    # MAPPO with two seeds in one program (the zoo trained these one seed per program).
+    "mappo_two_seeds": (
+        ["open_harvest", "--algo", "mappo", "--set", "num_seeds=2", "--set", "conv_features=[]",
+         "--set", "embed_dim=2", "--set", "eval_episodes=1"], ""),
+    # A chunk sharded over 4 CPU devices.
+    "sharded_1x4": (
+        ["moral_hazard", "--set", "shard=on", "--set", "num_seeds=2", "--set", "recurrent=True",
+         "--set", "shared_params=False", "--set", "gru_hidden=8"], FORCE_4),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(STALLED_BEFORE))
+def test_configurations_that_stalled_train_to_the_end(case, tmp_path):
+    args, xla_flags = STALLED_BEFORE[case]
+    sets = [x for pair in TINY for x in ("--set", pair)]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags)
+    # The suite's compile cache (conftest.py), so a warm run compiles nothing.
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(CACHE))
+    proc = subprocess.run(
+        [sys.executable, "-m", "dilemmax.cli", "train", *args, *sets, "--no-progress",
+         "--stall-timeout", "120", "--out", str(tmp_path / case)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    # A stall ends with the watchdog's line (exit 3) well before the subprocess timeout.
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "done: 64 env steps" in proc.stdout
+    records = [json.loads(x) for x in (tmp_path / case / "metrics.jsonl").read_text().splitlines()]
+    assert [r["chunk"] for r in records] == [0, 1]

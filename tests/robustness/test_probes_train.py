@@ -13,6 +13,10 @@ import json
 import math
 import re
 import shutil
+import socket
+import subprocess
+import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -236,3 +240,60 @@ def test_a_config_of_random_bytes_is_named(runs, tmp_path_factory, data):
         TrainedPolicy.load(run)
     except UsageError as err:
         assert str(run) in _one_line(err)
+
+
+# ----------------------------------------------------------------------------- several processes
+def _train_process(tmp_path, *options: str, timeout: float = 120) -> tuple[int, str, float]:
+    """(exit status, stderr, seconds) of `dilemmax train` with the cluster ``options``, in a
+    subprocess: what it guards against is a crash (a segmentation fault) or an abort."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "dilemmax.cli", "train", "moral_hazard", "--out",
+         str(tmp_path / "run"), "--no-progress", *options],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return proc.returncode, proc.stderr.strip(), time.monotonic() - start
+
+
+def test_a_coordinator_port_another_server_holds_is_refused_in_one_line(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        status, err, _ = _train_process(
+            tmp_path, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+            "--process-id", "0",
+        )  # fmt: skip
+    assert status == 2, err  # not -11 (jaxlib's service crashed on the taken port)
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert f"port {port}" in err and "another program listens on that port" in err
+    assert not (tmp_path / "run").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_missing_process_is_named_within_the_init_timeout(tmp_path):
+    # Process 1 of 2 with nobody at the coordinator's address: process 0 is missing.
+    port = _free_port()
+    status, err, seconds = _train_process(
+        tmp_path, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+        "--process-id", "1", "--init-timeout", "2",
+    )  # fmt: skip
+    assert status == 2, err
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert "process 1 of 2: process 0 (the coordinator) is missing" in err
+    assert f"127.0.0.1:{port} within 2 s" in err
+    assert seconds < 60  # bounded by --init-timeout, not JAX's 5 minutes
+    # Process 0 of 2 alone: the coordinator serves, process 1 never comes.
+    status, err, seconds = _train_process(
+        tmp_path, "--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2",
+        "--process-id", "0", "--init-timeout", "3",
+    )  # fmt: skip
+    assert status == 2, err  # not JAX's abort (134) blaming "another task"
+    assert err.splitlines()[-1].startswith("dilemmax train: error: process 0 of 2: process 1 did")
+    assert "within 3 s" in err and "Check failure" not in err
+    assert seconds < 60
