@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from dilemmax.commandline import output_file, positive_int, seed_int, user_input
+from dilemmax.envs.memory import check_waves_fit
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.errors import UsageError
 from dilemmax.finetune.arguments import nonnegative, nonnegative_int
 from dilemmax.finetune.checks import (
@@ -175,6 +177,10 @@ def _cmd_evaluate(args) -> int:
         with user_input(f"--conditions {args.conditions}"):
             grid = sft_grid(spec)
     protocol = protocol_options(args, args.conditions)
+    conditions = condition_grid() if grid is None else grid  # each method plays them in turn
+    episodes = sum(len(s) for s in conditions.values()) * args.episodes
+    what = "finetune evaluate"
+    check_waves_fit(MoralHazardEnv(2), args.envs, episodes, what, "--envs or --episodes")
     check_output_folder(args.out, "--out")
     options = {
         "num_episodes": args.episodes,

@@ -84,3 +84,17 @@ def test_a_normal_size_still_runs(capsys, tmp_path):
         )
     assert json.loads((tmp_path / "m.json").read_text())
     assert "consequence: 2 episode(s)" in capsys.readouterr().out
+
+
+def test_finetune_evaluate_refuses_a_size_nobody_can_run_before_any_model_loads(capsys, tmp_path):
+    model = tmp_path / "model"  # the file names of a model (its checks pass; nothing loads it)
+    model.mkdir()
+    for name, text in {"config.json": '{"model_type": "llama"}', "model.safetensors": "x",
+                       "tokenizer.json": "{"}.items():  # fmt: skip
+        (model / name).write_text(text)
+    argv = ["finetune", "evaluate", "--model", str(model), "--episodes", HUGE,
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    with deadline():
+        err = _fails_cleanly(capsys, argv)
+    assert "finetune evaluate (16 env(s) x" in err and "15000000000000 episode(s)" in err, err
+    assert not (tmp_path / "out").exists()
