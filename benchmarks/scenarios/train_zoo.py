@@ -8,12 +8,13 @@
 Each population is one `dilemmax train` run with two training seeds (vmapped in one program),
 trained in self-play on the game's train split with small networks and without the agent-id
 input (so a population also sits in a scenario, whose focal seats are a subset of the game's).
-A population marked ``separate_seeds`` trains each seed as its own run (``<algo>_s<k>``, one seed
-per program): MAPPO on the grid games with two vmapped seeds stalls in XLA's CPU runtime (jaxlib
-0.10.2, every thread idle in BlockUntilReady), while one seed per run trains. Only what a seat
-needs is kept: config.json, the last checkpoint and metrics.jsonl. The manifest
-names each seed as its own population (``<game>/<algo>_s<k>``) with the command that trained it
-and the digest of the run's files, which scenario hashes include.
+Only what a seat needs is kept: config.json, the last checkpoint and metrics.jsonl. The manifest
+names each seed as its own population (``<game>/<algo>_s<k>``) with the run folder that holds
+it, the command that trained it and the digest of the run's files, which scenario hashes
+include. The shipped MAPPO populations of the grid games were trained one seed per run (run
+folders ``<algo>_s<k>``), when two vmapped seeds stalled XLA's CPU runtime (benchmarks/xla_stall/;
+``import dilemmax`` now sets the XLA flag that cures it); their manifest entries name those
+folders, and retraining a population replaces its old folders.
 """
 
 from __future__ import annotations
@@ -60,14 +61,8 @@ POPULATIONS = {
             "learner_transform": "dilemmax.envs.moral_hazard.policies:with_scripted_followup",
         },
     },
-    "open_harvest": {
-        "ippo": GRID,
-        "mappo": {**GRID, "separate_seeds": True},
-    },
-    "open_cleanup": {
-        "ippo": GRID,
-        "mappo": {**GRID, "separate_seeds": True},
-    },
+    "open_harvest": {"ippo": GRID, "mappo": GRID},
+    "open_cleanup": {"ippo": GRID, "mappo": GRID},
 }
 KEEP = ("config.json", "metrics.jsonl")
 
@@ -113,19 +108,19 @@ def entry(game: str, algo: str, run: str, seed: int, shown: str, seconds: float,
 
 
 def train(game: str, algo: str, settings: dict, folder: Path) -> dict:
-    """The manifest entries of population ``game/algo``, one per seed."""
-    settings = dict(settings)
-    if not settings.pop("separate_seeds", False):
-        shown, seconds = train_run(game, algo, algo, settings, folder)
-        return {f"{game}/{algo}_s{seed}": entry(game, algo, algo, seed, shown, seconds, folder)
-                for seed in range(SEEDS)}  # fmt: skip
-    entries = {}
-    for seed in range(SEEDS):
-        name = f"{algo}_s{seed}"
-        one = {**settings, "num_seeds": 1, "seed": seed}
-        shown, seconds = train_run(game, algo, name, one, folder)
-        entries[f"{game}/{name}"] = entry(game, algo, name, 0, shown, seconds, folder)
-    return entries
+    """The manifest entries of population ``game/algo``, one per seed of its one run."""
+    shown, seconds = train_run(game, algo, algo, settings, folder)
+    return {f"{game}/{algo}_s{seed}": entry(game, algo, algo, seed, shown, seconds, folder)
+            for seed in range(SEEDS)}  # fmt: skip
+
+
+def remove_replaced(old: dict, new: dict, folder: Path) -> None:
+    """Removes the run folders of ``old`` entries that no ``new`` entry names (a population
+    once trained one seed per run, ``<algo>_s<k>``, retrained as one run)."""
+    kept = {e["run"] for e in new.values()}
+    for run in {e["run"] for e in old.values()} - kept:
+        if (folder / run).is_dir():
+            shutil.rmtree(folder / run)
 
 
 def retire(manifest: dict, folder: Path) -> dict:
@@ -153,10 +148,13 @@ def main() -> None:
             if args.only and game not in args.only and f"{game}/{algo}" not in args.only:
                 continue
             print(f"training {game}/{algo}", flush=True)
-            manifest = {k: v for k, v in manifest.items()
-                        if (v.get("game"), v.get("algo")) != (game, algo)}  # fmt: skip
+            old = {k: v for k, v in manifest.items()
+                   if (v.get("game"), v.get("algo")) == (game, algo)}  # fmt: skip
+            manifest = {k: v for k, v in manifest.items() if k not in old}
             scaled = {**settings, "total_timesteps": int(settings["total_timesteps"] * args.scale)}
-            manifest.update(train(game, algo, scaled, args.zoo))
+            new = train(game, algo, scaled, args.zoo)
+            remove_replaced(old, new, args.zoo)
+            manifest.update(new)
             (args.zoo / zoo.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     print(f"zoo: {len(manifest)} populations in {args.zoo}")
 

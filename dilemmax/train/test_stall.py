@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 
 from dilemmax import xla_defaults
+from dilemmax.envs.options import OptionError
+from dilemmax.train.config import make_config, parse_sets
 from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
@@ -222,3 +224,10 @@ def test_configurations_that_stalled_train_to_the_end(case, tmp_path):
     assert "done: 64 env steps" in proc.stdout
     records = [json.loads(x) for x in (tmp_path / case / "metrics.jsonl").read_text().splitlines()]
     assert [r["chunk"] for r in records] == [0, 1]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e9", "soon"])
+def test_a_stall_timeout_out_of_range_is_refused_naming_it(value):
+    with pytest.raises(OptionError, match="stall_timeout"):
+        make_config("moral_hazard", "ippo", parse_sets([f"stall_timeout={value}"]))
+    assert make_config("moral_hazard", "ippo", parse_sets(["stall_timeout=0"])).stall_timeout == 0
