@@ -201,3 +201,15 @@ def test_the_version_is_single_sourced():
     assert f"## [{dilemmax.__version__}]" in (ROOT / "CHANGELOG.md").read_text()
     citation = (ROOT / "CITATION.cff").read_text()
     assert f'version: "{dilemmax.__version__}"' in citation
+
+
+def test_every_commands_help_formats():
+    """The CLI reference is every command's --help: each formats (argparse %-formats help text,
+    so a bare % in a help string would break that command's --help)."""
+    gen = _gen_pages()
+    from dilemmax.cli import build_parser
+
+    paths = [" ".join(path) for path, parser in gen._parsers(build_parser(), ["dilemmax"])]
+    assert "dilemmax experiment moral_hazard/isolation" in paths
+    for path, parser in gen._parsers(build_parser(), ["dilemmax"]):
+        assert gen._help(parser).startswith("usage:"), path

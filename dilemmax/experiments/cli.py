@@ -98,7 +98,8 @@ def add_commands(subparsers) -> None:
     sub = p.add_subparsers(dest="design", metavar="DESIGN", parser_class=_DesignParser)
     for name, entry in known.items():
         line = f"{entry.section}: {entry.summary}"
-        d = sub.add_parser(name, help=line, description=line)
+        # argparse %-formats help text: a summary's "50%" would break `experiment --help`.
+        d = sub.add_parser(name, help=line.replace("%", "%%"), description=line)
         d.filler = lambda d=d, name=name: _fill_design(d, name)
     c = sub.add_parser("combine", help="several runs of a design as its cross-run tables")
     c.add_argument("combined", metavar="DESIGN", help="the design the runs ran")
