@@ -409,7 +409,7 @@ def cli_page() -> str:
         "",
     ]
     for path, sub in _parsers(parser, ["dilemmax"]):
-        out += [f"{'#' * min(len(path) + 0, 4)} `{' '.join(path)}`", "", "```text"]
+        out += [f"{'#' * min(len(path) + 1, 4)} `{' '.join(path)}`", "", "```text"]
         out += [_help(sub).rstrip(), "```", ""]
     return "\n".join(out)
 
