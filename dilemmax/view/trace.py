@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.moral_hazard import constants as hazard_constants
 from dilemmax.envs.open_cleanup import constants as cleanup_constants
@@ -202,6 +203,7 @@ def grid_trace(game: str, states) -> dict:
         where = np.flatnonzero(flat[t] != flat[t - 1])
         changes.append(np.stack([where, flat[t, where]], 1).reshape(-1).tolist())
     positions, facings, frozen = (np.asarray(x) for x in _agents(game, states))
+    lit = beam_cells(game, states, (height, width)).reshape(total, -1)
     return {
         "height": int(height),
         "width": int(width),
@@ -210,7 +212,25 @@ def grid_trace(game: str, states) -> dict:
         "positions": positions.reshape(total, -1).tolist(),
         "facings": facings.tolist(),
         "frozen": (frozen > 0).astype(np.int8).tolist(),
+        "beams": [np.flatnonzero(row).tolist() for row in lit],
     }
+
+
+def beam_cells(game: str, states, shape: tuple[int, int]) -> np.ndarray:
+    """bool[T + 1, H, W]: the cells ``render_rgb`` tints in each state (the beams fired on the
+    step before it), found as the game's renderer finds them."""
+    if game == "open_cleanup":
+        last = np.asarray(states.shot_time) == np.asarray(states.trial_step)[:, None] - 1
+        cells = np.asarray(states.shot_cells)  # [T + 1, A, 4, 2]
+        lit = np.zeros((cells.shape[0], *shape), bool)
+        t, _, _ = np.nonzero(np.broadcast_to(last[:, :, None], cells.shape[:3]))
+        rows, cols = cells[last].reshape(-1, 2).T
+        inside = (rows >= 0) & (rows < shape[0]) & (cols >= 0) & (cols < shape[1])
+        lit[t[inside], rows[inside], cols[inside]] = True
+        return lit
+    firing = np.asarray(states.last_action) == harvest_constants.ZAP
+    mask = jax.vmap(lambda p, d, f: grid.beam_mask(p, d, f, shape))
+    return np.asarray(mask(states.agent_pos, states.agent_dir, firing))
 
 
 def run_length(values: Sequence[int]) -> list[int]:

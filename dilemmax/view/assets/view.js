@@ -78,6 +78,8 @@ function gridAt(g, t) {
   return cells;
 }
 
+const BEAM_TINT = [255, 255, 170];  // grid_render.render_cells' highlight colour
+
 function rgb(c) { return `rgb(${c[0]},${c[1]},${c[2]})`; }
 
 function drawGrid(d, t) {
@@ -85,9 +87,12 @@ function drawGrid(d, t) {
   const size = Math.max(8, Math.min(28, Math.floor(560 / g.width)));
   canvas.width = g.width * size; canvas.height = g.height * size;
   const ctx = canvas.getContext("2d");
-  const cells = gridAt(g, t);
+  const cells = gridAt(g, t), lit = new Set(g.beams[t]);
   for (let r = 0; r < g.height; r++) for (let c = 0; c < g.width; c++) {
-    ctx.fillStyle = rgb(env.palette[cells[r * g.width + c]] || [255, 0, 255]);
+    let colour = env.palette[cells[r * g.width + c]] || [255, 0, 255];
+    // a beam fired on the last step: half-way to pale yellow, as render_rgb tints it
+    if (lit.has(r * g.width + c)) colour = colour.map((v, k) => Math.floor((v + BEAM_TINT[k]) / 2));
+    ctx.fillStyle = rgb(colour);
     ctx.fillRect(c * size, r * size, size, size);
   }
   const pos = g.positions[t], facing = g.facings[t], frozen = g.frozen[t];
