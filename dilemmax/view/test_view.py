@@ -132,6 +132,16 @@ def test_a_training_run_plays_its_checkpoint(tmp_path, capsys):
     assert run.episodes[0].actions.shape == (3, 2)  # moral_hazard: work, note, final
 
 
+def test_open_hands_the_page_to_the_default_browser(runs, tmp_path, capsys, monkeypatch):
+    opened = []
+    monkeypatch.setattr("webbrowser.open", lambda uri: opened.append(uri) or False)
+    path, _ = runs["moral_hazard"]
+    page = tmp_path / "mh.html"
+    assert main(["view", str(path), "--out", str(page), "--open"]) == 0
+    assert opened == [page.resolve().as_uri()]
+    assert "no default browser here" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "make_path, message",
     [
