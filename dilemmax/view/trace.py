@@ -40,7 +40,7 @@ GRID_GAMES = ("open_cleanup", "open_harvest")
 # The game's key events (infos per step, summed over agents in the time series); a game not
 # named here shows every numeric per-step info of shape [T] or [T, A].
 KEY_EVENTS = {
-    "open_cleanup": ("cleared", "ate", "fired", "picked_up", "zapped", "pollution"),
+    "open_cleanup": ("cleared", "ate", "fired", "zapped", "pollution"),
     "open_harvest": ("ate", "zap_fired", "zapped", "num_apples"),
     "moral_hazard": ("query", "note_posted", "local", "decided", "final_correct"),
     "consequence": ("contributions", "eliminated", "fund", "rule_elimination"),
