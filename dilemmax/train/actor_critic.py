@@ -154,7 +154,9 @@ class ActorCritic:
 
         if self.shared:
             return one(key)
-        return jax.vmap(one)(jax.random.split(key, len(self.learners)))
+        # One learner after another, not vmapped: a vmapped orthogonal initialiser is a batched
+        # QR, which can deadlock jaxlib 0.10's CPU runtime (dilemmax/xla_defaults.py).
+        return jax.lax.map(one, jax.random.split(key, len(self.learners)))
 
     def initial_memory(self, num_envs: int) -> dict:
         """The recurrent carry of ``num_envs`` envs at their first episode start: network

@@ -126,10 +126,17 @@ class TrainingRun:
     def _replicated(self) -> NamedSharding | None:
         return None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec())
 
+    def _init_seeds(self, keys: jax.Array) -> RunnerState:
+        """The fresh runner state of each seed, stacked: the seeds one after another, not
+        vmapped, so that no initialiser becomes a batched QR factorisation. jaxlib 0.10's CPU
+        runtime deadlocks when several batched LAPACK calls run at once on its thread pool,
+        which the devices of a sharded init do whatever XLA's scheduler (benchmarks/xla_stall/)."""
+        return jax.lax.map(self.trainer.init, keys)
+
     def _init(self) -> RunnerState:
         """The fresh runner state of every seed (its program compiled once per run object)."""
         if self._init_fn is None:
-            self._init_fn = jax.jit(jax.vmap(self.trainer.init))
+            self._init_fn = jax.jit(self._init_seeds)
         return self._init_fn(self.seed_keys())
 
     def abstract_state(self) -> RunnerState:
@@ -146,7 +153,7 @@ class TrainingRun:
         # Every process runs the init program over the global mesh and keeps its own shards:
         # the seeds' keys are host values, the same on every process.
         if self._sharded_init_fn is None:
-            init = jax.vmap(self.trainer.init)
+            init = self._init_seeds
             self._sharded_init_fn = jax.jit(init, out_shardings=self.shardings())
         return self._sharded_init_fn(jax.device_get(self.seed_keys()))
 

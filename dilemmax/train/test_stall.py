@@ -34,6 +34,8 @@ from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 FORCE_4 = "--xla_force_host_platform_device_count=4"
 CACHE = Path(__file__).resolve().parents[2] / ".jax_cache"
+# Subprocesses compile through the suite's cache (conftest.py), so a warm run compiles nothing.
+CACHED = {"JAX_COMPILATION_CACHE_DIR": str(CACHE), **os.environ}
 
 
 def _python(code: str, timeout: float, env: dict | None = None, cwd=None):
@@ -112,11 +114,13 @@ def test_a_backend_started_before_dilemmax_is_named_in_a_warning():
 def _ends(timeout: float, wait, what: str = "chunk 7") -> list[tuple[int, str]]:
     """What a watchdog of ``timeout`` seconds ended with while ``wait()`` ran (nothing: [])."""
     ended = []
-    message = lambda w: f"{w} stalled"
-    with StallWatchdog(timeout, message, end=lambda status: ended.append(status)) as dog:
-        dog.message = lambda w: ended.append(message(w)) or message(w)
-        with dog.waiting(what):
-            wait()
+
+    def message(waited: str) -> str:
+        ended.append(f"{waited} stalled")
+        return ended[-1]
+
+    with StallWatchdog(timeout, message, end=ended.append) as dog, dog.waiting(what):
+        wait()
     return ended
 
 
@@ -138,7 +142,8 @@ def test_an_idle_wait_is_ended_with_the_stall_status_and_a_busy_one_never():
 
 STALLING_RUN = """
     import sys, time
-        import jax, jax.numpy as jnp
+    from pathlib import Path
+    import jax, jax.numpy as jnp
     from dilemmax.train.run import TrainingRun
     from dilemmax.train.test_ppo import ToyEnv, toy_config
 
@@ -170,7 +175,7 @@ def test_a_stalled_chunk_ends_the_run_in_one_line_and_resume_continues(tmp_path)
     start = time.monotonic()
     stalled = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(STALLING_RUN), str(out), "stall"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=CACHED,
     )  # fmt: skip
     assert stalled.returncode == EXIT_STALLED, stalled.stderr[-3000:]
     line = stalled.stderr.strip().splitlines()[-1]
@@ -180,7 +185,7 @@ def test_a_stalled_chunk_ends_the_run_in_one_line_and_resume_continues(tmp_path)
     assert time.monotonic() - start < 240
     resumed = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(STALLING_RUN), str(out), "resume"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=CACHED,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "trained [0, 1, 2]" in resumed.stdout
@@ -211,9 +216,7 @@ STALLED_BEFORE = {
 def test_configurations_that_stalled_train_to_the_end(case, tmp_path):
     args, xla_flags = STALLED_BEFORE[case]
     sets = [x for pair in TINY for x in ("--set", pair)]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags)
-    # The suite's compile cache (conftest.py), so a warm run compiles nothing.
-    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(CACHE))
+    env = dict(CACHED, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags)
     proc = subprocess.run(
         [sys.executable, "-m", "dilemmax.cli", "train", *args, *sets, "--no-progress",
          "--stall-timeout", "120", "--out", str(tmp_path / case)],
