@@ -13,9 +13,11 @@ program). Each batched call splits its batch over XLA's intra-op thread pool and
 parts are done; when the concurrency-optimised scheduler starts as many of those calls at once as
 the pool has threads (the pool is as large as the process's CPU set: 2 threads on a 2-core
 machine), every pool thread waits for work only a pool thread could do, and the program never
-finishes, with no CPU used. Without that scheduler the calls no longer start together and every
-configuration that stalled trains (benchmarks/xla_stall/). The flag only changes how XLA:CPU
-orders a program's operations; other backends ignore it.
+finishes, with no CPU used. Without that scheduler the calls of one program no longer start
+together (benchmarks/xla_stall/). Training also makes its initial parameters without batched
+QRs (``dilemmax/train/run.py``), which the flag cannot replace: the devices of a sharded program
+run their calls at once whatever the scheduler. The flag only changes how XLA:CPU orders a
+program's operations; other backends ignore it.
 """
 
 from __future__ import annotations
