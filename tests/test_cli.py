@@ -146,6 +146,7 @@ def test_the_command_list_reads_the_same_without_the_command_modules():
         "finetune",
         "experiment",
         "scenarios",
+        "view",
     ]
 
 

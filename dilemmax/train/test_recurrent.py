@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from flax import struct
 
-import dilemmax
 from dilemmax.agents import checkpoint
 from dilemmax.agents.arena import Arena
 from dilemmax.agents.trained import RecurrentPolicy, TrainedPolicy
+from dilemmax.envs import registry
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.registry import EnvSpec
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.envs.spaces import Box, Discrete
 from dilemmax.train.config import make_config
@@ -195,8 +196,10 @@ def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path
     assert path is not None
     raw = checkpoint.read_raw(path)
     assert raw["runner_state"]["memory"]["actor"].shape == (1, 1, 64, 16)  # seeds, L, E, M
-    # The run folder loads as a recurrent policy that the rollout carries.
-    monkeypatch.setattr(dilemmax, "make", lambda env_id, **kw: TwoTrialBandit())
+    # The run folder loads as a recurrent policy that the rollout carries (the bandit by name,
+    # as a user's registered env is).
+    spec = EnvSpec("bandit", f"{__name__}:TwoTrialBandit", "two-trial bandit")
+    monkeypatch.setitem(registry._REGISTRY, "bandit", spec)
     policy = TrainedPolicy.load(tmp_path / "resumed")
     assert isinstance(policy, RecurrentPolicy)
     _, metrics = run_episodes(TwoTrialBandit(), [policy], jax.random.PRNGKey(0), 4)

@@ -242,8 +242,8 @@ def test_episodes_needed_is_the_first_count_the_exact_bound_certifies(budget, le
     assert n == 1 or clopper_pearson(0, n - 1, level)[1] >= budget
 
 
-def test_the_readme_example_plays_enough_episodes_to_certify():
-    text = (ROOT / "README.md").read_text()
+def test_the_documented_example_plays_enough_episodes_to_certify():
+    text = (ROOT / "docs" / "redteam.md").read_text()
     block = text[text.index("dilemmax redteam play --policy fair_share") :].split("\n")[0]
     assert f"--episodes {episodes_needed(0.05, 0.95)} " in block
 
