@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from dilemmax.envs import fastrandom, unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout, typed_key
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence import generator, metrics, policies, render, text
+from dilemmax.envs.consequence import generator, metrics, policies, rendering, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.options import OptionSpec, check_env_options, positive
@@ -457,7 +457,7 @@ class ConsequenceEnv(MultiAgentEnv):
         return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale, **flags)
 
     def render_ansi(self, state: ConsequenceState) -> str:
-        return render.render_ansi(self, state)
+        return rendering.render_ansi(self, state)
 
     def __repr__(self) -> str:
         return (

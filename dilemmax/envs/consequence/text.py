@@ -36,7 +36,7 @@ import numpy as np
 
 from dilemmax.envs import text_parsing as tp
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence.render import participant_label, to_numpy
+from dilemmax.envs.consequence.rendering import participant_label, to_numpy
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 
 CLAUSES = ("named", "anonymous", "neutral")

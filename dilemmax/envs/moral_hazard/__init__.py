@@ -16,7 +16,7 @@ from dilemmax.envs.moral_hazard.generator import (
     make_config,
     stack_configs,
 )
-from dilemmax.envs.moral_hazard.outcomes import SCALAR_OUTCOMES, random_control_moments
+from dilemmax.envs.moral_hazard.metrics import SCALAR_OUTCOMES, random_control_moments
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
 

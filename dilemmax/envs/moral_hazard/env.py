@@ -57,8 +57,8 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
+from dilemmax.envs.moral_hazard.metrics import episode_metrics
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
-from dilemmax.envs.moral_hazard.outcomes import episode_outcomes
 from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
@@ -376,7 +376,7 @@ class MoralHazardEnv(MultiAgentEnv):
 
     # ------------------------------------------------------------------ extras
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
-        return episode_outcomes(rollout, self.agents)
+        return episode_metrics(rollout, self.agents)
 
     def scripted_policies(self) -> dict:
         return dict(policies.SCRIPTED)

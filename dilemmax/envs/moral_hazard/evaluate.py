@@ -18,7 +18,7 @@ from dilemmax.envs.base import typed_key
 from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import ConditionSet, stack_configs
-from dilemmax.envs.moral_hazard.outcomes import SCALAR_OUTCOMES
+from dilemmax.envs.moral_hazard.metrics import SCALAR_OUTCOMES
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
 from dilemmax.envs.rollout import run_episodes
 

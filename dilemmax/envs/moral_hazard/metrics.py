@@ -1,6 +1,6 @@
 """Per-episode outcomes in JAX, and the random control's outcomes in closed form.
 
-:func:`episode_outcomes` is ``MoralHazardEnv.episode_metrics``: it reads the env's ``infos``
+:func:`episode_metrics` is ``MoralHazardEnv.episode_metrics``: it reads the env's ``infos``
 (each event is non-zero only at the step where it happens) summed over the valid steps, so it
 works on a rollout of any length and ignores padding after the end.
 """
@@ -37,7 +37,7 @@ def _total(rollout: Rollout, name: str) -> jax.Array:
     return jnp.sum(jnp.where(valid, x, 0.0), axis=0)
 
 
-def episode_outcomes(rollout: Rollout, agents: Sequence[str]) -> dict[str, jax.Array]:
+def episode_metrics(rollout: Rollout, agents: Sequence[str]) -> dict[str, jax.Array]:
     """The outcomes of one episode (an unbatched rollout, leaves [T, ...]).
 
     Returns (float32 unless noted; rates are means over the n agents or cases):
