@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import inspect
 import json
 import os
 import sys
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -24,6 +27,8 @@ import jax
 from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, parse_value
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
+from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.sampling import Urls
 
 # The scenario sets of every game (dilemmax.scenarios), as `scenarios evaluate --set` and
 # `evaluate --scenarios` name them.
@@ -204,6 +209,95 @@ def enable_compilation_cache() -> None:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dilemmax" / "jax"
     jax.config.update("jax_compilation_cache_dir", str(cache))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """The command-line flag of an options dataclass's field: its metadata's ``flag``, else
+    ``--`` and the name with dashes (``max_tokens`` -> ``--max-tokens``)."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _dest(field: dataclasses.Field) -> str:
+    return flag_of(field)[2:].replace("-", "_")
+
+
+def _scalar_type(cls: type, field: dataclasses.Field) -> type:
+    """int, float or str: the type a field's flag parses each word as (``float | None`` is
+    float, ``tuple[int, ...]`` int; a tuple of server addresses is one text that
+    :class:`~dilemmax.llm.config.GenerateConfig` splits)."""
+    kind = getattr(field.metadata.get("range"), "kind", None)
+    if kind in ("int", "float"):
+        return int if kind == "int" else float
+    hint = typing.get_type_hints(cls)[field.name]
+    for candidate in (int, float):
+        inner = [a for arg in typing.get_args(hint) for a in (arg, *typing.get_args(arg))]
+        if hint is candidate or candidate in inner:
+            return candidate
+    return str
+
+
+def _is_tuple(cls: type, field: dataclasses.Field) -> bool:
+    hint = typing.get_type_hints(cls)[field.name]
+    return any(typing.get_origin(h) is tuple for h in (hint, *typing.get_args(hint)))
+
+
+def add_config_arguments(parser, cls: type) -> None:
+    """One flag per field of the options dataclass ``cls``, generated from its declaration.
+
+    A field's metadata gives its ``help``, its ``flag`` (default ``--`` + the name with dashes),
+    a ``range`` (a ``Choice``'s values become the flag's choices), a ``type`` to parse each word
+    with (default: int / float / str from the annotation), ``"append": True`` (the flag may be
+    repeated) and ``"cli": False`` (no flag). The default is the field's; a ``bool`` field is a
+    switch, a ``tuple[...]`` field takes one or more words. The destination is the flag's name
+    (``--model-seed`` -> ``model_seed``), so a field never collides with a command's own flag.
+    """
+    for field in dataclasses.fields(cls):
+        meta = field.metadata
+        if meta.get("cli") is False:
+            continue
+        default = None if field.default is dataclasses.MISSING else field.default
+        common = {"dest": _dest(field), "default": default, "help": meta.get("help")}
+        if typing.get_type_hints(cls)[field.name] is bool:
+            parser.add_argument(flag_of(field), action="store_true", **common)
+            continue
+        kind = meta.get("type") or _scalar_type(cls, field)
+        if meta.get("append"):
+            common["action"] = "append"  # argparse appends to a copy of the default: a list
+            common["default"] = None if default is None else list(default)
+        elif _is_tuple(cls, field) and not isinstance(meta.get("range"), Urls):
+            common["nargs"] = "+"
+        choices = getattr(meta.get("range"), "values", None) or meta.get("choices")
+        parser.add_argument(flag_of(field), type=kind, choices=choices, **common)
+
+
+def config_from_namespace(cls: type, args: argparse.Namespace):
+    """The ``cls`` instance the flags of :func:`add_config_arguments` give (a field whose flag
+    the parser lacks keeps its default), checked: a value out of range is a one-line error
+    naming the flag."""
+    fields = dataclasses.fields(cls)
+    given = {f.name: getattr(args, _dest(f)) for f in fields if hasattr(args, _dest(f))}
+    # nargs="+" and append give lists; the dataclass's fields are tuples (hashable, frozen)
+    given = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items()}
+    config = cls(**given)
+    check = getattr(config, "check", None)
+    if check is not None:  # a check(label=...) names the flag a bad value came from
+        flags = {f.name: flag_of(f) for f in fields}
+        named = "label" in inspect.signature(check).parameters
+        check(label=flags.__getitem__) if named else check()
+    return config
+
+
+def add_model_arguments(parser) -> None:
+    """The model flags of every command that seats a model (``--base-url``, ``--temperature``,
+    ...), one per :class:`~dilemmax.llm.config.GenerateConfig` field."""
+    add_config_arguments(parser, GenerateConfig)
+    parser.add_argument("--no-structured-output", dest="output_mode", action="store_const",
+                        const="text", help="same as --output-mode text")  # fmt: skip
+
+
+def generate_config(args: argparse.Namespace) -> GenerateConfig:
+    """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags."""
+    return config_from_namespace(GenerateConfig, args)
 
 
 def run_parsed(args: argparse.Namespace) -> int:

@@ -87,7 +87,7 @@ class Choice:
     def check(self, value: Any, option: str) -> str:
         text = value.strip() if isinstance(value, str) else None
         if text not in self.values:
-            raise OptionError(f"{option}={_show(value)}: expected one of {', '.join(self.values)}")
+            raise OptionError(f"{_named(option, value)}: expected one of {', '.join(self.values)}")
         return text
 
 
@@ -100,7 +100,7 @@ class Urls:
         urls = parse_urls(value)
         if urls is None:
             raise OptionError(
-                f"{option}={_show(value)}: expected http://host:port/v1 or https://..., several "
+                f"{_named(option, value)}: expected http://host:port/v1 or https://..., several "
                 "joined by | (each once)"
             )
         return urls
@@ -132,7 +132,7 @@ class EnvName:
     def check(self, value: Any, option: str) -> str:
         text = value.strip() if isinstance(value, str) else ""
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,199}", text):
-            raise OptionError(f"{option}={_show(value)}: expected an environment variable's name")
+            raise OptionError(f"{_named(option, value)}: expected an environment variable's name")
         return text
 
 
@@ -189,7 +189,7 @@ def check_option(value: Any, allowed, option: str):
     number = _as_number(value, allowed.kind)
     finite = isinstance(number, int) or (number is not None and math.isfinite(number))
     if not finite or not allowed.admits(number):
-        raise OptionError(f"{option}={_show(value)}: expected {allowed.describe()}")
+        raise OptionError(f"{_named(option, value)}: expected {allowed.describe()}")
     return number
 
 
@@ -212,6 +212,11 @@ def _as_number(value: Any, kind: str) -> float | int | None:
         return float(value)
     except OverflowError:  # an integer beyond any float
         return None
+
+
+def _named(option: str, value: Any) -> str:
+    """``--temperature 5.0`` for a flag, ``temperature=5`` for a seat's option."""
+    return f"{option}{' ' if option.startswith('--') else '='}{_show(value)}"
 
 
 def _show(value: Any, limit: int = 40) -> str:
