@@ -449,12 +449,12 @@ class ConsequenceEnv(MultiAgentEnv):
         goal: str = "competitive",
         ask_rationale: bool = False,
         **flags,
-    ) -> text.ConsequenceTextProtocol:
+    ) -> text.ConsequenceText:
         """Renderer and parser; ``clause`` defaults to "anonymous" if ``anonymous_rule``;
         ``flags``: ``anonymous`` / ``neutral`` (see :mod:`dilemmax.envs.consequence.text`)."""
         if clause is None and "anonymous" not in flags:
             clause = "anonymous" if self.anonymous_rule else "named"
-        return text.ConsequenceTextProtocol(self, clause, goal, ask_rationale, **flags)
+        return text.ConsequenceText(self, clause, goal, ask_rationale, **flags)
 
     def render_ansi(self, state: ConsequenceState) -> str:
         return rendering.render_ansi(self, state)

@@ -68,7 +68,7 @@ _VOCAB = {
 }
 
 
-class ConsequenceTextProtocol(TextProtocol):
+class ConsequenceText(TextProtocol):
     """Renderer and parser for one prompt variant (see the module docstring)."""
 
     def __init__(

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest.types import HarvestConfig, Orchard
+from dilemmax.envs.open_harvest.types import OpenHarvestConfig, Orchard
 
 
 @struct.dataclass
@@ -56,7 +56,7 @@ def stage_of(age: jax.Array, stage_length: jax.Array) -> jax.Array:
     return jnp.minimum(age // stage_length, c.NUM_STAGES - 1).astype(jnp.int32)
 
 
-def draw_stage_lengths(bits: jax.Array, config: HarvestConfig) -> jax.Array:
+def draw_stage_lengths(bits: jax.Array, config: OpenHarvestConfig) -> jax.Array:
     """int32[...]: stage lengths uniform in [min, max] (15-20) from uint32 random bits."""
     return _uniform_int(bits, config.stage_length_min, config.stage_length_max)
 
@@ -84,7 +84,7 @@ def apples_nearby(apple: jax.Array, neighbours: jax.Array) -> jax.Array:
 
 
 def regrowth_probability(
-    n: jax.Array, colour: jax.Array, eaten_stage: jax.Array, config: HarvestConfig
+    n: jax.Array, colour: jax.Array, eaten_stage: jax.Array, config: OpenHarvestConfig
 ) -> jax.Array:
     """float32[...]: P(an eaten cell grows an apple this step) = base(min(n, 3)) x multiplier."""
     base = config.base_regrowth[jnp.minimum(n, 3)]
@@ -93,7 +93,7 @@ def regrowth_probability(
 
 
 def eat(
-    orchard: Orchard, config: HarvestConfig, positions: jax.Array
+    orchard: Orchard, config: OpenHarvestConfig, positions: jax.Array
 ) -> tuple[Orchard, dict[str, jax.Array]]:
     """Agents standing on an apple eat it.
 
@@ -132,7 +132,7 @@ def eat(
 
 
 def advance_orchard(
-    key: jax.Array, orchard: Orchard, config: HarvestConfig, occupied: jax.Array
+    key: jax.Array, orchard: Orchard, config: OpenHarvestConfig, occupied: jax.Array
 ) -> tuple[Orchard, OrchardEvents]:
     """One step of ripening, rotting and regrowth (after eating; see the module docstring).
 

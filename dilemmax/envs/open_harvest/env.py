@@ -52,7 +52,7 @@ from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, metrics, observation, rendering, text
 from dilemmax.envs.open_harvest.policies import POLICIES
-from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestState, TrialStarts
+from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState, TrialStarts
 from dilemmax.envs.options import (
     FRACTION,
     OBSERVATION,
@@ -175,13 +175,13 @@ class OpenHarvestEnv(MultiAgentEnv):
         self._action_space = Discrete(c.NUM_ACTIONS)
 
     # ------------------------------------------------------------------ configuration
-    def sample_config(self, key: jax.Array) -> HarvestConfig:
+    def sample_config(self, key: jax.Array) -> OpenHarvestConfig:
         """A layout and a hidden rule from this env's split of the pools; fresh patch colours."""
         return generator.sample_config(key, self.layout_pool, self.rule_pool, self.pay_levels)
 
-    def reset_to(self, key: jax.Array, config: HarvestConfig):
+    def reset_to(self, key: jax.Array, config: OpenHarvestConfig):
         a = self.num_agents
-        state = HarvestState(
+        state = OpenHarvestState(
             config=config,
             agent_pos=jnp.zeros((a, 2), jnp.int32),
             agent_dir=jnp.zeros((a,), jnp.int32),
@@ -205,7 +205,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         state = self._start_trial(state, jnp.int32(0))
         return self.get_obs(state), state
 
-    def _draw_trial_starts(self, key: jax.Array, config: HarvestConfig) -> TrialStarts:
+    def _draw_trial_starts(self, key: jax.Array, config: OpenHarvestConfig) -> TrialStarts:
         """Spawn cells, facings and apple stage lengths of all the episode's trial starts."""
         key_spawn, key_bits = jax.random.split(key)
         layout = config.layout
@@ -221,7 +221,7 @@ class OpenHarvestEnv(MultiAgentEnv):
             stage_length=dynamics.draw_stage_lengths(bits[:, :num_trees], config),
         )
 
-    def _start_trial(self, state: HarvestState, trial: jax.Array) -> HarvestState:
+    def _start_trial(self, state: OpenHarvestState, trial: jax.Array) -> OpenHarvestState:
         """``state`` at the start of ``trial``: orchard re-laid, agents on their spawn cells."""
         a = self.num_agents
         return state.replace(
@@ -237,14 +237,14 @@ class OpenHarvestEnv(MultiAgentEnv):
         )
 
     # ------------------------------------------------------------------ dynamics
-    def legal_actions(self, state: HarvestState) -> jax.Array:
+    def legal_actions(self, state: OpenHarvestState) -> jax.Array:
         """bool[A, 8]: a frozen agent may only STAY; ZAP needs a cooled-down beam."""
         free = state.frozen == 0
         mask = jnp.broadcast_to(free[:, None], (self.num_agents, c.NUM_ACTIONS))
         mask = mask.at[:, c.ZAP].set(free & (state.cooldown == 0))
         return mask.at[:, c.STAY].set(True)
 
-    def step_env(self, key: jax.Array, state: HarvestState, actions: Mapping[str, jax.Array]):
+    def step_env(self, key: jax.Array, state: OpenHarvestState, actions: Mapping[str, jax.Array]):
         key_move, key_spawn, key_orchard = jax.random.split(key, 3)
         config, layout = state.config, state.config.layout
         chosen = action_indices(actions, self.agents)
@@ -350,13 +350,13 @@ class OpenHarvestEnv(MultiAgentEnv):
         return self.get_obs(next_state), next_state, rewards, dones, infos
 
     # ------------------------------------------------------------------ observations
-    def get_obs(self, state: HarvestState) -> dict[str, jax.Array]:
+    def get_obs(self, state: OpenHarvestState) -> dict[str, jax.Array]:
         obs = observation.observe(state)
         if self.observation_mode == "one_hot":
             obs = observation.one_hot(obs)
         return {a: obs[i] for i, a in enumerate(self.agents)}
 
-    def action_mask(self, state: HarvestState) -> dict[str, jax.Array]:
+    def action_mask(self, state: OpenHarvestState) -> dict[str, jax.Array]:
         mask = self.legal_actions(state)
         return {a: mask[i] for i, a in enumerate(self.agents)}
 
@@ -366,7 +366,7 @@ class OpenHarvestEnv(MultiAgentEnv):
     def action_space(self, agent: str) -> Discrete:
         return self._action_space
 
-    def global_state(self, state: HarvestState) -> jax.Array:
+    def global_state(self, state: OpenHarvestState) -> jax.Array:
         """float32[H * W * 3 + 2 * A]: the whole map's three code channels (agents in absolute
         orientation), plus every agent's frozen and cooldown counters."""
         layers = observation.map_layers(state).reshape(-1).astype(jnp.float32)
@@ -381,12 +381,12 @@ class OpenHarvestEnv(MultiAgentEnv):
         return dict(POLICIES)
 
     def text_protocol(self, **options):
-        return text.HarvestTextProtocol(self, **options)
+        return text.OpenHarvestText(self, **options)
 
-    def render_ansi(self, state: HarvestState) -> str:
+    def render_ansi(self, state: OpenHarvestState) -> str:
         return rendering.render_ansi(state)
 
-    def render_rgb(self, state: HarvestState):
+    def render_rgb(self, state: OpenHarvestState):
         return rendering.render_rgb(state)
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from dilemmax.envs import pools
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest.types import HarvestConfig, HarvestLayout, HarvestRule
+from dilemmax.envs.open_harvest.types import HarvestLayout, HarvestRule, OpenHarvestConfig
 
 # ---------------------------------------------------------------- patch shapes
 
@@ -340,12 +340,12 @@ def make_config(
     rule: HarvestRule,
     patch_colours: jax.Array,
     pay_levels: tuple[float, ...] = c.PAY_LEVELS,
-) -> HarvestConfig:
+) -> OpenHarvestConfig:
     """The configuration of ``layout`` x ``rule`` x ``patch_colours`` with the paper's numbers
     (the pay levels, best first, may be a curriculum's: see ``OpenHarvestEnv(pay_levels=)``)."""
     pay, mult = rule_tables(rule, pay_levels)
     i32 = lambda v: jnp.asarray(v, jnp.int32)
-    return HarvestConfig(
+    return OpenHarvestConfig(
         layout=layout,
         rule=rule,
         patch_colours=jnp.asarray(patch_colours, jnp.int32),
@@ -402,7 +402,7 @@ def rule_pools(
 
 def sample_config(
     key: jax.Array, layout_pool, rule_pool, pay_levels: tuple[float, ...] = c.PAY_LEVELS
-) -> HarvestConfig:
+) -> OpenHarvestConfig:
     """A configuration: a layout and a rule from the pools, patch colours drawn fresh."""
     key_layout, key_rule, key_colours = jax.random.split(key, 3)
     layout = pools.sample_from_pool(key_layout, layout_pool)

@@ -22,12 +22,12 @@ import jax.numpy as jnp
 
 from dilemmax.envs import grid, packed_view
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest.types import HarvestState
+from dilemmax.envs.open_harvest.types import OpenHarvestState
 
 ONE_HOT_CHANNELS = c.NUM_CELL_CODES + c.NUM_WHO_CODES + c.NUM_INFO_CODES
 
 
-def terrain_codes(state: HarvestState) -> jax.Array:
+def terrain_codes(state: OpenHarvestState) -> jax.Array:
     """uint8[H, W]: wall / ground / tree codes of the map, without agents."""
     config, orchard = state.config, state.orchard
     colour = config.tree_colour
@@ -41,12 +41,12 @@ def terrain_codes(state: HarvestState) -> jax.Array:
     return base.at[pos[:, 0], pos[:, 1]].set(tree_code, mode="promise_in_bounds")
 
 
-def agent_info_codes(state: HarvestState) -> jax.Array:
+def agent_info_codes(state: OpenHarvestState) -> jax.Array:
     """uint8[A]: channel-2 code of each agent: 1 + orientation + 4 * frozen."""
     return packed_view.agent_info(state.agent_dir, state.frozen)
 
 
-def map_layers(state: HarvestState) -> jax.Array:
+def map_layers(state: OpenHarvestState) -> jax.Array:
     """uint8[H, W, 3]: the map's three channels, agents in absolute terms (channel 1 holds
     2 + each agent's absolute orientation)."""
     terrain = terrain_codes(state)
@@ -61,7 +61,7 @@ def map_layers(state: HarvestState) -> jax.Array:
     return jnp.stack([terrain, who, info], axis=-1)
 
 
-def observe(state: HarvestState) -> jax.Array:
+def observe(state: OpenHarvestState) -> jax.Array:
     """uint8[A, 11, 11, 3]: every agent's observation (see the module docstring), from one view
     per agent of the packed map layer (:mod:`dilemmax.envs.packed_view`)."""
     layer = packed_view.packed_layer(terrain_codes(state), state.agent_pos, agent_info_codes(state))

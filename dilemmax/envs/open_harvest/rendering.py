@@ -14,7 +14,7 @@ import numpy as np
 from dilemmax.envs import grid, grid_render
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.observation import terrain_codes
-from dilemmax.envs.open_harvest.types import HarvestState
+from dilemmax.envs.open_harvest.types import OpenHarvestState
 from dilemmax.envs.osj.view import agent_letter
 
 # Full-colour apples per colour (ripe); unripe is paler, over-ripe darker.
@@ -51,7 +51,7 @@ def code_palette() -> np.ndarray:
 _PALETTE = code_palette()
 
 
-def render_rgb(state: HarvestState, scale: int = 8) -> np.ndarray:
+def render_rgb(state: OpenHarvestState, scale: int = 8) -> np.ndarray:
     """uint8[H * scale, W * scale, 3]: the whole map, agents drawn as arrowheads facing their
     way (grey while frozen), the cells of beams fired on the last step tinted."""
     codes = np.asarray(terrain_codes(state))
@@ -88,7 +88,7 @@ def cell_token(code: int) -> str:
     return "??"
 
 
-def render_ansi(state: HarvestState) -> str:
+def render_ansi(state: OpenHarvestState) -> str:
     """The whole map as text, with a header of the trial, step and points."""
     codes = np.asarray(terrain_codes(state))
     tokens = [[cell_token(int(v)) for v in row] for row in codes]

@@ -29,7 +29,7 @@ from dilemmax.envs.osj.prompts import prompt_text
 from dilemmax.envs.osj.protocol import OSJProtocol
 from dilemmax.envs.osj.view import agent_letter
 
-__all__ = ["GOAL_TYPES", "MODES", "HarvestTextProtocol"]
+__all__ = ["GOAL_TYPES", "MODES", "OpenHarvestText"]
 
 MODES = ("harvest", "wait", "explore", "travel", "zap")
 GOAL_TYPES = ("move_to", "eat", "wait", "zap")
@@ -54,7 +54,7 @@ _MOVES = (c.NORTH_ACTION, c.SOUTH_ACTION, c.EAST_ACTION, c.WEST_ACTION)
 _SHORT = ("N", "S", "E", "W", "turnL", "turnR", "zap", "stay")
 
 
-class HarvestTextProtocol(OSJProtocol[HarvestMemory, V.Snapshot]):
+class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
     """Renderer and parser for one OpenHarvest env.
 
     Args:

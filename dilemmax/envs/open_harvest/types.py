@@ -61,7 +61,7 @@ class HarvestRule:
 
 
 @struct.dataclass
-class HarvestConfig:
+class OpenHarvestConfig:
     """The latent configuration of an episode, fixed across its trials.
 
     The pay and multiplier tables are carried as values (derived from ``rule`` by the generator)
@@ -147,7 +147,7 @@ class TrialStarts:
 
 
 @struct.dataclass
-class HarvestState:
+class OpenHarvestState:
     """The full state of an OpenHarvest episode.
 
     Attributes:
@@ -174,7 +174,7 @@ class HarvestState:
         starts: the pre-drawn trial starts (:class:`TrialStarts`).
     """
 
-    config: HarvestConfig
+    config: OpenHarvestConfig
     agent_pos: jax.Array
     agent_dir: jax.Array
     frozen: jax.Array
