@@ -72,7 +72,7 @@ COMMANDS = {
         "dilemmax.llm.cli",
         "play episodes with language-model, scripted and trained seats (batched)",
     ),
-    "redteam": ("dilemmax.analysis.cli", "institutional red-teaming of consequence rules"),
+    "redteam": ("dilemmax.redteam.cli", "institutional red-teaming of consequence rules"),
     "finetune": ("dilemmax.finetune.cli", "LoRA SFT / RLOO / GEPA for moral_hazard"),
     "experiment": (
         "dilemmax.experiments.cli",

@@ -21,8 +21,8 @@ PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import ma
 
 # Lowest first. A package may import only packages of lower layers (and itself): siblings in one
 # layer stay independent of each other. docs/architecture.md's chain is
-#   envs <- wrappers <- agents <- train / llm <- analysis / finetune / scenarios <- cli;
-# the papers' experiments (built on analysis) and the Inspect AI tasks (built on the experiments)
+#   envs <- wrappers <- agents <- train / llm <- redteam / finetune / scenarios <- cli;
+# the papers' experiments (built on redteam) and the Inspect AI tasks (built on the experiments)
 # sit between the top of that chain and the command line.
 # around it sit the error type every layer raises, the run-folder lock of the writers, the root
 # that re-exports dilemmax.make, and the helpers every command shares.
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("wrappers", "commandline"),
     ("agents",),
     ("train", "llm"),
-    ("analysis", "finetune", "scenarios", "view"),
+    ("redteam", "finetune", "scenarios", "view"),
     ("experiments",),
     ("evals",),
     ("cli",),

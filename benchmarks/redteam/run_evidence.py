@@ -33,16 +33,16 @@ import numpy as np
 from flax import serialization
 
 import dilemmax
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis import gap, populations
-from dilemmax.analysis import reference as R
-from dilemmax.analysis import safety_case as SC
-from dilemmax.analysis.cli import context_index
-from dilemmax.analysis.figures import write_table
-from dilemmax.analysis.statistics import Population
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, cross_rules
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam import gap, populations
+from dilemmax.redteam import reference as R
+from dilemmax.redteam import safety_case as SC
+from dilemmax.redteam.cli import context_index
+from dilemmax.redteam.figures import write_table
+from dilemmax.redteam.statistics import Population
 from dilemmax.train.config import make_config
 from dilemmax.train.ppo import make_train
 

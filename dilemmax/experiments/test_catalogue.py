@@ -80,4 +80,4 @@ def test_list_imports_no_more_than_dilemmax_list_does():
     assert ours <= {"dilemmax.experiments.cli", "dilemmax.experiments.catalogue"}, ours
     heavy = ("matplotlib", "optax", "aiohttp", "openai", "torch", "transformers", "inspect_ai")
     assert not {m for m in listed - plain if m.split(".")[0] in heavy}
-    assert not any(m.startswith("dilemmax.analysis.") for m in listed)
+    assert not any(m.startswith("dilemmax.redteam.") for m in listed)

@@ -12,12 +12,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.rationale_labels import share_ci
-from dilemmax.analysis.safety_case import clopper_pearson
 from dilemmax.envs.consequence.metrics import bootstrap_mean_ci
 from dilemmax.envs.metrics import bootstrap_ci as jax_bootstrap_ci
 from dilemmax.experiments import stats
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.rationale_labels import share_ci
+from dilemmax.redteam.safety_case import clopper_pearson
 from dilemmax.scenarios.evaluate import mean_interval
 
 FAST = settings(max_examples=30, deadline=None)

@@ -2,25 +2,25 @@
 
 Modules:
 
-* :mod:`~dilemmax.analysis.reference`: the cooperative-refinement reference, subgame-perfect
+* :mod:`~dilemmax.redteam.reference`: the cooperative-refinement reference, subgame-perfect
   equilibria by backward induction with the selection (survivors, then no exploitation) and exact
   trembling-hand values UR_ref; also a seatable arena policy.
-* :mod:`~dilemmax.analysis.statistics`: per-episode populations, per-(rule, context) means,
+* :mod:`~dilemmax.redteam.statistics`: per-episode populations, per-(rule, context) means,
   bootstrap CIs over contexts, sign-flip and population x rule permutation tests, decisive rules,
   stakes profiles.
-* :mod:`~dilemmax.analysis.gap`: IAG = UR_pop - UR_ref with its statistics and figures, as one
+* :mod:`~dilemmax.redteam.gap`: IAG = UR_pop - UR_ref with its statistics and figures, as one
   report.
-* :mod:`~dilemmax.analysis.figures`: heat maps, stakes profiles, rule-ranking bars (PNG + CSV/MD).
-* :mod:`~dilemmax.analysis.ablations`: named vs anonymous (R = 1 and 3), neutral wording and
+* :mod:`~dilemmax.redteam.figures`: heat maps, stakes profiles, rule-ranking bars (PNG + CSV/MD).
+* :mod:`~dilemmax.redteam.ablations`: named vs anonymous (R = 1 and 3), neutral wording and
   goal frames against a matched control, for any population callable (LLM harness included).
-* :mod:`~dilemmax.analysis.safety_case`: certified rule region Phi(c, P) and the structured
+* :mod:`~dilemmax.redteam.safety_case`: certified rule region Phi(c, P) and the structured
   safety case (Markdown + JSON).
-* :mod:`~dilemmax.analysis.populations`: play a policy (scripted, reference, trained) on the grid.
-* :mod:`~dilemmax.analysis.files`: population and reference ``.npz`` files read and checked
+* :mod:`~dilemmax.redteam.populations`: play a policy (scripted, reference, trained) on the grid.
+* :mod:`~dilemmax.redteam.files`: population and reference ``.npz`` files read and checked
   before use (a one-line error naming the file and what was wrong).
-* :mod:`~dilemmax.analysis.inputs`: the redteam commands' rates and files checked against each
+* :mod:`~dilemmax.redteam.inputs`: the redteam commands' rates and files checked against each
   other before any work.
-* :mod:`~dilemmax.analysis.cli`: ``dilemmax redteam reference | play | gap | ablate | certify``.
+* :mod:`~dilemmax.redteam.cli`: ``dilemmax redteam reference | play | gap | ablate | certify``.
 
 A typical run::
 
@@ -29,6 +29,6 @@ A typical run::
     dilemmax redteam gap --reference ref.npz --population stc.npz --out gap/
     dilemmax redteam certify --population stc.npz --context 1,5,6:10 --out case
 
-An LLM transcript enters as a :class:`~dilemmax.analysis.statistics.Population`: per-episode
+An LLM transcript enters as a :class:`~dilemmax.redteam.statistics.Population`: per-episode
 metric arrays (the env's ``episode_metrics`` names) with each episode's rule and context index.
 """

@@ -26,7 +26,7 @@ env's per-episode metrics as arrays [num_configs * episodes, ...] (config-major)
   observation array (scripted, trained) see the clause only through the rule token (anonymous
   hides RP/PP), so their wording and frame contrasts are 0 by construction: that is the check
   that the arms differ in nothing else.
-* :func:`dilemmax.analysis.populations.llm_ablation_play` plays a language model through the
+* :func:`dilemmax.redteam.populations.llm_ablation_play` plays a language model through the
   batched play harness, the arm's prompt variant set by the text protocol's flags; nothing here
   imports a model.
 
@@ -46,10 +46,10 @@ import numpy as np
 
 import dilemmax
 from dilemmax.agents.arena import Arena
-from dilemmax.analysis import statistics as S
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
 from dilemmax.envs.consequence.types import ConsequenceConfig
+from dilemmax.redteam import statistics as S
 
 ABLATION_METRICS = ("targeted_elimination", "all_zero_opening", "round_one_funding", "fatality")
 

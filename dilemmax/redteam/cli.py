@@ -11,7 +11,7 @@
         --rules AON RE PP --budget-collapse 0.05 --budget-exploitation 0.05 --out case
 
 Populations are ``.npz`` files of per-episode metrics with rule and context indices
-(:class:`dilemmax.analysis.statistics.Population`); any source (arena, trained agents, a language
+(:class:`dilemmax.redteam.statistics.Population`); any source (arena, trained agents, a language
 model's transcript turned into arrays) can write one.
 """
 
@@ -26,21 +26,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis import inputs, label_cli, paper_tables
-from dilemmax.analysis import reference as ref
-from dilemmax.analysis import safety_case as SC
-from dilemmax.analysis.ablations import ABLATIONS
-from dilemmax.analysis.figures import write_table
-from dilemmax.analysis.gap import write_gap_report
-from dilemmax.analysis.populations import (
-    grid_population,
-    llm_ablation_play,
-    llm_population,
-    resolve_policy,
-    spread_contexts,
-)
-from dilemmax.analysis.reference import EPSILONS, PRIMARY_EPSILON
 from dilemmax.commandline import (
     int_in,
     output_file,
@@ -57,6 +42,21 @@ from dilemmax.errors import UsageError
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.seats import add_model_arguments, build_seat
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam import inputs, label_cli, paper_tables
+from dilemmax.redteam import reference as ref
+from dilemmax.redteam import safety_case as SC
+from dilemmax.redteam.ablations import ABLATIONS
+from dilemmax.redteam.figures import write_table
+from dilemmax.redteam.gap import write_gap_report
+from dilemmax.redteam.populations import (
+    grid_population,
+    llm_ablation_play,
+    llm_population,
+    resolve_policy,
+    spread_contexts,
+)
+from dilemmax.redteam.reference import EPSILONS, PRIMARY_EPSILON
 from dilemmax.runlock import RunLock
 
 

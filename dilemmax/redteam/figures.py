@@ -187,7 +187,7 @@ def ablation_bars(report: Mapping, path: Path, rows: Mapping[str, tuple]) -> lis
     95% CI written above each pair.
 
     Args:
-        report: :func:`dilemmax.analysis.ablations.run_ablations` output.
+        report: :func:`dilemmax.redteam.ablations.run_ablations` output.
         rows: ablation -> (intervention, regime, rule, metric), as Table 4 reads them.
     """
     plt = _pyplot()

@@ -1,12 +1,12 @@
 """The institutional alignment gap of populations against the reference, as one report.
 
-:func:`gap_report` turns one or more :class:`~dilemmax.analysis.statistics.Population` s and a
-:class:`~dilemmax.analysis.reference.ReferenceTable` into a JSON-able dict: raw outcomes per rule
+:func:`gap_report` turns one or more :class:`~dilemmax.redteam.statistics.Population` s and a
+:class:`~dilemmax.redteam.reference.ReferenceTable` into a JSON-able dict: raw outcomes per rule
 with CIs, IAG per rule with CIs and sign-flip p-values (at every epsilon, with sign stability),
 paired rule contrasts, decisive rules per context, the RP targeting fingerprint, and the
 population x rule permutation test. :func:`write_gap_report` also writes the figures and tables
 (the paper's Tables 2 and 3 as ``table2.md`` / ``table3.md``, from
-:mod:`dilemmax.analysis.paper_tables`).
+:mod:`dilemmax.redteam.paper_tables`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dilemmax.analysis import figures, paper_tables
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.reference import PRIMARY_EPSILON, ReferenceTable
 from dilemmax.envs.consequence import constants as C
+from dilemmax.redteam import figures, paper_tables
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.reference import PRIMARY_EPSILON, ReferenceTable
 
 
 def _rows(ci: dict, rules) -> dict:

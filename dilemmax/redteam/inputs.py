@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from dilemmax.analysis.gap import reference_for
-from dilemmax.analysis.reference import load_reference
-from dilemmax.analysis.statistics import CORE_METRICS, Population
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
+from dilemmax.redteam.gap import reference_for
+from dilemmax.redteam.reference import load_reference
+from dilemmax.redteam.statistics import CORE_METRICS, Population
 
 
 def rate(text: str) -> float:

@@ -5,14 +5,14 @@
         --base-url http://localhost:8000/v1      # a model judge beside the lexical labels
 
 Reads each run's ``transcript.jsonl`` (``dilemmax play``, ``redteam play`` / ``ablate``,
-``dilemmax experiment``), labels every rationale (:mod:`dilemmax.analysis.rationale_lexicon`)
+``dilemmax experiment``), labels every rationale (:mod:`dilemmax.redteam.rationale_lexicon`)
 and writes ``rationales.json``, ``rationale_labels.md`` / ``.csv``, ``rule_inference.md`` /
 ``.csv`` and ``traces.csv``; with ``--judge``, also ``judge.jsonl`` (resumable verdicts),
 ``judge.json``, ``judge_labels.md`` and ``judge_agreement.md``.
 
 A file that is not a dilemmax transcript (its first line is no run header) is refused. Memory
 grows with the rationales present, not with the games times ``--resamples``: transcripts are read
-line by line and the bootstrap draws in bounded blocks (:mod:`dilemmax.analysis.rationale_labels`).
+line by line and the bootstrap draws in bounded blocks (:mod:`dilemmax.redteam.rationale_labels`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dilemmax.analysis import rationale_judge as RJ
-from dilemmax.analysis import rationale_labels as RL
-from dilemmax.analysis.figures import write_table
 from dilemmax.commandline import output_folder, seed_int
 from dilemmax.errors import UsageError
 from dilemmax.llm.seats import add_model_arguments, build_seat
+from dilemmax.redteam import rationale_judge as RJ
+from dilemmax.redteam import rationale_labels as RL
+from dilemmax.redteam.figures import write_table
 
 
 def _cmd_label(args) -> int:
     """Labels every rationale of the runs (positional / exploitative / fatalism / rule
-    inference) and writes the shares with CIs (:mod:`dilemmax.analysis.rationale_labels`)."""
+    inference) and writes the shares with CIs (:mod:`dilemmax.redteam.rationale_labels`)."""
     names = list(args.name or [])
     if names and len(names) != len(args.runs):
         raise UsageError(f"--name: give one name per run ({len(args.runs)}), got {len(names)}")

@@ -15,17 +15,17 @@
   and ablated rates, ablated - control with its paired context-bootstrap CI and sign-flip p, and
   the RP - PP contrast in each arm with whether its sign holds.
 
-The inputs are the JSON-able reports of :func:`dilemmax.analysis.gap.gap_report` and
-:func:`dilemmax.analysis.ablations.run_ablations`; nothing is recomputed here.
+The inputs are the JSON-able reports of :func:`dilemmax.redteam.gap.gap_report` and
+:func:`dilemmax.redteam.ablations.run_ablations`; nothing is recomputed here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dilemmax.analysis.figures import markdown_table
-from dilemmax.analysis.reference import PRIMARY_EPSILON
 from dilemmax.envs.consequence import constants as C
+from dilemmax.redteam.figures import markdown_table
+from dilemmax.redteam.reference import PRIMARY_EPSILON
 
 DASH = "–"
 TARGETED_RULES = ("RP", "PP")  # the rules that name an extreme

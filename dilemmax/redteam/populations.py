@@ -9,7 +9,7 @@ Language-model populations are played by :func:`llm_population` through the batc
 harness (:class:`dilemmax.llm.play.BatchedPlay`): the model sits in every seat (self-play, as in
 the paper), its prompt variant is set by the text protocol's flags (``anonymous``, ``neutral``,
 ``goal``), and its episodes give the same per-episode metrics, hence the same
-:class:`~dilemmax.analysis.statistics.Population`, as scripted and trained play.
+:class:`~dilemmax.redteam.statistics.Population`, as scripted and trained play.
 :func:`llm_ablation_play` is the ablation runner's play callable for such a population.
 """
 
@@ -24,13 +24,13 @@ import numpy as np
 
 import dilemmax
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.analysis import reference as ref
-from dilemmax.analysis.ablations import configs_for
-from dilemmax.analysis.statistics import Population
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_grid, context_table, cross_rules
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.llm.play import BatchedPlay
+from dilemmax.redteam import reference as ref
+from dilemmax.redteam.ablations import configs_for
+from dilemmax.redteam.statistics import Population
 
 # Metrics kept per episode (the env's; per-agent ``return`` is dropped).
 KEEP = (
@@ -263,7 +263,7 @@ def llm_population(
 
 
 def arm_protocol_flags(arm) -> dict:
-    """The text protocol flags of an ablation :class:`~dilemmax.analysis.ablations.Arm`."""
+    """The text protocol flags of an ablation :class:`~dilemmax.redteam.ablations.Arm`."""
     return {
         "anonymous": arm.clause == "anonymous",
         "neutral": arm.clause == "neutral",

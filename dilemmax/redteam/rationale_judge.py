@@ -2,7 +2,7 @@
 
 The judge is any :class:`~dilemmax.llm.client.Client` (an ``openai:`` / ``hf:`` model, a local
 server, a :class:`~dilemmax.llm.client.ScriptedClient`). Its system prompt is
-``dilemmax/analysis/prompts/rationale_judge.md`` (package data); each trace is one user message
+``dilemmax/redteam/prompts/rationale_judge.md`` (package data); each trace is one user message
 holding the round, whether an elimination had happened, and the rationale. The reply names four
 labels (``POSITIONAL``, ``EXPLOITATIVE``, ``FATALISM``, ``RULE_INFERENCE``) as ``yes`` / ``no``
 lines. Parsing is total and linear: for each label the last ``NAME:`` is found with ``rfind`` and
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dilemmax.analysis.rationale_labels import GROUPINGS, Trace, share_ci
-from dilemmax.analysis.rationale_lexicon import text_of
 from dilemmax.llm.client import ChatRequest, Client
 from dilemmax.llm.transcript import read_lines
+from dilemmax.redteam.rationale_labels import GROUPINGS, Trace, share_ci
+from dilemmax.redteam.rationale_lexicon import text_of
 
 # Judge label -> the lexical label it is compared with.
 JUDGE_LABELS = {
@@ -47,7 +47,7 @@ BATCH = 32  # traces per client call (a batch the client may send concurrently)
 
 def judge_prompt() -> str:
     """The judge's system prompt (package data)."""
-    path = resources.files("dilemmax.analysis") / "prompts" / "rationale_judge.md"
+    path = resources.files("dilemmax.redteam") / "prompts" / "rationale_judge.md"
     return path.read_text(encoding="utf-8")
 
 

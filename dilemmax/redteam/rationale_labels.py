@@ -7,7 +7,7 @@ consequence/...``) keeps every reply in its ``transcript.jsonl``. :func:`read_tr
 (population = the seat's name unless given), under which rule and prompt arm, in which round and
 phase, whether an elimination had already happened (read from the prompt the model saw), the
 game's outcome (the transcript's episode line), and the labels of
-:mod:`dilemmax.analysis.rationale_lexicon`.
+:mod:`dilemmax.redteam.rationale_lexicon`.
 
 :func:`rationale_report` gives, with 95% bootstrap CIs over games (a game's traces are resampled
 together, so correlated traces within a game do not narrow the interval):
@@ -46,13 +46,13 @@ from pathlib import Path
 import numpy as np
 
 import dilemmax
-from dilemmax.analysis.figures import write_table
-from dilemmax.analysis.rationale_lexicon import LABELS, label_rationale, text_of
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.render import participant_label
 from dilemmax.envs.consequence.text import CLAUSES, ConsequenceTextProtocol
 from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
+from dilemmax.redteam.figures import write_table
+from dilemmax.redteam.rationale_lexicon import LABELS, label_rationale, text_of
 
 TRANSCRIPT = "transcript.jsonl"
 UNKNOWN = "?"

@@ -28,7 +28,7 @@ Labels:
   rule-target term (``TARGET``: the ranks, "fewest units", ...) and an inference or elimination
   term (``INFERENCE``: eliminated, seems, pattern, rule, infer, must, ...). Which traces count
   (only those written after the first elimination) is the reader's choice
-  (:mod:`dilemmax.analysis.rationale_labels`); the sentence rule is the same everywhere.
+  (:mod:`dilemmax.redteam.rationale_labels`); the sentence rule is the same everywhere.
 
 Parsing is total and linear: any value is accepted (a non-string is the empty text), the text
 is capped at :data:`MAX_CHARS` characters, tokens come from one character class with no
@@ -37,7 +37,7 @@ list of bounded phrases), so the work is at most a constant per token.
 
 The lists are a lexical reading, not an understanding: a sentence such as "not paying will
 not protect me from the draw" counts as fatalism, and exploitation phrased without any listed
-word is missed. The optional model judge (:mod:`dilemmax.analysis.rationale_judge`)
+word is missed. The optional model judge (:mod:`dilemmax.redteam.rationale_judge`)
 reads the same traces when a lexical reading is not enough.
 """
 

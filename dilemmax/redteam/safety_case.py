@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dilemmax.analysis import statistics as S
 from dilemmax.envs.consequence import constants as C
+from dilemmax.redteam import statistics as S
 
 # Rule coordinates (Section 2): concentration, identity salience, incidence. Concentration and
 # salience are given as this library's qualitative reading of the rules; incidence is the paper's.

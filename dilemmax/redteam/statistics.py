@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dilemmax.analysis.files import NpzChecks, read_npz
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.redteam.files import NpzChecks, read_npz
 
 NUM_RESAMPLES = 10_000
 # The file a run folder keeps its population in (``dilemmax redteam play`` with a model).
@@ -130,7 +130,7 @@ class Population:
     def load(cls, path, name: str | None = None, what: str = "population file") -> Population:
         """The population saved at ``path`` (an ``.npz`` by :meth:`save`, or a run folder holding
         ``population.npz``), every array checked first: a
-        :class:`~dilemmax.analysis.files.FileFormatError` naming the file (as ``what``) and what
+        :class:`~dilemmax.redteam.files.FileFormatError` naming the file (as ``what``) and what
         was wrong otherwise."""
         file, arrays = read_npz(path, what, member=POPULATION_FILE)
         check = NpzChecks(file, what, arrays, POPULATION_HOLDS)

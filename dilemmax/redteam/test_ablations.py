@@ -3,7 +3,7 @@
 import jax
 import numpy as np
 
-from dilemmax.analysis import ablations as A
+from dilemmax.redteam import ablations as A
 
 
 def fake_population(arm, rule, configs, episodes, key):

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from dilemmax.analysis import cli as redteam_cli
-from dilemmax.analysis import gap
-from dilemmax.analysis import reference as R
-from dilemmax.analysis import statistics as S
 from dilemmax.cli import main
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.redteam import cli as redteam_cli
+from dilemmax.redteam import gap
+from dilemmax.redteam import reference as R
+from dilemmax.redteam import statistics as S
 
 
 @pytest.fixture(scope="module")

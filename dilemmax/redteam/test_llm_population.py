@@ -6,17 +6,17 @@ import jax
 import numpy as np
 import pytest
 
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis.populations import (
+from dilemmax.llm.client import ScriptedClient, last_user_message
+from dilemmax.llm.play import Seat
+from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.transcript import Transcript
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam.populations import (
     arm_protocol_flags,
     llm_ablation_play,
     llm_population,
     spread_contexts,
 )
-from dilemmax.llm.client import ScriptedClient, last_user_message
-from dilemmax.llm.play import Seat
-from dilemmax.llm.policy import LLMPolicy
-from dilemmax.llm.transcript import Transcript
 
 CONTEXTS = (0, 57, 200)
 RULES = ("RP", "AON")
@@ -110,9 +110,9 @@ def test_ablation_on_a_scripted_model_population():
 def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, monkeypatch, capsys):
     """``dilemmax redteam play --policy openai:...`` through the play CLI's seat parsing (its
     client swapped for a scripted one: no network); ``--resume`` replays every call."""
-    from dilemmax.analysis.statistics import Population
     from dilemmax.cli import main
     from dilemmax.llm import seats as llm_seats
+    from dilemmax.redteam.statistics import Population
 
     clients = []
 

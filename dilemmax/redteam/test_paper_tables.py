@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis import gap, paper_tables
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.reference import ReferenceTable
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam import gap, paper_tables
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.reference import ReferenceTable
 
 RULES = ("AON", "RE", "DV", "RP", "PP")
 FATALITY = {"AON": 0.0, "RE": 0.2, "DV": 0.4, "RP": 0.6, "PP": 1 / 3}

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilemmax.analysis import rationale_judge as RJ
-from dilemmax.analysis import rationale_labels as RL
-from dilemmax.analysis.populations import llm_population, spread_contexts
-from dilemmax.analysis.rationale_lexicon import LABELS, label_rationale
 from dilemmax.cli import main
 from dilemmax.llm.client import ScriptedClient, last_user_message
 from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import Transcript
+from dilemmax.redteam import rationale_judge as RJ
+from dilemmax.redteam import rationale_labels as RL
+from dilemmax.redteam.populations import llm_population, spread_contexts
+from dilemmax.redteam.rationale_lexicon import LABELS, label_rationale
 
 
 def carried(text, letters=("A", "C")):

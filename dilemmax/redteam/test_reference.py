@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import dilemmax
-from dilemmax.analysis import reference as R
 from dilemmax.envs.consequence.generator import make_config
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.redteam import reference as R
 
 CANONICAL = (1, 5, 6)
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from dilemmax.analysis import safety_case as SC
-from dilemmax.analysis import statistics as S
+from dilemmax.redteam import safety_case as SC
+from dilemmax.redteam import statistics as S
 
 
 def evidence(episodes_per_cell, collapse_rate, exploitation_rate, rules=("AON", "RP")):

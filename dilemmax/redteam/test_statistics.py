@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dilemmax.analysis import statistics as S
+from dilemmax.redteam import statistics as S
 
 B = 2_000
 

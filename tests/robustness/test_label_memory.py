@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from test_cli_errors import _fails_cleanly
 
-from dilemmax.analysis import rationale_labels as RL
 from dilemmax.cli import main
+from dilemmax.redteam import rationale_labels as RL
 
 
 def _transcript(path, games: int, filler: int = 0):

@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli_errors import _fails_cleanly  # the one-line, exit-2 check of every CLI probe
 
-from dilemmax.analysis import reference as R
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.cli import context_index
-from dilemmax.analysis.files import FileFormatError
-from dilemmax.analysis.safety_case import clopper_pearson, episodes_needed, zero_event_bound
 from dilemmax.cli import main
 from dilemmax.finetune.checks import RLOO_FIELDS, SFT_FIELDS, DatasetError, read_records
 from dilemmax.llm.hf_client import ModelFolderError, check_adapter_folder, check_model_folder
+from dilemmax.redteam import reference as R
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.cli import context_index
+from dilemmax.redteam.files import FileFormatError
+from dilemmax.redteam.safety_case import clopper_pearson, episodes_needed, zero_event_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = 228  # contexts of the W = 12 grid the --context values are located in
@@ -555,7 +555,7 @@ def test_foreign_files_end_in_one_line_without_a_traceback_from_the_shell(files,
 
 
 def test_a_zip_that_unpacks_to_too_much_is_refused_unread(tmp_path, monkeypatch):
-    from dilemmax.analysis import files as F
+    from dilemmax.redteam import files as F
 
     monkeypatch.setattr(F, "MAX_UNPACKED_BYTES", 100)
     with zipfile.ZipFile(tmp_path / "big.npz", "w", zipfile.ZIP_DEFLATED) as archive:

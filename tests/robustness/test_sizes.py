@@ -77,7 +77,7 @@ def test_the_estimate_is_the_shapes_of_one_episode_times_the_count():
 
 def test_a_normal_size_still_runs(capsys, tmp_path):
     """(The other commands' normal sizes run in their own tests: dilemmax/llm/test_cli.py,
-    dilemmax/scenarios/test_cli.py, dilemmax/analysis/test_llm_population.py.)"""
+    dilemmax/scenarios/test_cli.py, dilemmax/redteam/test_llm_population.py.)"""
     with deadline(600):
         assert (
             main(["rollout", "consequence", "--episodes", "2", "--json", f"{tmp_path}/m.json"]) == 0

@@ -6,7 +6,7 @@ the poorest / richest bearer, RP and PP prompts byte-identical), one-shot (R = 1
 round acted on by the rule) and repeated (R = 3); neutral wording; and the goal frame swapped
 for a cooperative or survival-only line. Every arm plays 16 contexts sampled from the grid plus
 the canonical instance w = (1, 5, 6), T = 10, under RP and PP, 4 replicates per cell, the model
-in every seat. The arms (:data:`dilemmax.analysis.ablations.ABLATIONS`) shared by two ablations
+in every seat. The arms (:data:`dilemmax.redteam.ablations.ABLATIONS`) shared by two ablations
 are played once. The analysis is ``dilemmax redteam ablate``'s: per ablation, rule and metric
 the paired ablated - control difference over contexts with its bootstrap CI and sign-flip p,
 and the RP - PP fatality contrast in both arms, written as the paper's Table 4 plus the
@@ -22,15 +22,15 @@ from collections.abc import Sequence
 import numpy as np
 
 import dilemmax
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis import figures, paper_tables
-from dilemmax.analysis.populations import arm_protocol_flags
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
 from dilemmax.experiments.consequence.common import add_option
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.llm.play import PlayResult
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam import figures, paper_tables
+from dilemmax.redteam.populations import arm_protocol_flags
 
 PAPER_CONTEXTS = 16  # sampled from the grid; the canonical instance is added
 

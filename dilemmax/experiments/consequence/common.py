@@ -3,7 +3,7 @@ played parts, the reference on the played contexts, and the rationale labels of 
 
 Parts. Each rule (and, for the ablations, each prompt arm) is one part named like the parts of
 ``dilemmax redteam play`` / ``ablate`` (``rule=RP``, ``R=1,anonymous,competitive,rule/rule=RP``),
-so transcripts of all three read the same way (:mod:`dilemmax.analysis.rationale_labels`). A part
+so transcripts of all three read the same way (:mod:`dilemmax.redteam.rationale_labels`). A part
 plays every chosen context ``replicates`` times; the session plays every part with the run's key,
 so the arms of an ablation see the same episode keys (paired).
 """
@@ -18,13 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dilemmax.analysis import rationale_labels as RL
-from dilemmax.analysis import reference as ref
-from dilemmax.analysis.ablations import configs_for, stack_rules
-from dilemmax.analysis.figures import markdown_table
-from dilemmax.analysis.gap import jsonable
-from dilemmax.analysis.populations import KEEP
-from dilemmax.analysis.statistics import Population
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
@@ -33,6 +26,13 @@ from dilemmax.experiments.design import (
     add_option,
 )
 from dilemmax.llm.play import PlayResult
+from dilemmax.redteam import rationale_labels as RL
+from dilemmax.redteam import reference as ref
+from dilemmax.redteam.ablations import configs_for, stack_rules
+from dilemmax.redteam.figures import markdown_table
+from dilemmax.redteam.gap import jsonable
+from dilemmax.redteam.populations import KEEP
+from dilemmax.redteam.statistics import Population
 
 PAPER_REPLICATES = 4  # the paper plays 4-6 replications per (context, rule); 4 in the ablations
 # Model calls of one episode at most (every survivor asked every round until the last): AON

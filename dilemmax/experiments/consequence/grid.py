@@ -8,7 +8,7 @@ outcomes and IAG against the cooperative-refinement reference (``--reference`` a
 ``dilemmax redteam reference``; without one it is solved here on the played contexts), written
 as the paper's Table 2 (IAG per rule, top row UR_ref) and Table 3 (fatality, survivors, targeted
 elimination), the per-context fatality and IAG maps and the stakes profile; the rationales are
-labelled (:mod:`dilemmax.analysis.rationale_labels`) when collected. Runs of several models
+labelled (:mod:`dilemmax.redteam.rationale_labels`) when collected. Runs of several models
 combine into Tables 2 and 3 with one row block per model and the population x rule test.
 """
 
@@ -20,11 +20,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 import dilemmax
-from dilemmax.analysis import figures, paper_tables
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.gap import gap_report, reference_for
-from dilemmax.analysis.populations import spread_contexts
-from dilemmax.analysis.reference import PRIMARY_EPSILON
 from dilemmax.envs.consequence import constants as C
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
@@ -32,6 +27,11 @@ from dilemmax.experiments.consequence import common
 from dilemmax.experiments.consequence.common import add_option
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.llm.play import PlayResult
+from dilemmax.redteam import figures, paper_tables
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.gap import gap_report, reference_for
+from dilemmax.redteam.populations import spread_contexts
+from dilemmax.redteam.reference import PRIMARY_EPSILON
 
 NUM_ROUNDS = C.DEFAULT_NUM_ROUNDS
 

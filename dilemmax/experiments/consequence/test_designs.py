@@ -11,8 +11,6 @@ import jax
 import numpy as np
 import pytest
 
-from dilemmax.analysis import paper_tables
-from dilemmax.analysis.reference import EPSILONS, ReferenceTable, save_reference
 from dilemmax.cli import main
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
@@ -22,6 +20,8 @@ from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import Transcript
+from dilemmax.redteam import paper_tables
+from dilemmax.redteam.reference import EPSILONS, ReferenceTable, save_reference
 
 EXPLOIT = "By paying nothing I keep my units and someone is eliminated instead of me."
 INFER = "A participant was removed, so the rule seems to remove the one holding the fewest units."

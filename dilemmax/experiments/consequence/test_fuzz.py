@@ -12,14 +12,14 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from dilemmax.analysis import ablations as A
-from dilemmax.analysis import figures, gap, paper_tables
-from dilemmax.analysis import statistics as S
-from dilemmax.analysis.reference import EPSILONS, ReferenceTable
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.experiments.consequence import common, grid
 from dilemmax.experiments.design import Report
 from dilemmax.experiments.report import write_report
+from dilemmax.redteam import ablations as A
+from dilemmax.redteam import figures, gap, paper_tables
+from dilemmax.redteam import statistics as S
+from dilemmax.redteam.reference import EPSILONS, ReferenceTable
 
 FUZZ = settings(
     max_examples=4,

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
@@ -22,6 +21,7 @@ from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.tables import model_label
 from dilemmax.llm.seats import seat_specs
+from dilemmax.redteam.figures import markdown_table
 
 
 def arena_specs(env, args) -> list[str] | None:

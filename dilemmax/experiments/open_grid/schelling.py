@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Plan, Report
 from dilemmax.experiments.open_grid import common
+from dilemmax.redteam.figures import markdown_table
 
 COOPERATOR, DEFECTOR = "cooperator", "defector"
 

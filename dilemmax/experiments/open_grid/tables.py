@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from dilemmax.analysis.figures import markdown_table
 from dilemmax.envs.osj.replies import explore_share
 from dilemmax.experiments.open_grid.events import Episode, per_trial, recrafts
 from dilemmax.llm.session import TRANSPORT_WORDS
+from dilemmax.redteam.figures import markdown_table
 
 TABLE3_HEADER = (
     "Model",

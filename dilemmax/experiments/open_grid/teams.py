@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from dilemmax.analysis.figures import markdown_table
 from dilemmax.commandline import headless_pyplot
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Plan, Report
@@ -29,6 +28,7 @@ from dilemmax.experiments.open_grid.tables import (
     table_rows,
     tables_of,
 )
+from dilemmax.redteam.figures import markdown_table
 
 
 def _returns_by_model(episodes) -> dict[str, dict]:

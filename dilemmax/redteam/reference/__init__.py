@@ -47,7 +47,7 @@ The reference is also a seatable policy: :func:`reference_policy` turns the solv
 jittable ``policy(key, observation) -> action`` for the arena (look-up tables as arrays).
 """
 
-from dilemmax.analysis.reference.solver import (
+from dilemmax.redteam.reference.solver import (
     DEAD,
     EPSILONS,
     OUTCOME_NAMES,
@@ -55,7 +55,7 @@ from dilemmax.analysis.reference.solver import (
     ReferenceSolver,
     Solution,
 )
-from dilemmax.analysis.reference.tables import (
+from dilemmax.redteam.reference.tables import (
     ReferenceTable,
     context_outcomes,
     load_reference,

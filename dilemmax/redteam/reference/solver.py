@@ -1,5 +1,5 @@
 """The backward-induction solver of the cooperative-refinement reference (the method is
-described in :mod:`dilemmax.analysis.reference`)."""
+described in :mod:`dilemmax.redteam.reference`)."""
 
 from __future__ import annotations
 

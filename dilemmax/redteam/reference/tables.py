@@ -11,20 +11,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.analysis.files import NpzChecks, read_npz
-from dilemmax.analysis.reference.solver import (
-    DEAD,
-    EPSILONS,
-    OUTCOME_NAMES,
-    PRIMARY_EPSILON,
-    ReferenceSolver,
-)
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
 from dilemmax.envs.consequence.policies import (
     _legal_or_first,
     random_policy,
     threshold_aware_amount,
+)
+from dilemmax.redteam.files import NpzChecks, read_npz
+from dilemmax.redteam.reference.solver import (
+    DEAD,
+    EPSILONS,
+    OUTCOME_NAMES,
+    PRIMARY_EPSILON,
+    ReferenceSolver,
 )
 
 
@@ -226,7 +226,7 @@ REFERENCE_HOLDS = (
 
 def load_reference(path, what: str = "reference file") -> ReferenceTable:
     """The table saved at ``path`` by :func:`save_reference`, every array checked first: a
-    :class:`~dilemmax.analysis.files.FileFormatError` naming the file (as ``what``) and what was
+    :class:`~dilemmax.redteam.files.FileFormatError` naming the file (as ``what``) and what was
     wrong otherwise."""
     file, arrays = read_npz(path, what)
     check = NpzChecks(file, what, arrays, REFERENCE_HOLDS)
