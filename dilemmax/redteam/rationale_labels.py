@@ -47,16 +47,16 @@ import numpy as np
 
 import dilemmax
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence.render import participant_label
-from dilemmax.envs.consequence.text import CLAUSES, ConsequenceTextProtocol
+from dilemmax.envs.consequence.rendering import participant_label
+from dilemmax.envs.consequence.text import CLAUSES, ConsequenceText
 from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
 from dilemmax.redteam.figures import write_table
 from dilemmax.redteam.rationale_lexicon import LABELS, label_rationale, text_of
+from dilemmax.statistics import NUM_RESAMPLES
 
 TRANSCRIPT = "transcript.jsonl"
 UNKNOWN = "?"
-NUM_RESAMPLES = 10_000
 # Game indices drawn per bootstrap block (int64: 8 MB; the block's counts and weights the same).
 BOOTSTRAP_BLOCK = 1 << 20
 
@@ -154,7 +154,7 @@ class _RuleClauses:
         for endgame in ("all", "rule"):
             env = dilemmax.make("consequence", num_rounds=max(rounds, 1), endgame=endgame)
             for clause in CLAUSES:
-                protocol = ConsequenceTextProtocol(env, clause=clause)
+                protocol = ConsequenceText(env, clause=clause)
                 for rule, name in enumerate(C.RULE_NAMES):
                     out.append(("4. " + protocol.rule_clause(rule, max(rounds, 1)), name))
         return out
@@ -218,7 +218,7 @@ def read_traces(run: str | Path, population: str | None = None) -> list[Trace]:
         population: the name every trace of this run goes under (default: the call's seat).
     """
     env = dilemmax.make("consequence")
-    protocol = ConsequenceTextProtocol(env)
+    protocol = ConsequenceText(env)
     clauses = _RuleClauses()
     traces = []
     for path in transcripts_in(run):
