@@ -26,6 +26,8 @@ for itself when it is the last survivor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -150,7 +152,7 @@ def trembling(policy, epsilon: float):
 
 cooperative_tremble = trembling(threshold_aware, 0.10)
 
-SCRIPTED_POLICIES = {
+SCRIPTED_POLICIES: dict[str, Callable] = {
     "random": random_policy,
     "all_zero": all_zero,
     "fair_share": fair_share,

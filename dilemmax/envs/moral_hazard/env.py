@@ -379,7 +379,7 @@ class MoralHazardEnv(MultiAgentEnv):
         return episode_metrics(rollout, self.agents)
 
     def scripted_policies(self) -> dict:
-        return dict(policies.SCRIPTED)
+        return dict(policies.SCRIPTED_POLICIES)
 
     def text_protocol(self, **options):
         return MoralHazardText(self, **options)

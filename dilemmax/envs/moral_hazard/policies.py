@@ -164,7 +164,7 @@ def isolation_seats(focal_policy: Policy, num_agents: int, focal: int = 0) -> li
     return [focal_policy if i == focal else partner for i in range(num_agents)]
 
 
-SCRIPTED: dict[str, Policy] = {
+SCRIPTED_POLICIES: dict[str, Policy] = {
     "random_control": random_control,
     "teacher": teacher,
     "always_local": always_local,

@@ -416,7 +416,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         return metrics.episode_metrics(rollout, self.agents, self.num_trials)
 
     def scripted_policies(self) -> dict:
-        return policies.scripted_policies(self)
+        return dict(policies.SCRIPTED_POLICIES)
 
     def text_protocol(self, **options):
         return text.OpenCleanupText(self, **options)

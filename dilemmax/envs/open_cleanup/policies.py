@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -183,11 +185,8 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     return jnp.where(observation.mask[action], action, C.STAY_ACTION).astype(jnp.int32)
 
 
-def scripted_policies(env=None) -> dict:
-    """name -> jittable policy."""
-    del env
-    return {
-        "random": random_policy,
-        "greedy": greedy_policy,
-        "informed_cleaner": informed_cleaner_policy,
-    }
+SCRIPTED_POLICIES: dict[str, Callable] = {
+    "random": random_policy,
+    "greedy": greedy_policy,
+    "informed_cleaner": informed_cleaner_policy,
+}

@@ -51,7 +51,7 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, metrics, observation, rendering, text
-from dilemmax.envs.open_harvest.policies import POLICIES
+from dilemmax.envs.open_harvest.policies import SCRIPTED_POLICIES
 from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState, TrialStarts
 from dilemmax.envs.options import (
     FRACTION,
@@ -378,7 +378,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         return metrics.episode_metrics(rollout, self.agents, self.num_trials)
 
     def scripted_policies(self) -> dict:
-        return dict(POLICIES)
+        return dict(SCRIPTED_POLICIES)
 
     def text_protocol(self, **options):
         return text.OpenHarvestText(self, **options)

@@ -18,6 +18,8 @@ sweeps of an 11 x 11 array), so walls and other agents are walked around.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -179,7 +181,7 @@ def random_policy(key: jax.Array, observation) -> jax.Array:
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
-POLICIES = {
+SCRIPTED_POLICIES: dict[str, Callable] = {
     "greedy": greedy_policy,
     "sustainable": sustainable_policy,
     "oracle": oracle_policy,

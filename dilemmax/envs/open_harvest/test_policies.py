@@ -61,7 +61,7 @@ def test_greedy_walks_to_the_nearest_apple_in_absolute_moves():
 def test_policies_respect_the_mask():
     frozen = jnp.zeros(c.NUM_ACTIONS, bool).at[c.STAY].set(True)
     obs = view(0, [(c.SELF_ROW - 1, c.SELF_COL)])
-    for policy in policies.POLICIES.values():
+    for policy in policies.SCRIPTED_POLICIES.values():
         assert actions_of(policy, obs, frozen, state=None if policy is not policies.oracle_policy
                           else _oracle_state()) == {c.STAY}  # fmt: skip
 
