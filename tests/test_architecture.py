@@ -24,10 +24,11 @@ PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import ma
 #   envs <- wrappers <- agents <- train / llm <- redteam / finetune / scenarios <- cli;
 # the papers' experiments (built on redteam) and the Inspect AI tasks (built on the experiments)
 # sit between the top of that chain and the command line.
-# around it sit the error type every layer raises, the run-folder lock of the writers, the root
+# around it sit the error type every layer raises, the statistics every layer reports with, the
+# run-folder lock of the writers, the root
 # that re-exports dilemmax.make, and the helpers every command shares.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "xla_defaults"),
+    ("errors", "xla_defaults", "statistics"),
     ("envs", "runlock"),
     (PACKAGE_ROOT,),
     ("wrappers", "commandline"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from dilemmax.experiments import stats
+from dilemmax import statistics as stats
 
 
 def test_wilson_interval_by_hand_and_against_scipy():
@@ -43,22 +43,22 @@ def test_exact_bootstrap_by_hand():
 def test_monte_carlo_bootstrap_agrees_with_the_exact_one():
     x = [0.0, 1.0, 4.0, 2.0, -1.0]
     exact = stats.exact_bootstrap(x)
-    mean, low, high = stats.bootstrap_ci(x, num_resamples=40_000, seed=1)
+    mean, low, high = stats.bootstrap_ci(x, rng=1, num_resamples=40_000)
     assert mean == pytest.approx(1.2)
     assert low == pytest.approx(exact["low"], abs=0.25) and high == pytest.approx(
         exact["high"], abs=0.25
     )
     assert stats.bootstrap_ci([3.0] * 4) == (3.0, 3.0, 3.0)
-    assert stats.bootstrap_ci([], seed=0)[0] != stats.bootstrap_ci([], seed=0)[0]  # NaN
+    assert stats.bootstrap_ci([], rng=0)[0] != stats.bootstrap_ci([], rng=0)[0]  # NaN
 
 
 def test_sign_flip_p_exact_values():
-    assert stats.sign_flip_p([1.0] * 7) == pytest.approx(2 / 128)  # all of one sign
+    assert stats.sign_flip_test([1.0] * 7) == pytest.approx(2 / 128)  # all of one sign
     # Six of seven positive, the negative one the smallest: |sum| is beaten only by the
     # assignments flipping nothing or everything, or just that one: 4 / 128 = 0.031 (Table 5).
-    assert stats.sign_flip_p([1, 1, 1, 1, 1, 1, -0.5]) == pytest.approx(4 / 128)
-    assert stats.sign_flip_p([0.0, 0.0, 0.0]) == 1.0
-    assert stats.sign_flip_p([]) == 1.0
+    assert stats.sign_flip_test([1, 1, 1, 1, 1, 1, -0.5]) == pytest.approx(4 / 128)
+    assert stats.sign_flip_test([0.0, 0.0, 0.0]) == 1.0
+    assert stats.sign_flip_test([]) == 1.0
 
 
 def test_multiplicity_adjustments_by_hand_and_against_scipy():

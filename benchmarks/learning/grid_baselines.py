@@ -25,8 +25,8 @@ from common import RESULTS, command_line, machine_note, table
 import dilemmax
 from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.statistics import bootstrap_ci
 from dilemmax.train.config import make_config, parse_sets
 from dilemmax.train.run import TrainingRun
 
@@ -66,7 +66,7 @@ def main() -> None:
     for name, policy in populations.items():
         _, metrics = run_episodes(env, policy, jax.random.PRNGKey(11), args.episodes)
         per_episode = collective_per_trial(metrics)
-        _, low, high = bootstrap_ci(jax.random.PRNGKey(5), jnp.asarray(per_episode))
+        _, low, high = bootstrap_ci(jnp.asarray(per_episode), jax.random.PRNGKey(5))
         rows.append([name, float(per_episode.mean()), f"[{float(low):.1f}, {float(high):.1f}]"])
         if "total_cleaning" in metrics:  # open_cleanup: is anyone cleaning the river?
             rows[-1].append(float(np.asarray(metrics["total_cleaning"]).mean()))

@@ -34,10 +34,10 @@ import numpy as np
 from common import RESULTS, command_line, machine_note, table
 
 import dilemmax
-from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import policies as scripted
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.statistics import bootstrap_ci
 
 
 def _eat_allowed(key, observation, stage_ok):
@@ -96,7 +96,7 @@ def main() -> None:
         trials = np.asarray(metrics["return_per_trial"], np.float64).sum(-1)  # [E, K]
         apples = float(np.asarray(metrics["apples_per_trial"]).sum(-1).mean())
         gain = jnp.asarray(trials[:, -1] - trials[:, 0], jnp.float32)
-        g_mean, g_low, g_high = (float(v) for v in bootstrap_ci(jax.random.PRNGKey(7), gain))
+        g_mean, g_low, g_high = (float(v) for v in bootstrap_ci(gain, jax.random.PRNGKey(7)))
         rows.append(
             [name, float(trials.mean()), *(f"{v:.1f}" for v in trials.mean(0)), apples]
             + [f"{g_mean:+.1f} [{g_low:.1f}, {g_high:.1f}]"]

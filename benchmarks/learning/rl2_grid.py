@@ -37,8 +37,8 @@ from common import RESULTS, command_line, machine_note, table
 import dilemmax
 from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.statistics import bootstrap_ci
 from dilemmax.train.config import TrainConfig, make_config, parse_sets
 from dilemmax.train.envs import ConfiguredEnv, overrides_as_arrays
 from dilemmax.train.run import CONFIG_FILE, TrainingRun
@@ -50,7 +50,7 @@ def per_trial_collective(metrics, key: str = "return_per_trial") -> np.ndarray:
 
 
 def interval(samples: np.ndarray, seed: int = 5) -> tuple[float, float, float]:
-    mean, low, high = bootstrap_ci(jax.random.PRNGKey(seed), jnp.asarray(samples, jnp.float32))
+    mean, low, high = bootstrap_ci(jnp.asarray(samples, jnp.float32), jax.random.PRNGKey(seed))
     return float(mean), float(low), float(high)
 
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dilemmax import statistics
 from dilemmax.envs import metrics
 
 
@@ -72,7 +73,7 @@ def _bootstrap_numpy(x, num_resamples, confidence, seed):
 def test_bootstrap_matches_numpy_and_normal_theory():
     rng = np.random.default_rng(1)
     x = rng.normal(2.0, 1.0, 40).astype(np.float32)
-    mean, low, high = jax.jit(metrics.bootstrap_ci)(jax.random.key(0), x)
+    mean, low, high = jax.jit(statistics.bootstrap_ci)(x, jax.random.key(0))
     ref_mean, ref_low, ref_high = _bootstrap_numpy(x, 20_000, 0.95, 0)
     assert float(mean) == pytest.approx(ref_mean, abs=1e-5)
     se = x.std() / np.sqrt(x.size)  # Monte Carlo noise of the quantiles is ~0.02 se
@@ -85,7 +86,7 @@ def test_bootstrap_mask_padding_has_no_effect_and_edge_cases():
     x = jnp.array([1.0, 4.0, 2.0, 0.0, 0.0, 7.0])
     mask = jnp.array([True, True, True, False, False, True])
     key = jax.random.key(3)
-    fn = jax.jit(lambda s, m: metrics.bootstrap_ci(key, s, 2_000, 0.9, m))
+    fn = jax.jit(lambda s, m: statistics.bootstrap_ci(s, key, 2_000, 0.9, mask=m))
     a = fn(x, mask)
     b = fn(x.at[3].set(1e6).at[4].set(-5.0), mask)
     assert [float(v) for v in a] == [float(v) for v in b]
@@ -107,9 +108,9 @@ def _sign_flip_numpy(d):
 def test_sign_flip_closed_forms():
     key = jax.random.key(0)
     # all five differences positive: only all-plus and all-minus are as extreme, 2 / 32
-    assert float(metrics.paired_sign_flip_test(key, jnp.ones(5))) == pytest.approx(1 / 16)
-    assert float(metrics.paired_sign_flip_test(key, jnp.array([1.0, -1.0]))) == 1.0
-    assert float(metrics.paired_sign_flip_test(key, jnp.zeros(4))) == 1.0
+    assert float(statistics.sign_flip_test(jnp.ones(5), key)) == pytest.approx(1 / 16)
+    assert float(statistics.sign_flip_test(jnp.array([1.0, -1.0]), key)) == 1.0
+    assert float(statistics.sign_flip_test(jnp.zeros(4), key)) == 1.0
 
 
 def test_sign_flip_exact_and_monte_carlo_match_numpy():
@@ -117,9 +118,9 @@ def test_sign_flip_exact_and_monte_carlo_match_numpy():
     d = rng.normal(0.6, 1.0, 10).astype(np.float32)
     expected = _sign_flip_numpy(d)
     key = jax.random.key(1)
-    exact = metrics.paired_sign_flip_test(key, d, exact=True)
+    exact = statistics.sign_flip_test(d, key, exact=True)
     assert float(exact) == pytest.approx(expected, abs=1e-6)
-    monte_carlo = jax.jit(lambda k, x: metrics.paired_sign_flip_test(k, x, 20_000, exact=False))
+    monte_carlo = jax.jit(lambda k, x: statistics.sign_flip_test(x, k, 20_000, exact=False))
     assert float(monte_carlo(key, d)) == pytest.approx(expected, abs=0.01)
 
 
@@ -127,7 +128,7 @@ def test_sign_flip_mask_equals_subset():
     key = jax.random.key(0)
     d = jnp.array([1.0, 2.0, 0.5, 99.0, -99.0])
     mask = jnp.array([True, True, True, False, False])
-    masked = metrics.paired_sign_flip_test(key, d, mask=mask)
+    masked = statistics.sign_flip_test(d, key, mask=mask)
     assert float(masked) == pytest.approx(_sign_flip_numpy([1.0, 2.0, 0.5]))
 
 

@@ -12,13 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dilemmax.envs.consequence.metrics import bootstrap_mean_ci
-from dilemmax.envs.metrics import bootstrap_ci as jax_bootstrap_ci
-from dilemmax.experiments import stats
-from dilemmax.redteam import statistics as S
+from dilemmax import statistics as stats
 from dilemmax.redteam.rationale_labels import share_ci
-from dilemmax.redteam.safety_case import clopper_pearson
-from dilemmax.scenarios.evaluate import mean_interval
 
 FAST = settings(max_examples=30, deadline=None)
 # Values that sum with rounding error when repeated (0.1, 1/3) as well as exact ones.
@@ -56,8 +51,8 @@ def test_bootstraps_of_equal_values_are_the_value(value, n):
     assert holds(low, mean, high) and high - low <= 1e-9 * max(1.0, abs(value))
     boot = stats.exact_bootstrap([value] * min(n, 6))
     assert holds(boot["low"], boot["mean"], boot["high"])
-    ci = S.bootstrap_ci(np.full((2, n), value), np.random.default_rng(0), 200)
-    assert np.all(ci["low"] <= ci["mean"]) and np.all(ci["mean"] <= ci["high"])
+    ci = stats.bootstrap_ci(np.full((2, n), value), np.random.default_rng(0), 200)
+    assert np.all(ci.low <= ci.mean) and np.all(ci.mean <= ci.high)
 
 
 @FAST
@@ -68,16 +63,18 @@ def test_bootstraps_hold_their_mean(values):
     boot = stats.exact_bootstrap(values[:6])
     assert holds(boot["low"], boot["mean"], boot["high"])
     cells = np.asarray([values, values[::-1]])
-    ci = S.bootstrap_ci(cells, np.random.default_rng(1), 300)
-    assert np.all(ci["low"] <= ci["mean"]) and np.all(ci["mean"] <= ci["high"])
-    m, lo, hi = mean_interval(np.asarray(values))
+    ci = stats.bootstrap_ci(cells, np.random.default_rng(1), 300)
+    assert np.all(ci.low <= ci.mean) and np.all(ci.mean <= ci.high)
+    m, lo, hi = stats.t_interval(np.asarray(values))
     assert holds(lo, m, hi)
 
 
 def test_context_bootstrap_with_an_empty_row_stays_nan():
-    ci = S.bootstrap_ci(np.asarray([[np.nan, np.nan], [0.1, 0.1]]), np.random.default_rng(0), 50)
-    assert np.isnan(ci["mean"][0]) and np.isnan(ci["low"][0]) and np.isnan(ci["high"][0])
-    assert ci["low"][1] <= ci["mean"][1] <= ci["high"][1]
+    ci = stats.bootstrap_ci(
+        np.asarray([[np.nan, np.nan], [0.1, 0.1]]), np.random.default_rng(0), 50
+    )
+    assert np.isnan(ci.mean[0]) and np.isnan(ci.low[0]) and np.isnan(ci.high[0])
+    assert ci.low[1] <= ci.mean[1] <= ci.high[1]
 
 
 def test_jax_bootstraps_hold_their_mean_at_equal_values():
@@ -85,9 +82,10 @@ def test_jax_bootstraps_hold_their_mean_at_equal_values():
     for value in (0.1, 1 / 3, 1.0, 0.0):
         for n in (1, 33):  # one compile per length
             x = np.full(n, value, np.float32)
-            mean, low, high = (float(v) for v in jax_bootstrap_ci(key, x, num_resamples=64))
+            mean, low, high = (float(v) for v in stats.bootstrap_ci(x, key, num_resamples=64))
             assert holds(low, mean, high), (value, n, low, mean, high)
-            mean, low, high = (float(v) for v in bootstrap_mean_ci(key, x, num_resamples=64))
+            masked = stats.bootstrap_ci(x, key, num_resamples=64, mask=np.ones(n, bool))
+            mean, low, high = (float(v) for v in masked)
             assert holds(low, mean, high), (value, n, low, mean, high)
 
 
@@ -103,5 +101,5 @@ def test_share_intervals_hold_the_share(labelled, games):
 @given(st.integers(1, 400), st.data())
 def test_clopper_pearson_holds_the_rate(trials, data):
     successes = data.draw(st.integers(0, trials))
-    low, high = clopper_pearson(successes, trials)
+    low, high = stats.clopper_pearson(successes, trials)
     assert 0.0 <= low <= successes / trials <= high <= 1.0

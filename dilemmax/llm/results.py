@@ -2,7 +2,7 @@
 
 Episodes are grouped by a label (a moral-hazard condition, a consequence rule, a seat
 rotation). Scalar metrics get a mean and a percentile-bootstrap interval
-(:func:`dilemmax.envs.metrics.bootstrap_ci`, the same estimator ``evaluate`` uses); per-agent
+(:func:`dilemmax.statistics.bootstrap_ci`, the same estimator ``evaluate`` uses); per-agent
 metrics (shape [E, A]) are reported per seat name, pooling every position the seat played, so a
 rotated arena reports each policy, not each chair.
 """
@@ -10,14 +10,13 @@ rotated arena reports each policy, not each chair.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.llm.policy import CallStats
+from dilemmax.statistics import bootstrap_ci
 
 
 def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidence: float):
@@ -25,10 +24,8 @@ def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidenc
     values = np.nan_to_num(samples, nan=0.0).astype(np.float32)
     mask = ~np.isnan(samples)
     keys = jax.random.split(key, samples.shape[0])
-    fn = jax.jit(
-        jax.vmap(partial(bootstrap_ci, num_resamples=num_resamples, confidence=confidence))
-    )
-    mean, low, high = fn(keys, jnp.asarray(values), mask=jnp.asarray(mask))
+    fn = jax.jit(jax.vmap(lambda k, x, m: bootstrap_ci(x, k, num_resamples, confidence, mask=m)))
+    mean, low, high = fn(keys, jnp.asarray(values), jnp.asarray(mask))
     return np.asarray(mean), np.asarray(low), np.asarray(high)
 
 

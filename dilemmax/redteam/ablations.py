@@ -50,6 +50,7 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
 from dilemmax.envs.consequence.types import ConsequenceConfig
 from dilemmax.redteam import statistics as S
+from dilemmax.statistics import NUM_RESAMPLES, bootstrap_ci, sign_flip_test
 
 ABLATION_METRICS = ("targeted_elimination", "all_zero_opening", "round_one_funding", "fatality")
 
@@ -161,7 +162,7 @@ def compare_arms(
     rng: np.random.Generator,
     metrics: Sequence[str] = ABLATION_METRICS,
     contrast: tuple[str, str, str] = ("RP", "PP", "fatality"),
-    num_resamples: int = S.NUM_RESAMPLES,
+    num_resamples: int = NUM_RESAMPLES,
 ) -> dict:
     """Paired ablated - control differences per rule and metric, and the rule contrast per arm."""
     rules = list(ablated.rules)
@@ -170,13 +171,13 @@ def compare_arms(
         if name not in ablated.metrics or name not in control.metrics:
             continue
         diff = ablated.cell_means(name) - control.cell_means(name)  # [K, C]
-        ci = S.bootstrap_ci(diff, rng, num_resamples)
-        p = S.sign_flip_test(diff, rng, num_resamples)
+        ci = bootstrap_ci(diff, rng, num_resamples)
+        p = sign_flip_test(diff, rng, num_resamples)
         out["differences"][name] = {
             r: {
-                "mean": float(ci["mean"][k]),
-                "low": float(ci["low"][k]),
-                "high": float(ci["high"][k]),
+                "mean": float(ci.mean[k]),
+                "low": float(ci.low[k]),
+                "high": float(ci.high[k]),
                 "p_value": float(p[k]),
                 "ablated": float(np.nanmean(ablated.cell_means(name)[k])),
                 "control": float(np.nanmean(control.cell_means(name)[k])),
@@ -189,11 +190,11 @@ def compare_arms(
         for label, pop in (("ablated", ablated), ("control", control)):
             cell = pop.cell_means(metric)
             d = cell[rules.index(a)] - cell[rules.index(b)]
-            ci = S.bootstrap_ci(d, rng, num_resamples)
+            ci = bootstrap_ci(d, rng, num_resamples)
             arms[label] = {
-                "mean": float(ci["mean"]),
-                "low": float(ci["low"]),
-                "high": float(ci["high"]),
+                "mean": float(ci.mean),
+                "low": float(ci.low),
+                "high": float(ci.high),
             }
         out["contrast"] = {
             "rules": [a, b],
@@ -219,7 +220,7 @@ def run_ablations(
     contexts: np.ndarray | None = None,
     episodes: int = 4,
     seed: int = 0,
-    num_resamples: int = S.NUM_RESAMPLES,
+    num_resamples: int = NUM_RESAMPLES,
 ) -> dict:
     """Every named ablation against its control (arms shared between ablations are played once).
 
@@ -242,7 +243,7 @@ def ablation_report(
     contexts: np.ndarray,
     episodes: int,
     seed: int = 0,
-    num_resamples: int = S.NUM_RESAMPLES,
+    num_resamples: int = NUM_RESAMPLES,
 ) -> dict:
     """:func:`run_ablations`' report from arms already played (``played``: arm -> population
     on the same contexts, indexed 0..len(contexts) - 1), e.g. by ``dilemmax experiment``."""

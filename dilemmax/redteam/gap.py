@@ -23,6 +23,7 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.redteam import figures, paper_tables
 from dilemmax.redteam import statistics as S
 from dilemmax.redteam.reference import PRIMARY_EPSILON, ReferenceTable
+from dilemmax.statistics import NUM_RESAMPLES
 
 
 def _rows(ci: dict, rules) -> dict:
@@ -71,7 +72,7 @@ def gap_report(
     populations: Sequence[S.Population],
     reference: ReferenceTable,
     seed: int = 0,
-    num_resamples: int = S.NUM_RESAMPLES,
+    num_resamples: int = NUM_RESAMPLES,
 ) -> dict:
     """Everything Sections 4-5 report, per population (see the module docstring)."""
     rng = np.random.default_rng(seed)
@@ -128,7 +129,7 @@ def write_gap_report(
     reference: ReferenceTable,
     out_dir: Path,
     seed: int = 0,
-    num_resamples: int = S.NUM_RESAMPLES,
+    num_resamples: int = NUM_RESAMPLES,
     epsilon: float = PRIMARY_EPSILON,
 ) -> dict:
     """:func:`gap_report` plus figures and tables under ``out_dir``; returns the report."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from dilemmax.envs.consequence import constants as C
 from dilemmax.redteam import statistics as S
+from dilemmax.statistics import clopper_pearson
 
 # Rule coordinates (Section 2): concentration, identity salience, incidence. Concentration and
 # salience are given as this library's qualitative reading of the rules; incidence is the paper's.
@@ -38,47 +39,6 @@ RULE_COORDINATES = {
     "RP": {"kappa": "concentrated (one agent)", "salience": "named (poorest)", "incidence": 1},
     "PP": {"kappa": "concentrated (one agent)", "salience": "named (richest)", "incidence": -1},
 }
-
-
-# ---------------------------------------------------------------------------- exact binomial CI
-def _binomial_cdf(k: int, n: int, p: float) -> float:
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 1.0 if k >= n else 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1)
-        - math.lgamma(i + 1)
-        - math.lgamma(n - i + 1)
-        + i * log_p
-        + (n - i) * log_q
-        for i in range(k + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
-
-
-def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided CI of a binomial rate (bisection on the binomial CDF; no scipy)."""
-    if trials <= 0:
-        return 0.0, 1.0
-    alpha = (1.0 - level) / 2.0
-
-    def solve(target_fn) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if target_fn(mid):
-                lo = mid
-            else:
-                hi = mid
-        return (lo + hi) / 2
-
-    k, n = int(successes), int(trials)
-    upper = 1.0 if k >= n else solve(lambda p: _binomial_cdf(k, n, p) > alpha)
-    lower = 0.0 if k <= 0 else solve(lambda p: 1.0 - _binomial_cdf(k - 1, n, p) < alpha)
-    return lower, upper
 
 
 def zero_event_bound(episodes: int, level: float = 0.95) -> float:

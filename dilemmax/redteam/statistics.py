@@ -4,7 +4,8 @@ A population is plain per-episode arrays: metric name -> array[N, ...] plus, per
 rule index (into ``rules``) and the context index (into the context grid). Episodes from the arena
 (:func:`from_grid_run`), trained agents, or a language-model transcript all fit.
 
-Everything is vectorised in numpy with an explicit ``numpy.random.Generator`` (reproducible):
+Everything is vectorised in numpy with an explicit ``numpy.random.Generator`` (reproducible;
+the bootstrap and the sign-flip test are :mod:`dilemmax.statistics`'):
 
 * per-(rule, context) means (NaN where a cell has no episode);
 * percentile bootstrap CIs over contexts (B = 10,000 by default) with the same resampled contexts
@@ -28,8 +29,8 @@ import numpy as np
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.redteam.files import NpzChecks, read_npz
+from dilemmax.statistics import NUM_RESAMPLES, bootstrap_ci, sign_flip_test
 
-NUM_RESAMPLES = 10_000
 # The file a run folder keeps its population in (``dilemmax redteam play`` with a model).
 POPULATION_FILE = "population.npz"
 POPULATION_HOLDS = (
@@ -248,49 +249,6 @@ def from_records(
 
 
 # ---------------------------------------------------------------------------- resampling
-def _context_resamples(rng: np.random.Generator, num_contexts: int, num_resamples: int):
-    return rng.integers(0, num_contexts, size=(num_resamples, num_contexts))
-
-
-def bootstrap_ci(
-    values: np.ndarray,
-    rng: np.random.Generator,
-    num_resamples: int = NUM_RESAMPLES,
-    level: float = 0.95,
-) -> dict[str, np.ndarray]:
-    """Percentile bootstrap over the last (context) axis of ``values`` [..., C].
-
-    Every leading row uses the same resampled contexts (paired). NaN contexts (no episodes) are
-    dropped from each resample's mean. Returns ``mean``, ``low``, ``high`` with shape [...];
-    ``low <= mean <= high`` wherever the mean is defined.
-    """
-    values = np.asarray(values, np.float64)
-    picks = _context_resamples(rng, values.shape[-1], num_resamples)
-    resampled = np.nanmean(values[..., picks], axis=-1)  # [..., B]
-    tail = (1.0 - level) / 2.0
-    low, high = np.nanquantile(resampled, [tail, 1.0 - tail], axis=-1)
-    mean = np.nanmean(values, axis=-1)
-    # The interval holds its estimate: resampled means summed in another order can miss an
-    # all-equal mean by an ulp (fmin / fmax keep NaN only where both are NaN).
-    return {"mean": mean, "low": np.fmin(low, mean), "high": np.fmax(high, mean)}
-
-
-def sign_flip_test(
-    differences: np.ndarray, rng: np.random.Generator, num_permutations: int = NUM_RESAMPLES
-) -> np.ndarray:
-    """Two-sided paired sign-flip p-value of a zero mean over the last axis of [..., C].
-
-    NaN contexts are dropped (their sign cannot matter).
-    """
-    d = np.nan_to_num(np.asarray(differences, np.float64))
-    used = np.sum(~np.isnan(np.asarray(differences, np.float64)), axis=-1)
-    observed = np.abs(d.sum(axis=-1))
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(num_permutations, d.shape[-1]))
-    flipped = np.abs(np.einsum("bc,...c->...b", signs, d))
-    p = (1.0 + np.sum(flipped >= observed[..., None] - 1e-12, axis=-1)) / (1.0 + num_permutations)
-    return np.where(used > 0, p, np.nan)
-
-
 # ---------------------------------------------------------------------------- the gap
 def alignment_gap(
     population_ur: np.ndarray,
@@ -308,7 +266,7 @@ def alignment_gap(
     """
     gap = np.asarray(population_ur, np.float64) - np.asarray(reference_ur, np.float64)
     ci = bootstrap_ci(gap, rng, num_resamples)
-    return {"gap": gap, **ci, "p_value": sign_flip_test(gap, rng, num_resamples)}
+    return {"gap": gap, **ci._asdict(), "p_value": sign_flip_test(gap, rng, num_resamples)}
 
 
 def rule_contrasts(
@@ -330,9 +288,9 @@ def rule_contrasts(
             {
                 "a": rules[a],
                 "b": rules[b],
-                "mean": float(ci["mean"]),
-                "low": float(ci["low"]),
-                "high": float(ci["high"]),
+                "mean": float(ci.mean),
+                "low": float(ci.low),
+                "high": float(ci.high),
                 "p_value": float(p),
             }
         )
@@ -420,7 +378,7 @@ def stakes_profile(
     low, high = np.zeros_like(mean), np.zeros_like(mean)
     for j, t in enumerate(levels):
         ci = bootstrap_ci(cell[:, thresholds == t], rng, num_resamples)
-        mean[:, j], low[:, j], high[:, j] = ci["mean"], ci["low"], ci["high"]
+        mean[:, j], low[:, j], high[:, j] = ci
     return {"tau": levels / float(total), "mean": mean, "low": low, "high": high}
 
 
@@ -434,5 +392,5 @@ def outcome_summary(
     out = {}
     for name in metrics:
         if name in population.metrics:
-            out[name] = bootstrap_ci(population.cell_means(name), rng, num_resamples)
+            out[name] = bootstrap_ci(population.cell_means(name), rng, num_resamples)._asdict()
     return out

@@ -7,6 +7,7 @@ import pytest
 
 from dilemmax.redteam import safety_case as SC
 from dilemmax.redteam import statistics as S
+from dilemmax.statistics import clopper_pearson
 
 
 def evidence(episodes_per_cell, collapse_rate, exploitation_rate, rules=("AON", "RP")):
@@ -37,9 +38,9 @@ def deployment(rules=("AON", "RP", "PP")):
 
 
 def test_clopper_pearson_known_values():
-    assert SC.clopper_pearson(0, 50)[1] == pytest.approx(1 - 0.025 ** (1 / 50), abs=1e-9)
-    assert SC.clopper_pearson(20, 20)[0] == pytest.approx(0.025 ** (1 / 20), abs=1e-9)
-    low, high = SC.clopper_pearson(5, 10)
+    assert clopper_pearson(0, 50)[1] == pytest.approx(1 - 0.025 ** (1 / 50), abs=1e-9)
+    assert clopper_pearson(20, 20)[0] == pytest.approx(0.025 ** (1 / 20), abs=1e-9)
+    low, high = clopper_pearson(5, 10)
     assert low == pytest.approx(0.187086, abs=1e-5) and high == pytest.approx(0.812914, abs=1e-5)
     assert SC.episodes_needed(0.05) == 72  # 1 - 0.025 ** (1 / 72) < 0.05 <= 1 - 0.025 ** (1 / 71)
 

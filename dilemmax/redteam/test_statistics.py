@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from dilemmax import statistics
 from dilemmax.redteam import statistics as S
 
 B = 2_000
@@ -37,13 +38,13 @@ def test_cell_means_and_missing_cells():
 
 def test_bootstrap_of_a_constant_is_the_constant_and_ci_covers_the_mean():
     rng = np.random.default_rng(0)
-    ci = S.bootstrap_ci(np.full((2, 50), 0.3), rng, B)
-    assert np.allclose([ci["mean"], ci["low"], ci["high"]], 0.3)
+    ci = statistics.bootstrap_ci(np.full((2, 50), 0.3), rng, B)
+    assert np.allclose([ci.mean, ci.low, ci.high], 0.3)
     values = rng.normal(1.0, 1.0, size=400)
-    ci = S.bootstrap_ci(values, rng, B)
+    ci = statistics.bootstrap_ci(values, rng, B)
     se = values.std() / np.sqrt(len(values))
-    assert ci["low"] < values.mean() < ci["high"]
-    assert ci["high"] - ci["low"] == pytest.approx(2 * 1.96 * se, rel=0.15)
+    assert ci.low < values.mean() < ci.high
+    assert ci.high - ci.low == pytest.approx(2 * 1.96 * se, rel=0.15)
 
 
 def test_gap_of_a_shifted_population_is_the_shift():
@@ -57,11 +58,11 @@ def test_gap_of_a_shifted_population_is_the_shift():
 def test_sign_flip_identical_not_significant_shifted_significant():
     rng = np.random.default_rng(2)
     a = synthetic("a", [0.2, 0.2], seed=3).cell_means("fatality")
-    same = S.sign_flip_test(a[0] - a[0], rng, B)
+    same = statistics.sign_flip_test(a[0] - a[0], rng, B)
     assert same == 1.0  # every flip of all-zero differences ties the observed 0
-    noise = S.sign_flip_test(rng.normal(0, 1, 200), rng, B)
+    noise = statistics.sign_flip_test(rng.normal(0, 1, 200), rng, B)
     assert noise > 0.05
-    shifted = S.sign_flip_test(rng.normal(0.5, 1, 200), rng, B)
+    shifted = statistics.sign_flip_test(rng.normal(0.5, 1, 200), rng, B)
     assert shifted < 0.01
 
 

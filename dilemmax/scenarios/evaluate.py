@@ -4,7 +4,8 @@ A focal population is a jittable policy (scripted, a trained run, a zoo populati
 every focal seat of a :class:`~dilemmax.scenarios.env.ScenarioEnv`; all scenarios of the set and
 all episodes run as one program (:func:`dilemmax.envs.rollout.run_episodes` over
 ``scenario_configs``). Each scenario's score is the focal agents' per-capita return, its mean over
-episodes with a 95% interval (Student t over episodes), and its normalised score
+episodes with a 95% Student t interval over episodes (:func:`dilemmax.statistics.t_interval`),
+and its normalised score
 
     (score - random) / (best - random)
 
@@ -16,7 +17,6 @@ carries the scenario's content hash, so rows of a changed scenario are never com
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,11 +29,7 @@ from dilemmax.envs.policies import random_policy
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.scenarios.env import ScenarioEnv
 from dilemmax.scenarios.spec import ScenarioSet, ZooResolver
-
-# Two-sided 95% Student t quantiles by degrees of freedom (beyond 30, the normal's 1.96 is
-# within 4% of t's, and the table below stops).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}  # fmt: skip
+from dilemmax.statistics import t_interval
 
 
 @dataclass(frozen=True)
@@ -58,25 +54,6 @@ class ScenarioScore:
     background: float
 
 
-def t95(dof: int) -> float:
-    """The two-sided 95% Student t quantile at ``dof`` degrees of freedom (conservative between
-    table entries: the next lower entry's)."""
-    if dof < 1:
-        return math.inf
-    known = [d for d in _T95 if d <= dof]
-    return 1.96 if dof > 30 else _T95[max(known)]
-
-
-def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
-    """(mean, low, high) of a 95% t interval over ``values`` (float[N])."""
-    values = np.asarray(values, dtype=np.float64)
-    mean = float(values.mean())
-    if values.size < 2:
-        return mean, -math.inf, math.inf
-    half = t95(values.size - 1) * float(values.std(ddof=1)) / math.sqrt(values.size)
-    return mean, mean - half, mean + half
-
-
 def score_policy(
     scenarios: ScenarioSet,
     policy,
@@ -94,7 +71,7 @@ def score_policy(
     digests = scenarios.digests(resolve_zoo)
     rows = []
     for s, name in enumerate(env.names):
-        mean, low, high = mean_interval(focal[s])
+        mean, low, high = t_interval(focal[s])
         rows.append(
             ScenarioScore(
                 name, digests[name], mean, low, high, episodes, float(background[s].mean())

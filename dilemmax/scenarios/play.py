@@ -47,8 +47,9 @@ from dilemmax.llm.session import (
     play_parts,
 )
 from dilemmax.scenarios.env import ScenarioEnv, game_reset_keys
-from dilemmax.scenarios.evaluate import ScenarioScore, mean_interval
+from dilemmax.scenarios.evaluate import ScenarioScore
 from dilemmax.scenarios.spec import ScenarioSet, ZooResolver
+from dilemmax.statistics import t_interval
 
 
 def scenario_configs(env: ScenarioEnv, key: jax.Array, episodes: int):
@@ -160,7 +161,7 @@ def score_rows(
     rows = []
     for scenario, result in zip(scenarios.scenarios, results, strict=True):
         returns = np.asarray(result.metrics["return"], np.float64)  # [E, A]
-        mean, low, high = mean_interval(returns[:, focal].mean(axis=1))
+        mean, low, high = t_interval(returns[:, focal].mean(axis=1))
         background = float(returns[:, others].mean())
         episodes = returns.shape[0]
         rows.append(

@@ -12,13 +12,14 @@ from dilemmax.envs.rollout import is_carried
 from dilemmax.errors import UsageError
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios.registry import SETS
+from dilemmax.statistics import t95, t_interval
 
 
 def test_t_interval_and_normalised_score_by_hand():
-    mean, low, high = E.mean_interval(np.array([1.0, 2.0, 3.0, 4.0]))
+    mean, low, high = t_interval(np.array([1.0, 2.0, 3.0, 4.0]))
     half = 3.182 * np.std([1, 2, 3, 4], ddof=1) / 2  # t(3) * sd / sqrt(4)
     assert mean == 2.5 and low == pytest.approx(2.5 - half) and high == pytest.approx(2.5 + half)
-    assert E.t95(11) == E.t95(10) == 2.228 and E.t95(100) == 1.96
+    assert t95(11) == t95(10) == 2.228 and t95(100) == 1.96
     assert E.normalised(5.0, random=1.0, best=9.0) == 0.5
     assert E.normalised(1.0, 1.0, 1.0) is None
 

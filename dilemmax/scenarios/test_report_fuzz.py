@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dilemmax.scenarios import evaluate as E
+from dilemmax.statistics import t_interval
 
 FUZZ = settings(
     max_examples=8,
@@ -27,7 +28,7 @@ def scores(draw):
     for s in range(count):
         episodes = draw(st.sampled_from([1, 2, 8]))
         values = [draw(RETURNS) for _ in range(episodes)]
-        mean, low, high = E.mean_interval(values)
+        mean, low, high = t_interval(values)
         assert low <= mean <= high
         name = f"set/s{s}"
         rows.append(E.ScenarioScore(name, f"d{s}", mean, low, high, episodes, draw(RETURNS)))

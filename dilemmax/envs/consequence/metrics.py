@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.consequence import constants as C
+from dilemmax.statistics import bootstrap_ci, sign_flip_test
 
 
 def episode_metrics(rollout: Rollout, agents: list[str]) -> dict[str, jax.Array]:
@@ -119,31 +120,6 @@ def decisive_rules(means: jax.Array) -> tuple[jax.Array, jax.Array]:
     return unique(means == lowest).astype(jnp.int32), unique(means == highest).astype(jnp.int32)
 
 
-def bootstrap_mean_ci(
-    key: jax.Array, values: jax.Array, num_resamples: int = 10_000, level: float = 0.95
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(mean, low, high) of ``values`` float[C], percentile bootstrap over contexts;
-    ``low <= mean <= high``."""
-    count = values.shape[0]
-    picks = jax.random.randint(key, (num_resamples, count), 0, count)
-    resampled = jnp.mean(values[picks], axis=1)
-    tail = (1.0 - level) / 2.0
-    low, high = jnp.quantile(resampled, jnp.asarray([tail, 1.0 - tail]))
-    mean = jnp.mean(values)
-    # The interval holds its estimate (an all-equal mean can differ from the resampled ones by
-    # an ulp, the sums running in another order).
-    return mean, jnp.minimum(low, mean), jnp.maximum(high, mean)
-
-
-def sign_flip_test(key: jax.Array, differences: jax.Array, num_permutations: int = 10_000):
-    """Two-sided p-value of a paired sign-flip permutation test on the mean of float[C]."""
-    observed = jnp.abs(jnp.mean(differences))
-    signs = jax.random.rademacher(key, (num_permutations, differences.shape[0]), jnp.float32)
-    flipped = jnp.abs(jnp.mean(signs * differences, axis=1))
-    # The observed labelling counts as one of the permutations.
-    return (1.0 + jnp.sum(flipped >= observed)) / (1.0 + num_permutations)
-
-
 def institutional_alignment_gap(
     key: jax.Array,
     population_fatality: jax.Array,
@@ -162,8 +138,8 @@ def institutional_alignment_gap(
     """
     gap = population_fatality - reference_fatality
     keys = jax.random.split(key, gap.shape[0])
-    mean, low, high = jax.vmap(lambda k, g: bootstrap_mean_ci(k, g, num_resamples))(keys, gap)
-    p_value = jax.vmap(lambda k, g: sign_flip_test(jax.random.fold_in(k, 1), g, num_resamples))(
+    mean, low, high = jax.vmap(lambda k, g: bootstrap_ci(g, k, num_resamples))(keys, gap)
+    p_value = jax.vmap(lambda k, g: sign_flip_test(g, jax.random.fold_in(k, 1), num_resamples))(
         keys, gap
     )
     return {"gap": gap, "mean": mean, "ci_low": low, "ci_high": high, "p_value": p_value}

@@ -18,6 +18,7 @@ from dilemmax.envs.consequence.generator import (
 )
 from dilemmax.envs.consequence.policies import all_zero, threshold_aware
 from dilemmax.envs.rollout import run_episode, run_episodes
+from dilemmax.statistics import bootstrap_ci, sign_flip_test
 
 
 def test_grid_has_228_contexts():
@@ -132,6 +133,6 @@ def test_aggregation_helpers():
     np.testing.assert_allclose(gap["ci_low"], [0.4, 0.4], rtol=1e-6)
     assert np.all(np.asarray(gap["p_value"]) < 0.01)
     noise = jax.random.normal(jax.random.key(1), (200,))
-    _, low, high = M.bootstrap_mean_ci(jax.random.key(2), noise, 2000)
+    _, low, high = bootstrap_ci(noise, jax.random.key(2), 2000)
     assert float(low) < float(jnp.mean(noise)) < float(high)
-    assert float(M.sign_flip_test(jax.random.key(3), noise - noise.mean(), 500)) > 0.5
+    assert float(sign_flip_test(noise - noise.mean(), jax.random.key(3), 500)) > 0.5

@@ -1,7 +1,7 @@
 """Outcomes per condition with bootstrap confidence intervals: ``evaluate(policy, configs, ...)``.
 
 A condition set runs as one vmapped program (conditions x episodes); the intervals are
-percentile bootstraps of the per-episode outcomes (:func:`dilemmax.envs.metrics.bootstrap_ci`),
+percentile bootstraps of the per-episode outcomes (:func:`dilemmax.statistics.bootstrap_ci`),
 also vmapped over conditions and outcomes.
 """
 
@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.base import typed_key
-from dilemmax.envs.metrics import bootstrap_ci
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import ConditionSet, stack_configs
 from dilemmax.envs.moral_hazard.metrics import SCALAR_OUTCOMES
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.statistics import bootstrap_ci
 
 
 class Estimate(NamedTuple):
@@ -93,7 +93,7 @@ def evaluate(
         keys = jax.random.split(key_boot, num_conditions * len(outcomes)).reshape(
             num_conditions, len(outcomes)
         )
-        ci = jax.jit(jax.vmap(jax.vmap(lambda k, x: bootstrap_ci(k, x, num_resamples, confidence))))
+        ci = jax.jit(jax.vmap(jax.vmap(lambda k, x: bootstrap_ci(x, k, num_resamples, confidence))))
         mean, low, high = (np.asarray(a) for a in ci(keys, samples))
         for ci_index, name in enumerate(conditions.names):
             results[name] = {

@@ -15,7 +15,7 @@ Estimates.
 - Empirical 50% boundary per cost: the focal query rate per share (over its 45 decisions) is
   made non-decreasing in the share by weighted isotonic regression, and the boundary is the
   share where that fit first reaches 50%, interpolated linearly between the two shares around
-  it (:func:`dilemmax.experiments.stats.level_crossing`); none when the fit stays on one side.
+  it (:func:`dilemmax.statistics.level_crossing`); none when the fit stays on one side.
   ``boundary_mae`` is the mean |boundary - alpha*(k)| over the costs with a boundary.
 - Pooled bars: the query rate over every cost's cell at alpha* - d, at alpha*, at alpha* + d
   (d = ``--boundary-offset``, 0.05), with Wilson 95% intervals.
@@ -35,11 +35,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax import statistics
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import incentive_grid
 from dilemmax.errors import UsageError
-from dilemmax.experiments import catalogue, stats
+from dilemmax.experiments import catalogue
 from dilemmax.experiments.design import Design, Part, Plan, Report
 from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
 from dilemmax.experiments.moral_hazard.common import add_option
@@ -233,7 +234,7 @@ def boundaries(cell_stats: Sequence[dict]) -> list[dict]:
     for cost in dict.fromkeys(cell["cost"] for cell in cell_stats):
         mine = [s for s in cell_stats if s["cost"] == cost and s["decisions"] > 0]
         star = mine[0]["alpha_star"] if mine else None
-        found = stats.level_crossing(
+        found = statistics.level_crossing(
             [s["share"] for s in mine],
             [s["query_rate"] for s in mine],
             [s["decisions"] for s in mine],
@@ -256,7 +257,7 @@ def bars(cell_stats: Sequence[dict], offset: float) -> dict[str, dict]:
         chosen = [s for s in cell_stats if abs(s["share"] - s["alpha_star"] - sign * offset) < 1e-6]
         trials = sum(s["decisions"] for s in chosen)
         successes = sum(s["queries"] for s in chosen)
-        low, high = stats.wilson_interval(successes, trials)
+        low, high = statistics.wilson_interval(successes, trials)
         rate = successes / trials if trials else float("nan")
         out[position] = {
             "rate": rate,
@@ -279,7 +280,7 @@ def _paired(decisions, grid, left, right, match) -> dict | None:
                     diffs.append(100.0 * (q - by_key[(b["name"], rep, ep)]))
     if not diffs:
         return None
-    mean, low, high = stats.bootstrap_ci(diffs)
+    mean, low, high = statistics.bootstrap_ci(diffs)
     return {"delta_pp": mean, "ci": [low, high], "pairs": len(diffs)}
 
 

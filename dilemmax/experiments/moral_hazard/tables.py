@@ -9,7 +9,7 @@ per model, the method's mean over replicates with the base run's; "Best observed
 takes, per model, the weight update (SFT, RLOO or SFT+RLOO) with the highest team success, and
 reports its team and unsafe-choice changes (a descriptive upper envelope, as in the paper).
 Over the paired models: the mean change in percentage points, the exact bootstrap CI over model
-pairs (:func:`dilemmax.experiments.stats.exact_bootstrap`), how many models changed positively,
+pairs (:func:`dilemmax.statistics.exact_bootstrap`), how many models changed positively,
 the exact sign-flip p; Holm and Benjamini-Hochberg adjust over every row of Table 5.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from dilemmax import statistics
 from dilemmax.errors import UsageError
-from dilemmax.experiments import stats
 from dilemmax.experiments.design import Report
 from dilemmax.experiments.moral_hazard import common
 
@@ -187,15 +187,15 @@ def _deltas(pairs: Mapping[str, tuple[dict, dict]], outcome: str) -> dict[str, f
 
 def _diagnostics(deltas: Mapping[str, float]) -> dict:
     d = list(deltas.values())
-    boot = stats.exact_bootstrap(d)
+    boot = statistics.exact_bootstrap(d)
     return {
         "delta_pp": boot["mean"],
         "ci": [boot["low"], boot["high"]],
         "exact_bootstrap": boot["exact"],
         "positive": int(sum(x > 0 for x in d)),
         "models": len(d),
-        "exact_p": stats.sign_flip_p(d),
-        "dz": stats.paired_dz(d),
+        "exact_p": statistics.sign_flip_test(d),
+        "dz": statistics.paired_dz(d),
         "p_positive": boot["p_positive"],
         "per_model": dict(deltas),
     }
@@ -210,7 +210,8 @@ def _table5(pooled) -> list[dict]:
             rows.append({**row, **_diagnostics(_deltas(pairs, outcome))})
     if rows:
         p = [r["exact_p"] for r in rows]
-        for row, h, q in zip(rows, stats.holm(p), stats.benjamini_hochberg(p), strict=True):
+        holm, bh = statistics.holm(p), statistics.benjamini_hochberg(p)
+        for row, h, q in zip(rows, holm, bh, strict=True):
             row["holm_p"], row["bh_q"] = float(h), float(q)
     return rows
 
@@ -225,7 +226,7 @@ def _leave_one_out(pooled) -> tuple[str, list[dict]]:
         kept = {m: v for m, v in pairs.items() if m != omitted}
         row = {"omitted": omitted}
         for key, outcome in (("team", "team_success"), ("risky", "unsafe_choice")):
-            boot = stats.exact_bootstrap(list(_deltas(kept, outcome).values()))
+            boot = statistics.exact_bootstrap(list(_deltas(kept, outcome).values()))
             row[key] = {"delta_pp": boot["mean"], "ci": [boot["low"], boot["high"]]}
         rows.append(row)
     return f"{name} − Base", rows

@@ -1,0 +1,457 @@
+"""Intervals and tests over many episodes, runs, contexts or models: the one home every layer
+uses (the games' metrics, evaluations, play results, red-teaming, scenarios, the papers' tables).
+
+Randomness is named by the ``rng`` argument, and it decides where a function runs:
+
+- a JAX PRNG key: in JAX (float32, jittable and vmappable; one row of samples, vmap for more;
+  ``mask`` marks the valid entries);
+- a seed (int) or a ``numpy.random.Generator``: in float64 numpy over the last axis of
+  ``values`` [..., N], every leading row on the same draws (paired), NaNs dropped. A Generator
+  is advanced, so the calls sharing one draw one stream.
+
+Intervals (every one holds its estimate: ``low <= estimate <= high``, even where every value is
+equal and the resampled means differ from the mean by an ulp):
+
+- :func:`bootstrap_ci`: percentile bootstrap of a mean (Monte Carlo), as :class:`Interval`;
+- :func:`exact_bootstrap`: the same with every one of the n^n resamples counted (n <= 10);
+- :func:`t_interval`: the 95% Student t interval of a mean;
+- :func:`wilson_interval` and :func:`clopper_pearson`: a binomial rate's (low, high).
+
+Tests: :func:`sign_flip_test` (paired, two-sided; exact or Monte Carlo), :func:`benjamini_hochberg`
+and :func:`holm` (multiplicity), :func:`paired_dz` (effect size); :func:`isotonic` and
+:func:`level_crossing` (where a noisy rising rate reaches a level).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+NUM_RESAMPLES = 10_000  # bootstrap resamples and Monte Carlo sign flips, unless told otherwise
+EXACT_BOOTSTRAP_MAX = 10  # C(19, 10) = 92,378 multisets; above it the bootstrap is Monte Carlo
+EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
+
+# Two-sided 95% Student t quantiles by degrees of freedom (beyond 30, the normal's 1.96 is
+# within 4% of t's, and the table below stops).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}  # fmt: skip
+
+Rng = jax.Array | np.random.Generator | int
+
+
+class Interval(NamedTuple):
+    """An estimate with its interval (floats, numpy arrays or JAX arrays, as computed)."""
+
+    mean: float
+    low: float
+    high: float
+
+
+def _is_key(rng: Rng) -> bool:
+    """A JAX key (new-style or a legacy uint32[2]; a tracer inside jit / vmap) rather than a
+    numpy seed or Generator."""
+    return isinstance(rng, jax.Array)
+
+
+def normal_quantile(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence`` (1.96 at 0.95); ValueError outside (0, 1)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+# --------------------------------------------------------------------------- the bootstrap
+def bootstrap_ci(
+    values,
+    rng: Rng = 0,
+    num_resamples: int = NUM_RESAMPLES,
+    confidence: float = 0.95,
+    *,
+    mask=None,
+    batch_size: int = 1_000,
+) -> Interval:
+    """Percentile bootstrap confidence interval of the mean of ``values``.
+
+    Each resample draws the n valid values with replacement; the interval is the
+    ``(1 -+ confidence) / 2`` quantiles (linear interpolation, as ``numpy.quantile``) of the
+    resampled means, widened to hold the mean. NaN where there is no valid value.
+
+    Args:
+        values: with a JAX key, float32[N]; with a seed or Generator, [..., N] (each leading row
+            resampled on the same draws, NaN entries dropped from every mean).
+        rng: a JAX key, a seed or a ``numpy.random.Generator`` (see the module docstring).
+        num_resamples: static number of resamples.
+        confidence: static level in (0, 1).
+        mask: JAX only; optional bool[N], only True entries are values.
+        batch_size: JAX only; resamples computed this many at a time to bound memory.
+
+    Returns:
+        :class:`Interval` ``(mean, low, high)``, each of the leading shape.
+    """
+    if _is_key(rng):
+        return _bootstrap_jax(rng, values, num_resamples, confidence, mask, batch_size)
+    return _bootstrap_numpy(values, rng, num_resamples, confidence)
+
+
+def _bootstrap_jax(key, samples, num_resamples, confidence, mask, batch_size) -> Interval:
+    x = jnp.asarray(samples, jnp.float32)
+    size = x.shape[0]
+    valid = jnp.ones(size, bool) if mask is None else jnp.asarray(mask, bool)
+    # Valid samples first, so a resample draws indices in [0, n).
+    order = jnp.argsort(~valid, stable=True)
+    x = jnp.where(valid, x, 0.0)[order]
+    n = jnp.sum(valid).astype(jnp.int32)
+    safe_n = jnp.maximum(n, 1)
+    used = jnp.arange(size) < n
+
+    def resampled_mean(k):
+        idx = jax.random.randint(k, (size,), 0, safe_n)
+        return jnp.sum(jnp.where(used, x[idx], 0.0)) / safe_n
+
+    keys = jax.random.split(key, num_resamples)
+    means = jax.lax.map(resampled_mean, keys, batch_size=min(batch_size, num_resamples))
+    alpha = (1.0 - confidence) / 2.0
+    low, high = jnp.quantile(means, jnp.array([alpha, 1.0 - alpha]))
+    mean = jnp.sum(x) / safe_n
+    # The interval holds its estimate: the resampled means are summed in another order and
+    # can miss an all-equal mean by an ulp.
+    low, high = jnp.minimum(low, mean), jnp.maximum(high, mean)
+    nan = jnp.float32(jnp.nan)
+    empty = n == 0
+    return Interval(
+        jnp.where(empty, nan, mean), jnp.where(empty, nan, low), jnp.where(empty, nan, high)
+    )
+
+
+def _bootstrap_numpy(values, rng, num_resamples, confidence) -> Interval:
+    normal_quantile(confidence)  # checks the level
+    values = np.asarray(values, np.float64)
+    if values.ndim == 0:
+        values = values.reshape(1)
+    if values.shape[-1] == 0:
+        nan = np.full(values.shape[:-1], np.nan)
+        return Interval(nan[()], nan[()], nan[()])
+    rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
+    picks = rng.integers(0, values.shape[-1], size=(num_resamples, values.shape[-1]))
+    resampled = np.nanmean(values[..., picks], axis=-1)  # [..., B]
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.nanquantile(resampled, [tail, 1.0 - tail], axis=-1)
+    mean = np.nanmean(values, axis=-1)
+    # The interval holds its estimate: resampled means summed in another order can miss an
+    # all-equal mean by an ulp (fmin / fmax keep NaN only where both are NaN).
+    return Interval(mean, np.fmin(low, mean), np.fmax(high, mean))
+
+
+def _resample_distribution(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(means, probabilities) of the bootstrap mean over all n^n equally likely resamples."""
+    n = x.size
+    log_n_factorial = math.lgamma(n + 1)
+    means, weights = [], []
+    for multiset in itertools.combinations_with_replacement(range(n), n):
+        counts = np.bincount(np.asarray(multiset), minlength=n)
+        log_weight = log_n_factorial - sum(math.lgamma(c + 1) for c in counts) - n * math.log(n)
+        means.append(float(counts @ x) / n)
+        weights.append(math.exp(log_weight))
+    return np.asarray(means), np.asarray(weights)
+
+
+def exact_bootstrap(values: Sequence[float], confidence: float = 0.95) -> dict[str, float | bool]:
+    """The percentile bootstrap of the mean with every resample counted (n <= 10).
+
+    The n^n ordered resamples are grouped into multisets; a multiset with counts c_1..c_n has
+    probability n! / (c_1! ... c_n! n^n). ``low`` / ``high`` are the inverse-CDF quantiles of
+    that distribution (the smallest resampled mean whose cumulative probability reaches
+    (1 -+ confidence) / 2) and ``p_positive`` the probability of a resampled mean above zero.
+    Above ``EXACT_BOOTSTRAP_MAX`` values the same quantities come from 10,000 Monte Carlo
+    resamples (``exact`` False).
+
+    Returns:
+        mean, low, high, p_positive (floats; NaN for no values) and exact (bool).
+    """
+    x = np.asarray(values, np.float64).reshape(-1)
+    if x.size == 0:
+        nan = math.nan
+        return {"mean": nan, "low": nan, "high": nan, "p_positive": nan, "exact": True}
+    normal_quantile(confidence)  # checks the level
+    tail = (1.0 - confidence) / 2.0
+    if x.size <= EXACT_BOOTSTRAP_MAX:
+        means, weights = _resample_distribution(x)
+        exact = True
+    else:
+        rng = np.random.default_rng(0)
+        means = x[rng.integers(0, x.size, size=(NUM_RESAMPLES, x.size))].mean(axis=1)
+        weights = np.full(NUM_RESAMPLES, 1.0 / NUM_RESAMPLES)
+        exact = False
+    order = np.argsort(means, kind="stable")
+    means, cumulative = means[order], np.cumsum(weights[order])
+    eps = 1e-12  # the weights' float sum can miss a quantile by a rounding error
+
+    def quantile(level: float) -> float:
+        return float(means[min(np.searchsorted(cumulative, level - eps), means.size - 1)])
+
+    scale = max(1.0, float(np.max(np.abs(x))))
+    positive = float(np.sum(weights[order][means > 1e-12 * scale]))
+    mean = float(x.mean())
+    return {  # the interval holds its estimate (see bootstrap_ci)
+        "mean": mean,
+        "low": min(quantile(tail), mean),
+        "high": max(quantile(1.0 - tail), mean),
+        "p_positive": positive,
+        "exact": exact,
+    }
+
+
+# --------------------------------------------------------------------------- parametric
+def t95(dof: int) -> float:
+    """The two-sided 95% Student t quantile at ``dof`` degrees of freedom (conservative between
+    table entries: the next lower entry's)."""
+    if dof < 1:
+        return math.inf
+    known = [d for d in T95 if d <= dof]
+    return 1.96 if dof > 30 else T95[max(known)]
+
+
+def t_interval(values) -> Interval:
+    """(mean, low, high) of a 95% Student t interval over ``values`` (float[N]); an infinite
+    interval for fewer than two values."""
+    values = np.asarray(values, dtype=np.float64)
+    mean = float(values.mean())
+    if values.size < 2:
+        return Interval(mean, -math.inf, math.inf)
+    half = t95(values.size - 1) * float(values.std(ddof=1)) / math.sqrt(values.size)
+    return Interval(mean, mean - half, mean + half)
+
+
+def wilson_interval(
+    successes: float, trials: float, confidence: float = 0.95
+) -> tuple[float, float]:
+    """(low, high) of the Wilson score interval for ``successes`` out of ``trials``.
+
+    Unlike the normal-approximation interval it stays inside [0, 1] and is not empty at 0 or
+    ``trials`` successes (0 / 405 gives [0, 0.0094]). It always holds the estimate
+    ``successes / trials``: at 0 and ``trials`` successes the rounded formula can miss it by one
+    ulp (13 / 13 gave 0.9999999999999999), so the ends are clamped to it. NaNs for zero trials.
+    """
+    if trials <= 0:
+        return math.nan, math.nan
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in 0..trials, got {successes} of {trials}")
+    z = normal_quantile(confidence)
+    p = successes / trials
+    denominator = 1.0 + z * z / trials
+    center = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return min(max(0.0, center - half), p), max(min(1.0, center + half), p)
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed in log space (no scipy)."""
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 1.0 if k >= n else 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1)
+        - math.lgamma(i + 1)
+        - math.lgamma(n - i + 1)
+        + i * log_p
+        + (n - i) * log_q
+        for i in range(k + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
+def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact two-sided CI of a binomial rate (bisection on the binomial CDF; no scipy)."""
+    if trials <= 0:
+        return 0.0, 1.0
+    alpha = (1.0 - level) / 2.0
+
+    def solve(target_fn) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if target_fn(mid):
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    k, n = int(successes), int(trials)
+    upper = 1.0 if k >= n else solve(lambda p: binomial_cdf(k, n, p) > alpha)
+    lower = 0.0 if k <= 0 else solve(lambda p: 1.0 - binomial_cdf(k - 1, n, p) < alpha)
+    return lower, upper
+
+
+# --------------------------------------------------------------------------- tests
+def sign_flip_test(
+    differences,
+    rng: Rng | None = None,
+    num_permutations: int = NUM_RESAMPLES,
+    *,
+    mask=None,
+    exact: bool | None = None,
+):
+    """Two-sided paired permutation (sign-flip) test of a zero mean difference.
+
+    Under the null each paired difference is as likely to carry either sign; the p-value is the
+    share of sign assignments whose ``|sum|`` is at least the observed one (ties counted). A Monte
+    Carlo p-value is ``(1 + hits) / (1 + R)``: the observed assignment counts, so it is never 0.
+
+    - ``rng`` None: exact, all 2^n assignments (n <= 20; the smallest p is 2 / 2^n); a float,
+      1 for no differences.
+    - a JAX key: in JAX, float32[N] with an optional ``mask``; exact when ``exact`` is True, or
+      None and 2^n does not exceed ``num_permutations``; float32[].
+    - a seed or Generator: Monte Carlo in numpy over the last axis of [..., N] (NaNs dropped,
+      NaN where a row has none), float64[...].
+    """
+    if rng is None:
+        d = np.asarray(differences, np.float64).reshape(-1)
+        if d.size == 0:
+            return 1.0
+        if d.size > EXACT_SIGN_FLIP_MAX:
+            raise ValueError(
+                f"the exact sign-flip test enumerates 2^n assignments; n = {d.size} > 20"
+            )
+        # p is a multiple of 2^-n, which float32 holds exactly.
+        return float(_sign_flip_jax(jax.random.key(0), d, num_permutations, None, True))
+    if _is_key(rng):
+        return _sign_flip_jax(rng, differences, num_permutations, mask, exact)
+    rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
+    return _sign_flip_numpy(differences, rng, num_permutations)
+
+
+def _all_signs(size: int) -> np.ndarray:
+    """float32[2**size, size]: every vector of +-1 signs."""
+    return np.array(list(itertools.product((1.0, -1.0), repeat=size)), np.float32).reshape(
+        2**size, size
+    )
+
+
+def _sign_flip_jax(key, differences, num_permutations, mask, exact) -> jax.Array:
+    d = jnp.asarray(differences, jnp.float32)
+    size = d.shape[0]
+    if mask is not None:
+        d = jnp.where(jnp.asarray(mask, bool), d, 0.0)  # a zero is unchanged by a sign flip
+    observed = jnp.abs(jnp.sum(d))
+    # Float sums of the same multiset in another order can differ in the last bits: count ties.
+    tolerance = 1e-5 * jnp.sum(jnp.abs(d))
+    if exact is None:
+        exact = size <= EXACT_SIGN_FLIP_MAX and 2**size <= num_permutations
+    if exact:
+        flipped = jnp.abs(jnp.asarray(_all_signs(size)) @ d)
+        return jnp.mean((flipped >= observed - tolerance).astype(jnp.float32))
+    signs = jax.random.rademacher(key, (num_permutations, size), dtype=jnp.float32)
+    hits = jnp.sum(jnp.abs(signs @ d) >= observed - tolerance)
+    return (1.0 + hits) / (1.0 + num_permutations)
+
+
+def _sign_flip_numpy(differences, rng: np.random.Generator, num_permutations: int) -> np.ndarray:
+    d = np.nan_to_num(np.asarray(differences, np.float64))
+    used = np.sum(~np.isnan(np.asarray(differences, np.float64)), axis=-1)
+    observed = np.abs(d.sum(axis=-1))
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(num_permutations, d.shape[-1]))
+    flipped = np.abs(np.einsum("bc,...c->...b", signs, d))
+    p = (1.0 + np.sum(flipped >= observed[..., None] - 1e-12, axis=-1)) / (1.0 + num_permutations)
+    return np.where(used > 0, p, np.nan)
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (q-values), in the input order.
+
+    q_(i) = min over j >= i of m p_(j) / j, capped at 1, for the sorted p_(1) <= ... <= p_(m).
+    """
+    p = np.asarray(p_values, np.float64).reshape(-1)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q_sorted = np.minimum.accumulate(scaled[::-1])[::-1]
+    q = np.empty(m)
+    q[order] = np.minimum(q_sorted, 1.0)
+    return q
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values: max over j <= i of (m - j + 1) p_(j), capped at 1."""
+    p = np.asarray(p_values, np.float64).reshape(-1)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * (m - np.arange(m))
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return adjusted
+
+
+def paired_dz(differences: Sequence[float]) -> float:
+    """Mean paired difference over its sample standard deviation (NaN when it is undefined)."""
+    d = np.asarray(differences, np.float64).reshape(-1)
+    if d.size < 2:
+        return math.nan
+    sd = float(np.std(d, ddof=1))
+    if sd == 0.0:
+        return 0.0 if float(np.mean(d)) == 0.0 else math.copysign(math.inf, float(np.mean(d)))
+    return float(np.mean(d)) / sd
+
+
+# --------------------------------------------------------------------------- level crossing
+def isotonic(values: Sequence[float], weights: Sequence[float] | None = None) -> np.ndarray:
+    """The weighted least-squares non-decreasing fit of ``values`` (pool adjacent violators)."""
+    y = np.asarray(values, np.float64).reshape(-1)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    if y.size == 0:
+        return y
+    blocks: list[list[float]] = []  # [mean, weight, length]
+    for value, weight in zip(y, w, strict=True):
+        blocks.append([value, weight, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            mean_b, weight_b, len_b = blocks.pop()
+            mean_a, weight_a, len_a = blocks.pop()
+            total = weight_a + weight_b
+            mean = (mean_a * weight_a + mean_b * weight_b) / total if total > 0 else mean_b
+            blocks.append([mean, total, len_a + len_b])
+    return np.concatenate([np.full(int(length), mean) for mean, _, length in blocks])
+
+
+def level_crossing(
+    xs: Sequence[float],
+    rates: Sequence[float],
+    weights: Sequence[float] | None = None,
+    level: float = 0.5,
+) -> float | None:
+    """The x where a rising rate first reaches ``level``, or None when it never crosses it.
+
+    The rates (at increasing ``xs``) are first made non-decreasing by :func:`isotonic` (weighted
+    by ``weights``, e.g. decisions per cell), so one noisy cell cannot create a second crossing;
+    the crossing is then interpolated linearly between the last x below the level and the first
+    at or above it. None when the fit starts above the level (the crossing is below the smallest
+    x) or never reaches it (above the largest x); the smallest x when the fit starts exactly at
+    the level.
+    """
+    x = np.asarray(xs, np.float64).reshape(-1)
+    if x.size == 0:
+        return None
+    order = np.argsort(x, kind="stable")
+    x = x[order]
+    w = None if weights is None else np.asarray(weights, np.float64).reshape(-1)[order]
+    fit = isotonic(np.asarray(rates, np.float64).reshape(-1)[order], w)
+    at_or_above = np.flatnonzero(fit >= level - 1e-12)
+    if at_or_above.size == 0:
+        return None
+    j = int(at_or_above[0])
+    if j == 0:
+        return float(x[0]) if abs(fit[0] - level) <= 1e-12 else None
+    x0, x1, f0, f1 = x[j - 1], x[j], fit[j - 1], fit[j]
+    return float(x0 + (level - f0) / (f1 - f0) * (x1 - x0))
