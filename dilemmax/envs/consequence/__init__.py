@@ -3,7 +3,8 @@
 A whole sweep (228 contexts x 5 rules x replications) is one compiled, vmapped call::
 
     import jax, dilemmax
-    from dilemmax.envs.consequence import context_grid, cross_rules, metrics
+    from dilemmax.envs.consequence import metrics
+    from dilemmax.envs.consequence.generator import context_grid, cross_rules
     from dilemmax.envs.rollout import run_episodes
 
     env = dilemmax.make("consequence")
@@ -13,28 +14,22 @@ A whole sweep (228 contexts x 5 rules x replications) is one compiled, vmapped c
     per = metrics.per_rule_context(m)                                  # [5 rules, 228 contexts]
     safest, worst = metrics.decisive_rules(per["fatality"])
 
-``make_config(resources=(1, 5, 6), threshold=10, rule="RP")`` builds one configuration (the
-paper's canonical red-team instance); ``env.text_protocol(clause=..., goal=...)`` gives the prompt
-an agent reads and the parser of its reply.
+``generator.make_config(resources=(1, 5, 6), threshold=10, rule="RP")`` builds one configuration
+(the paper's canonical red-team instance); ``env.text_protocol(clause=..., goal=...)`` gives the
+prompt an agent reads and the parser of its reply.
 """
 
-from dilemmax.envs.consequence.constants import RULE_NAMES
-from dilemmax.envs.consequence.generator import (
-    context_grid,
-    context_table,
-    cross_rules,
-    make_config,
-    resource_splits,
-)
+from dilemmax.envs.consequence.env import ConsequenceEnv
+from dilemmax.envs.consequence.policies import SCRIPTED_POLICIES
+from dilemmax.envs.consequence.text import ConsequenceText
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 
+# Every game folder exports the same five names (tests/test_game_layout.py); everything else is
+# imported from its module (generator, metrics, policies, ...).
 __all__ = [
-    "RULE_NAMES",
+    "SCRIPTED_POLICIES",
     "ConsequenceConfig",
+    "ConsequenceEnv",
     "ConsequenceState",
-    "context_grid",
-    "context_table",
-    "cross_rules",
-    "make_config",
-    "resource_splits",
+    "ConsequenceText",
 ]

@@ -8,7 +8,6 @@ import pytest
 import dilemmax
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.moral_hazard import constants as c
-from dilemmax.envs.moral_hazard import make_config
 from dilemmax.envs.moral_hazard.conftest import (
     NO_MOVE,
     NO_NOTE,
@@ -22,6 +21,7 @@ from dilemmax.envs.moral_hazard.conftest import (
     local,
     note,
 )
+from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.moral_hazard.observation import ObsLayout, decode
 
 W_L, W_F, W_T, K = 0.35, 0.15, 0.50, 0.10

@@ -8,21 +8,18 @@ import numpy as np
 import pytest
 
 from dilemmax.envs import run_episode, run_episodes
-from dilemmax.envs.moral_hazard import (
-    condition_grid,
-    evaluate,
-    format_table,
-    incentive_grid,
-    make_config,
-    policies,
-)
 from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard import policies
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.evaluate import evaluate, format_table
 from dilemmax.envs.moral_hazard.generator import (
     NUM_TUPLES,
     TUPLE_BITS,
     cases_from_bits,
+    condition_grid,
+    incentive_grid,
     index_config,
+    make_config,
     sample_cases,
     target_options,
     utility_tuple,

@@ -8,17 +8,17 @@ import pytest
 
 import dilemmax
 from dilemmax.envs import run_episodes
-from dilemmax.envs.moral_hazard import (
+from dilemmax.envs.moral_hazard import constants as c
+from dilemmax.envs.moral_hazard import policies
+from dilemmax.envs.moral_hazard.conftest import fixed_config
+from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.generator import (
     condition_grid,
     incentive_grid,
     make_config,
-    policies,
-    random_control_moments,
     stack_configs,
 )
-from dilemmax.envs.moral_hazard import constants as c
-from dilemmax.envs.moral_hazard.conftest import fixed_config
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.moral_hazard.metrics import random_control_moments
 from dilemmax.envs.rollout import Observation
 
 NUM_EPISODES = 20_000
