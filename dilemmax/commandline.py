@@ -24,6 +24,7 @@ from pathlib import Path
 
 import jax
 
+from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, parse_value
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
@@ -89,10 +90,10 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
 
 
 def seed_int(text: str) -> int:
-    """argparse type of seeds: 0 .. 2**31 - 1."""
+    """argparse type of seeds: 0 .. INT32_MAX."""
     value = _int_arg(text)
-    if not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**31 - 1}, got {text!r}")
+    if not 0 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..{INT32_MAX}, got {text!r}")
     return value
 
 

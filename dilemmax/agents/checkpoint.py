@@ -59,6 +59,7 @@ import numpy as np
 from flax import serialization, traverse_util
 
 from dilemmax.agents.hashing import leaf_hashes
+from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.errors import UsageError
 
 CONFIG_FILE = "config.json"
@@ -387,7 +388,7 @@ def _orbax_meta(path: Path) -> dict:
     for name, leaf in leaves.items():
         ok = isinstance(leaf, dict) and isinstance(leaf.get("hash"), str)
         try:  # sizes bounded: read_raw allocates what the metadata claims
-            ok = ok and all(type(n) is int and 0 <= n < 2**31 for n in leaf["shape"])
+            ok = ok and all(type(n) is int and 0 <= n <= INT32_MAX for n in leaf["shape"])
             ok = ok and math.prod(leaf["shape"]) < 2**33 and jnp.dtype(leaf["dtype"]) is not None
         except (TypeError, ValueError, KeyError):
             ok = False

@@ -18,8 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs.option_spec import INT32_MAX, INT32_MIN
+
 INVALID_ACTION = -1
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def action_index(action) -> jax.Array:
@@ -39,7 +40,7 @@ def action_index(action) -> jax.Array:
         return x.astype(jnp.int32)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return jnp.int32(INVALID_ACTION)  # complex or other: not an action
-    whole = jnp.isfinite(x) & (x == jnp.floor(x)) & (x >= _INT32_MIN) & (x <= _INT32_MAX)
+    whole = jnp.isfinite(x) & (x == jnp.floor(x)) & (x >= INT32_MIN) & (x <= INT32_MAX)
     return jnp.where(whole, x, INVALID_ACTION).astype(jnp.int32)
 
 
@@ -47,12 +48,12 @@ def _concrete_index(arr: np.ndarray) -> np.ndarray:
     """A concrete value checked in numpy (before JAX could wrap a 64-bit int or overflow)."""
     arr = arr.reshape(()) if arr.size == 1 else arr
     if arr.dtype.kind in "iu":
-        inside = (arr >= _INT32_MIN) & (arr <= _INT32_MAX)
+        inside = (arr >= INT32_MIN) & (arr <= INT32_MAX)
         return np.where(inside, arr, INVALID_ACTION).astype(np.int32)
     if arr.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             whole = np.isfinite(arr) & (arr == np.floor(arr))
-            whole &= (arr >= _INT32_MIN) & (arr <= _INT32_MAX)
+            whole &= (arr >= INT32_MIN) & (arr <= INT32_MAX)
         return np.where(whole, np.where(whole, arr, 0).astype(np.int64), INVALID_ACTION).astype(
             np.int32
         )

@@ -24,8 +24,9 @@ import numpy as np
 
 from dilemmax.errors import UsageError
 
-# Largest int an int option may take unless its spec says less (int32, what JAX stores).
-INT32_MAX = 2**31 - 1
+# The int32 range, what JAX stores: the largest int an int option may take unless its spec says
+# less, the seeds of every command, the counts the trainers keep. Defined here only.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class OptionError(UsageError, ValueError):

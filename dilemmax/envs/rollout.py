@@ -38,6 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import INVALID_ACTION
+from dilemmax.envs.option_spec import INT32_MAX, INT32_MIN
 
 EPISODE_AXIS = "episodes"  # the axis of the mesh :func:`run_episodes` spreads episodes over
 
@@ -200,7 +201,7 @@ def policy_action(action: Any, agent: str) -> jax.Array:
     if isinstance(action, jax.core.Tracer):
         return jnp.reshape(action, ()).astype(jnp.int32)
     value = int(np.asarray(action).reshape(()))
-    if not -(2**31) <= value < 2**31:
+    if not INT32_MIN <= value <= INT32_MAX:
         value = INVALID_ACTION  # out of int32: an invalid action, flagged by the env
     return jnp.int32(value)
 

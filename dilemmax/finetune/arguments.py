@@ -8,6 +8,7 @@ import argparse
 import math
 
 from dilemmax.commandline import positive_int, seed_int
+from dilemmax.envs.option_spec import INT32_MAX
 
 
 def comma_list(cast, what: str):
@@ -49,14 +50,14 @@ def number(low: float, high: float = math.inf, low_open: bool = False, high_open
 
 
 def nonnegative_int(text: str) -> int:
-    """argparse type of a count that may be 0 (0 meaning "all" or "none"), below 2**31 (torch
-    and the trainers keep counts in 32 bits)."""
+    """argparse type of a count that may be 0 (0 meaning "all" or "none"), at most INT32_MAX
+    (torch and the trainers keep counts in 32 bits)."""
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"must be an integer in 0..{2**31 - 1}, got {text!r}")
+    if not 0 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0..{INT32_MAX}, got {text!r}")
     return value
 
 

@@ -21,9 +21,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.options import OptionError
 
-SEED_MAX = 2**31 - 1  # the seeds of every dilemmax command (commandline.seed_int)
+SEED_MAX = INT32_MAX  # the seeds of every dilemmax command (commandline.seed_int)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector.vector_env import AutoresetMode
 
+from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.envs.rollout import act, seat_policies, step_parts
@@ -42,7 +43,6 @@ from dilemmax.wrappers.legal import (
     parse_action,
 )
 
-_MAX_SEED = 2**31 - 1
 
 
 def resolve_policies(env, others, agent: str):
@@ -113,7 +113,7 @@ class SingleSeatEnv(gymnasium.Env):
         super().reset(seed=seed)
         if seed is not None:
             self._seeds = np.random.default_rng(seed)
-        self._key, key_reset = jax.random.split(jax.random.key(self._seeds.integers(_MAX_SEED)))
+        self._key, key_reset = jax.random.split(jax.random.key(self._seeds.integers(INT32_MAX)))
         self._obs, self._state = self._reset(key_reset)
         self._over = False
         return self._observation(), self._info()
@@ -249,7 +249,7 @@ class SingleSeatVectorEnv(gymnasium.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self._seeds = np.random.default_rng(seed)
-        key = jax.random.key(self._seeds.integers(_MAX_SEED))
+        key = jax.random.key(self._seeds.integers(INT32_MAX))
         self._key, key_reset = jax.random.split(key)
         self._obs, self._state = self._reset(jax.random.split(key_reset, self.num_envs))
         self._masks = np.asarray(self._mask(self._state)[self.agent], dtype=bool)

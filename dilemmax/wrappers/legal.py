@@ -14,10 +14,12 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from dilemmax.envs.option_spec import INT32_MAX
+
 ILLEGAL_ACTION_MODES = ("raise", "noop", "terminate")
 
 # The most envs a batch can have: jax.random.split, and array shapes, take int32 sizes.
-MAX_NUM_ENVS = 2**31 - 1
+MAX_NUM_ENVS = INT32_MAX
 
 
 class LegalDiscrete(gymnasium.spaces.Discrete):

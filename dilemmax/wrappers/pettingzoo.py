@@ -45,6 +45,7 @@ from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.agent_selector import AgentSelector
 
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.registry import make
 from dilemmax.wrappers.legal import (
     LegalDiscrete,
@@ -56,8 +57,6 @@ from dilemmax.wrappers.legal import (
     jax_action,
     parse_action,
 )
-
-_MAX_SEED = 2**31 - 1
 
 
 @functools.cache
@@ -185,7 +184,7 @@ class DilemmaxParallelEnv(ParallelEnv):
         # As in Gymnasium: a seed restarts the stream of episodes; no seed continues it.
         if seed is not None:
             self._seeds = np.random.default_rng(seed)
-        episode_seed = int(self._seeds.integers(_MAX_SEED))
+        episode_seed = int(self._seeds.integers(INT32_MAX))
         self._key, key_reset = jax.random.split(jax.random.key(episode_seed))
         obs, self._state, masks = self._reset(key_reset)
         obs, masks = jax.device_get((obs, masks))
