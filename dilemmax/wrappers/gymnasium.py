@@ -44,7 +44,6 @@ from dilemmax.wrappers.legal import (
 )
 
 
-
 def resolve_policies(env, others, agent: str):
     """Policies for every seat: names are looked up among the generic and the game's scripts."""
     named = policies_for(env)
