@@ -123,7 +123,7 @@ def measure(game: str, env, steps: int, numpy_state: bool, seed: int = 0) -> dic
 GAMES = {
     "moral_hazard": lambda: MoralHazardEnv(2),
     "consequence": lambda: ConsequenceEnv(),
-    "open_cleanup": lambda: OpenCleanupEnv(layout_pool_size=16, rule_pool_size=500),
+    "open_cleanup": lambda: OpenCleanupEnv(num_layouts=16, num_rules=500),
     "open_harvest": lambda: OpenHarvestEnv(num_layouts=16, num_rules=64),
 }
 

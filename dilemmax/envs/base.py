@@ -156,6 +156,9 @@ class MultiAgentEnv(abc.ABC):
             length). :func:`dilemmax.envs.options.check_env_options` checks them, and
             ``check_options_together`` the constraints between options; an option left out is
             checked against its annotation only.
+        renamed_options: an option's old name -> its name now. ``dilemmax.make``, ``--set``
+            and saved configs (run folders, transcripts) still accept the old name, with one
+            deprecation line on stderr (:func:`dilemmax.envs.registry.current_option_names`).
         version: the game's version, N in its id ``<game>-vN``. It is bumped by any change that
             could change what an agent learns or what a recorded result means: dynamics,
             rewards, observations, action meanings, or an option's meaning or default
@@ -168,6 +171,7 @@ class MultiAgentEnv(abc.ABC):
     obs_from_state: bool = False
     gathered_resets: bool = False
     option_specs: ClassVar[Mapping[str, OptionSpec]] = {}
+    renamed_options: ClassVar[Mapping[str, str]] = {}
     version: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kwargs):

@@ -29,15 +29,15 @@ from dataclasses import replace
 from typing import Any
 
 from dilemmax.envs.option_spec import (
-    _BAD,
     INT32_MAX,
+    NOT_ALLOWED,
     OptionError,
     OptionSpec,
-    _show,
     merge,
+    shown,
     spec_from_annotation,
 )
-from dilemmax.envs.registry import env_spec, registered_envs
+from dilemmax.envs.registry import current_option_names, env_spec, registered_envs
 
 __all__ = [
     "ENV_OPTIONS",
@@ -86,7 +86,7 @@ def parse_value(text: str, spec: OptionSpec | None = None, name: str = "value") 
     ``none`` / ``null`` is None for every kind that allows None (and untyped).
     """
     if not isinstance(text, str):
-        raise OptionError(f"{name}: expected text, got {_show(text)}")
+        raise OptionError(f"{name}: expected text, got {shown(text)}")
     if len(text) > MAX_TEXT:
         raise OptionError(f"{name}: value of {len(text)} characters (at most {MAX_TEXT})")
     raw = text.strip()
@@ -94,9 +94,9 @@ def parse_value(text: str, spec: OptionSpec | None = None, name: str = "value") 
     if raw.lower() in _NONE and (spec is None or spec.optional or kind == "any"):
         return None
     value = _PARSERS.get(kind, _parse_literal)(raw)
-    if value is _BAD:
+    if value is NOT_ALLOWED:
         expected = spec.describe() if spec is not None else "a value"
-        raise OptionError(f"option {name}={_show(text)} is not allowed: expected {expected}")
+        raise OptionError(f"option {name}={shown(text)} is not allowed: expected {expected}")
     if spec is not None:
         return spec.check(name, value)
     return value
@@ -108,33 +108,33 @@ def _parse_bool(raw: str) -> Any:
         return True
     if lowered in _FALSE:
         return False
-    return _BAD
+    return NOT_ALLOWED
 
 
 def _parse_int(raw: str) -> Any:
     raw = _unquote(raw)
     if not raw.isascii():
-        return _BAD
+        return NOT_ALLOWED
     digits = raw.replace("_", "")
     body = digits[1:] if digits[:1] in "+-" else digits
     if body.isdigit():
         if len(body) > 30:
-            return _BAD
+            return NOT_ALLOWED
         return int(digits)
     number = _parse_float(raw)
-    if number is _BAD or not math.isfinite(number) or not number.is_integer():
-        return _BAD
+    if number is NOT_ALLOWED or not math.isfinite(number) or not number.is_integer():
+        return NOT_ALLOWED
     return int(number)
 
 
 def _parse_float(raw: str) -> Any:
     raw = _unquote(raw)
     if not raw.isascii() or len(raw) > 100:
-        return _BAD
+        return NOT_ALLOWED
     try:
         return float(raw.replace("_", ""))
     except ValueError:
-        return _BAD
+        return NOT_ALLOWED
 
 
 def _parse_str(raw: str) -> Any:
@@ -144,7 +144,7 @@ def _parse_str(raw: str) -> Any:
 def _parse_literal(raw: str) -> Any:
     """JSON, else a Python literal, else the text itself."""
     value = _parse_structured(raw)
-    return _unquote(raw) if value is _BAD else value
+    return _unquote(raw) if value is NOT_ALLOWED else value
 
 
 def _parse_structured(raw: str) -> Any:
@@ -158,7 +158,7 @@ def _parse_structured(raw: str) -> Any:
             return parse(raw)
         except Exception:  # noqa: BLE001 - untrusted text: any failure means "not this format"
             continue
-    return _BAD
+    return NOT_ALLOWED
 
 
 def _parse_container(raw: str) -> Any:
@@ -244,7 +244,7 @@ def parse_env_options(env_id: str, pairs: Mapping[str, str]) -> dict[str, Any]:
     """
     specs = env_option_specs(env_id)
     out = {}
-    for name, text in pairs.items():
+    for name, text in current_option_names(env_id, pairs).items():
         if name not in specs:
             raise OptionError(
                 f"{env_id}: unknown option {name!r}; options: {', '.join(sorted(specs))}"

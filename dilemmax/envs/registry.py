@@ -21,7 +21,8 @@ from typing import Any
 import gymnasium
 
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.errors import EnvVersionError
+from dilemmax.envs.option_spec import OptionError
+from dilemmax.errors import EnvVersionError, deprecated
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,39 @@ def env_label(env: MultiAgentEnv) -> str:
     return f"{name}-v{int(type(game).version)}"
 
 
+def renamed_option(env_id: str, name: str) -> str:
+    """The name an option of ``env_id`` has now (``name`` itself unless the game renamed it)."""
+    game, _ = split_version(env_id)
+    if game not in _REGISTRY:
+        return name
+    return getattr(env_spec(game).load(), "renamed_options", {}).get(name, name)
+
+
+def current_option_names(env_id: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with every old option name the game renamed (its class's
+    ``renamed_options``) spelled as today, and one deprecation line on stderr per old name, so a
+    user's ``--set old=...`` and a run folder or transcript saved before the rename still work.
+    An old and a new name for the same option together are refused (an OptionError)."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        new = renamed_option(env_id, name)
+        if new != name:
+            if new in options:
+                raise OptionError(
+                    f"{env_id}: {name!r} is the old name of {new!r}; give only {new!r}"
+                )
+            deprecated(f"{split_version(env_id)[0]} option {name!r} is now {new!r}")
+        out[new] = value
+    return out
+
+
 def make(env_id: str, **kwargs) -> MultiAgentEnv:
     """Builds a registered environment; keyword arguments are its static options.
 
     ``env_id`` is a registered id, plain (``"moral_hazard"``: the current version) or versioned
     (``"moral_hazard-v0"``: refused unless that is the current version)."""
     env_cls = env_spec(env_id).load()
+    kwargs = current_option_names(env_id, kwargs)
     params = inspect.signature(env_cls.__init__).parameters
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     valid = sorted(name for name in params if name != "self")

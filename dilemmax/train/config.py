@@ -34,7 +34,13 @@ from dilemmax.envs.options import (
     parse_value,
     spec_from_annotation,
 )
-from dilemmax.envs.registry import check_version, env_spec, env_version
+from dilemmax.envs.registry import (
+    check_version,
+    current_option_names,
+    env_spec,
+    env_version,
+    renamed_option,
+)
 from dilemmax.train.envs import check_override_ranges
 
 
@@ -213,6 +219,7 @@ class TrainConfig:
         if ENV_VERSION in values:
             values = dict(values)
             _check_recorded_version(values, values.pop(ENV_VERSION), where)
+        values = _current_env_option_names(values)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
@@ -221,6 +228,18 @@ class TrainConfig:
                 f"keys: {', '.join(sorted(names))}"
             )
         return cls(**values)
+
+
+def _current_env_option_names(values: dict[str, Any]) -> dict[str, Any]:
+    """A config.json saved before a game renamed an option reads with the option's name now."""
+    env = values.get("env")
+    if not isinstance(env, str):
+        return values
+    values = dict(values)
+    for name in ("env_kwargs", "eval_env_kwargs"):
+        if isinstance(values.get(name), dict):
+            values[name] = current_option_names(env, values[name])
+    return values
 
 
 # The key of config.json that records the game's version (not a field: nothing sets it).
@@ -408,6 +427,7 @@ def _spec_for_key(key: str, env: str | None) -> OptionSpec | None:
     if head == "env_config" or env is None:
         return None
     specs = env_option_specs(env)
+    rest = renamed_option(env, rest)  # an old name: from_dict renames it, with one warning
     if rest not in specs:
         raise OptionError(f"{env}: unknown option {rest!r}; options: {', '.join(sorted(specs))}")
     return specs[rest]

@@ -118,7 +118,7 @@ def cases():
     found = {}
     found.update(_moral_hazard_cases())
     found.update(_consequence_cases())
-    found.update(_grid_case("open_cleanup", OpenCleanupEnv(layout_pool_size=8, rule_pool_size=64)))
+    found.update(_grid_case("open_cleanup", OpenCleanupEnv(num_layouts=8, num_rules=64)))
     found.update(_grid_case("open_harvest", OpenHarvestEnv(num_layouts=8, num_rules=64)))
     for _, prompt, _, _ in found.values():
         assert isinstance(prompt, Prompt)

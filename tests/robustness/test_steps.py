@@ -21,8 +21,8 @@ GAMES = {
     "consequence": {},
     "moral_hazard": {},
     "open_cleanup": {
-        "layout_pool_size": 4,
-        "rule_pool_size": 4,
+        "num_layouts": 4,
+        "num_rules": 4,
         "num_trials": 1,
         "trial_steps": 3,
     },

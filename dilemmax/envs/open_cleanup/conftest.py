@@ -11,7 +11,7 @@ from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
 from dilemmax.envs.open_cleanup.types import Rule
 
-SMALL = {"layout_pool_size": 16, "rule_pool_size": 500}
+SMALL = {"num_layouts": 16, "num_rules": 500}
 
 
 @pytest.fixture(scope="session")

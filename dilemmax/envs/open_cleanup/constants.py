@@ -164,8 +164,8 @@ ZAP_FREEZE_STEPS = 12
 EARLY_STEPS = 50  # "cells cleaned in the first 50 steps" metric
 
 # ----------------------------------------------------------------------------- pools
-LAYOUT_POOL_SIZE = 256
-RULE_POOL_SIZE = 100_000
+DEFAULT_NUM_LAYOUTS = 256
+DEFAULT_NUM_RULES = 100_000
 TRAIN_FRACTION = 0.8
 LAYOUT_POOL_SEED = 0
 RULE_POOL_SEED = 1

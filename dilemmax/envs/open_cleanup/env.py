@@ -76,7 +76,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         split: which part of the layout and rule pools ``sample_config`` draws from:
             ``"train"`` (first 80 %), ``"held_out"`` (the rest) or ``"all"``.
         pool_seed: seed of the layout pool; the rule pool uses ``pool_seed + 1``.
-        layout_pool_size, rule_pool_size, train_fraction: pool sizes and split.
+        num_layouts, num_rules, train_fraction: pool sizes and split.
         p_spawn, skew: waste reappearance (paper: 0.1 and 1.0); stored in each configuration.
         zap: add the reference's agent-zapping beam as action 9.
         clean_reward: training-signal shaping, not in the paper (0 by default): each shade of
@@ -100,13 +100,15 @@ class OpenCleanupEnv(MultiAgentEnv):
     # get_obs of their state).
     gathered_resets = True
     obs_from_state = True
+    # The pool sizes' names before 0.x's one layout for every game (open_harvest's names).
+    renamed_options = {"layout_pool_size": "num_layouts", "rule_pool_size": "num_rules"}
     option_specs = {
         "num_agents": OptionSpec("int", low=1, high=C.NUM_SPAWNS),
         "observation": OBSERVATION,
         "split": SPLIT,
         "pool_seed": POOL_SEED,
-        "layout_pool_size": OptionSpec("int", low=2, high=4096),
-        "rule_pool_size": OptionSpec("int", low=2, high=1_000_000),
+        "num_layouts": OptionSpec("int", low=2, high=4096),
+        "num_rules": OptionSpec("int", low=2, high=1_000_000),
         "train_fraction": FRACTION,
         "p_spawn": UNIT,
         "skew": UNIT,
@@ -141,8 +143,8 @@ class OpenCleanupEnv(MultiAgentEnv):
         observation: str = "codes",
         split: str = "train",
         pool_seed: int = C.LAYOUT_POOL_SEED,
-        layout_pool_size: int = C.LAYOUT_POOL_SIZE,
-        rule_pool_size: int = C.RULE_POOL_SIZE,
+        num_layouts: int = C.DEFAULT_NUM_LAYOUTS,
+        num_rules: int = C.DEFAULT_NUM_RULES,
         train_fraction: float = C.TRAIN_FRACTION,
         p_spawn: float = C.P_SPAWN,
         skew: float = C.SKEW,
@@ -173,12 +175,12 @@ class OpenCleanupEnv(MultiAgentEnv):
         self.max_steps = self.num_trials * self.trial_steps
         self.p_spawn, self.skew = float(p_spawn), float(skew)
         self.layout_pool = generator.select_split(
-            _layout_pool(int(pool_seed), int(layout_pool_size), self.height, self.width),
+            _layout_pool(int(pool_seed), int(num_layouts), self.height, self.width),
             split,
             train_fraction,
         )
         self.rule_pool = generator.select_split(
-            _rule_pool(int(pool_seed) + 1, int(rule_pool_size), *self.difficulty.values()),
+            _rule_pool(int(pool_seed) + 1, int(num_rules), *self.difficulty.values()),
             split,
             train_fraction,
         )

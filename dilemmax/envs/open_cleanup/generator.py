@@ -351,7 +351,7 @@ def _batched_attempt(height: int, width: int):
 
 def build_layout_pool(
     seed: int = C.LAYOUT_POOL_SEED,
-    size: int = C.LAYOUT_POOL_SIZE,
+    size: int = C.DEFAULT_NUM_LAYOUTS,
     height: int = C.GRID_HEIGHT,
     width: int = C.GRID_WIDTH,
     chunk: int = 512,
@@ -380,7 +380,7 @@ def build_layout_pool(
 
 def build_rule_pool(
     seed: int = C.RULE_POOL_SEED,
-    size: int = C.RULE_POOL_SIZE,
+    size: int = C.DEFAULT_NUM_RULES,
     recipe_length: int = C.RECIPE_LENGTH,
     num_tools: int = C.NUM_TOOLS,
     num_hues: int = C.NUM_HUES,

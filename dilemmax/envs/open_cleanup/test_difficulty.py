@@ -86,7 +86,7 @@ def test_easy_env_pools_stations_and_hue():
     held = dilemmax.make("open_cleanup", split="held_out", **EASIEST)
     rows = lambda env: {tuple(r) for r in np.asarray(env.rule_pool.items.effect_pairs).tolist()}
     assert len(rows(train)) + len(rows(held)) == 24 and not rows(train) & rows(held)
-    three = dilemmax.make("open_cleanup", num_tools=3, num_hues=1, rule_pool_size=2000)
+    three = dilemmax.make("open_cleanup", num_tools=3, num_hues=1, num_rules=2000)
     cfgs = jax.vmap(three.sample_config)(jax.random.split(jax.random.PRNGKey(0), 32))
     assert (np.asarray(cfgs.layout.station_tools) == np.arange(8) % 3).all()
     stations = np.asarray(cfgs.initial_grid) >= C.STATION_BASE

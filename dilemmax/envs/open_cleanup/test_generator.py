@@ -91,7 +91,7 @@ def test_pools_are_deterministic_in_the_seed_and_split_disjoint():
     leaves = lambda p: [np.asarray(x) for x in jax.tree.leaves(p.items)]  # noqa: E731
     assert all(np.array_equal(x, y) for x, y in zip(leaves(a), leaves(b), strict=True))
     assert not all(np.array_equal(x, y) for x, y in zip(leaves(a), leaves(c), strict=True))
-    rules = generator.build_rule_pool(seed=3, size=SMALL["rule_pool_size"])
+    rules = generator.build_rule_pool(seed=3, size=SMALL["num_rules"])
     train = generator.select_split(rules, "train")
     held = generator.select_split(rules, "held_out")
     assert pools.pool_size(train) == 400 and 0 < pools.pool_size(held) <= 100

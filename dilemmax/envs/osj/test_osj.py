@@ -29,7 +29,7 @@ PACKAGES = {
 
 @pytest.fixture(scope="module")
 def cleanup():
-    return OpenCleanupEnv(layout_pool_size=8, rule_pool_size=64, num_agents=3)
+    return OpenCleanupEnv(num_layouts=8, num_rules=64, num_agents=3)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_prompt_files_are_package_data(package):
 
 
 def test_every_cleanup_variant_fills_every_field(cleanup):
-    zap = OpenCleanupEnv(layout_pool_size=8, rule_pool_size=64, num_agents=3, zap=True)
+    zap = OpenCleanupEnv(num_layouts=8, num_rules=64, num_agents=3, zap=True)
     for env in (cleanup, zap):
         for role in (None, "cooperator", "defector"):
             system = env.text_protocol(role=role).system_prompt("agent_2")
