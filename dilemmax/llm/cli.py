@@ -18,117 +18,29 @@ plays every N-th episode of the run (each shard with its own --out, transcript a
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from dilemmax.commandline import output_file, parse_assignments
-from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.memory import check_waves_fit
-from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
-from dilemmax.envs.registry import env_spec, make
-from dilemmax.envs.rollout import num_configs_of
-from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
-from dilemmax.llm import shards
-from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.policy import CallStats
-from dilemmax.llm.results import format_calls, format_summary, summarize
-from dilemmax.llm.seats import (  # add_model_arguments, build_seat: imported from here by users
+from dilemmax.commandline import (
     add_model_arguments,
-    check_specs,
-    seat_specs,
+    generate_config,
+    output_file,
+    parse_assignments,
 )
-from dilemmax.llm.session import Part, Shard, check_run_options, model_identity, play_parts
+from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
+from dilemmax.llm.api import PlayRun, merge_play_shards, play_session
+from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.results import format_calls, format_summary
+from dilemmax.llm.seats import seat_entries
+from dilemmax.llm.session import ON_CALL_ERROR
 from dilemmax.llm.transcript import TranscriptMismatch
-
-
-# --------------------------------------------------------------------------- env and grids
-def _env_options(env_id: str, sets: dict) -> dict:
-    """``--set`` options, defaulting ``split`` to the held-out part where the env has one."""
-    options = dict(sets)
-    try:
-        env_class = env_spec(env_id).load()
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    params = inspect.signature(env_class.__init__).parameters
-    if "split" in params and "split" not in options:
-        options["split"] = "held_out"  # language-model runs evaluate on unseen layouts/rules
-    return options
-
-
-def _make_env(env_id: str, options: dict):
-    try:
-        return make(env_id, **options)
-    except (TypeError, ValueError) as error:
-        raise UsageError(f"{env_id}: {error}") from error
-
-
-GRID_ENVS = ("consequence", "moral_hazard")
-
-
-def grid_parts(env_id: str, env, options: dict) -> list[tuple[str, Any, Any, list[str]]]:
-    """(part name, env, batched configs, config names) per part of the env's sweep."""
-    if env_id == "consequence":
-        configs = env.config_grids()["context_grid"]()  # rule-major: each rule's contexts in turn
-        num = int(configs.threshold.shape[0]) // len(env.rules)
-        names = [f"rule={C.RULE_NAMES[r]}" for r in env.rules for _ in range(num)]
-        return [("grid", env, configs, names)]
-    if env_id == "moral_hazard":
-        reward = "private" if bool(env.default_config.private_reward) else "team"
-        mapping = options.get("mapping", "highest")
-        parts = []
-        for n, conditions in moral_hazard_generator.condition_grid(mapping, reward).items():
-            group_env = (
-                env if n == env.num_agents else _make_env(env_id, {**options, "num_agents": n})
-            )
-            parts.append((f"n={n}", group_env, conditions.configs, list(conditions.names)))
-        return parts
-    raise UsageError(f"{env_id} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
-
-
-# --------------------------------------------------------------------------- the command
-def _identity(args, options, protocol_options, specs) -> dict:
-    identity = {
-        "env": args.env,
-        "env_options": options,
-        "protocol": protocol_options,
-        "seats": specs,
-        "default_seat": args.seats,
-        "seed": args.seed,
-        "episodes": args.episodes,
-        "envs": args.envs,
-        "max_steps": args.max_steps,
-        "grid": args.grid,
-        "rotate": args.rotate,
-        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
-    }
-    # Options that change replies or moves, named only when set, so the run key of a run
-    # without them (and so its resume) is what it always was.
-    model = model_identity(args, MODEL_DEFAULTS)
-    if model:
-        identity["model_options"] = model
-    if args.on_call_error != "stop":
-        identity["on_call_error"] = args.on_call_error
-    return identity
-
-
-def _model_defaults() -> dict:
-    parser = argparse.ArgumentParser(add_help=False)
-    add_model_arguments(parser)
-    return vars(parser.parse_args([]))
-
-
-MODEL_DEFAULTS = _model_defaults()
 
 
 def _cmd_play(args) -> int:
     try:
         if args.env == "merge":
-            return _merge(args)
+            return _merge(args.dirs, args.out, args.json)
         if args.dirs:
             raise UsageError(f"unexpected argument(s) {args.dirs}: only `play merge` takes folders")
         return _play(args)
@@ -137,87 +49,56 @@ def _cmd_play(args) -> int:
         return 2
 
 
-def _parts(args) -> tuple[list[Part], dict]:
-    """The parts ``args`` asks for (the grid's, or one) and the run's identity."""
-    check_run_options(args)
-    if args.episodes < 1 or args.envs < 1:
-        raise UsageError("--episodes and --envs must be >= 1")
-    if args.grid and args.env not in GRID_ENVS:
-        raise UsageError(f"{args.env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
-    options = _env_options(args.env, parse_assignments(args.set))
-    protocol_options = parse_assignments(args.protocol, "--protocol")
-    env = _make_env(args.env, options)
-    grid = grid_parts(args.env, env, options) if args.grid else [("main", env, None, None)]
-    episodes = sum(args.episodes * (num_configs_of(configs) or 1) for _, _, configs, _ in grid)
-    check_waves_fit(env, args.envs, episodes, "play", "--envs or --episodes")
-    specs = seat_specs(env, args)
-    check_specs(env, specs, args.seats, args)
-    parts = [
-        Part(name, part_env, configs, names, episodes=args.episodes, rotate=args.rotate)
-        for name, part_env, configs, names in grid
-    ]
-    return parts, _identity(args, options, protocol_options, specs)
-
-
 def _play(args) -> int:
-    parts, identity = _parts(args)
-    session = play_parts(parts, args, identity, "play")
-    results = []
-    for part, result in zip(parts, session.results, strict=True):
-        names = part.config_names
-        for info in result.episodes:
-            label = names[info["config_index"]] if names else None
-            info["group"] = (label or info["part"]) if args.grid else "all"
-        results.append((result, names))
-    payload = _report(args, results, session.out)
-    if Shard.parse(args.shard).sharded:
-        shards.write_record(session, "play", identity, args, extra={})
-        print(f"shard {args.shard}: merge the shards with `dilemmax play merge DIR... --out DIR`")
-    return payload
-
-
-def _merge(args) -> int:
-    """``dilemmax play merge SHARD_DIR... --out DIR``: the shards' episodes as one run."""
-    if args.json:
+    """``dilemmax play ENV ...``: the flags as :func:`~dilemmax.llm.api.play_session`'s
+    arguments."""
+    if args.json:  # checked writable before the run
         output_file(args.json, "--json")
-    merged = shards.merge(args.dirs, args.out, "play")
-    merged.args.json = args.json
-    results = [(r, None) for r in merged.results]
-    return _report(merged.args, results, merged.out)
-
-
-def _report(args, results, out) -> int:
-    stats: dict[str, CallStats] = {}
-    for result, _ in results:
-        for seat, s in result.stats.items():
-            stats[seat] = stats.get(seat, CallStats()).merged(s)
-    summaries = summarize([(r.metrics, r.episodes) for r, _ in results], lambda info: info["group"])
-    episodes = sum(len(r.episodes) for r, _ in results)
-    wall = sum(r.wall_s for r, _ in results)
-    truncated = sum(e["truncated"] for r, _ in results for e in r.episodes)
-    print(
-        f"{args.env}: {episodes} episode(s) in {wall:.1f}s"
-        + (f", {truncated} stopped at --max-steps {args.max_steps}" if truncated else "")
+    run = play_session(
+        args.env,
+        seats=seat_entries(args.seat),
+        default_seat=args.seats,
+        episodes=args.episodes,
+        seed=args.seed,
+        envs=args.envs,
+        max_steps=args.max_steps,
+        env_options=parse_assignments(args.set),
+        protocol=parse_assignments(args.protocol, "--protocol"),
+        generate=generate_config(args),
+        grid=args.grid,
+        rotate=args.rotate,
+        on_call_error=args.on_call_error,
+        out=args.out,
+        resume=args.resume,
+        shard=args.shard,
+        progress=not args.no_progress,
     )
-    print(format_summary(summaries))
-    calls = format_calls(stats)
+    _report(run, args.json)
+    if args.shard is not None and run.out is not None and (run.out / "shard.json").is_file():
+        print(f"shard {args.shard}: merge the shards with `dilemmax play merge DIR... --out DIR`")
+    return 0
+
+
+def _merge(dirs: list[str], out: str | None, json_path: str | None) -> int:
+    """``dilemmax play merge SHARD_DIR... --out DIR``: the shards' episodes as one run."""
+    if json_path:
+        output_file(json_path, "--json")
+    _report(merge_play_shards(dirs, out), json_path)
+    return 0
+
+
+def _report(run: PlayRun, json_path: str | None) -> None:
+    """The run's summary and call counts on stdout; its results in ``json_path`` too."""
+    stopped = f", {run.truncated} stopped at --max-steps {run.max_steps}" if run.truncated else ""
+    print(f"{run.env}: {len(run.episodes)} episode(s) in {run.wall_s:.1f}s{stopped}")
+    print(format_summary(run.summary))
+    calls = format_calls(run.calls)
     if calls:
         print(calls)
-    payload = {
-        "summary": {g: {m: list(v) for m, v in rows.items()} for g, rows in summaries.items()},
-        "calls": {seat: s.summary() for seat, s in stats.items()},
-        "episodes": [
-            {**e, "metrics": {k: np.asarray(v[i]).tolist() for k, v in r.metrics.items()}}
-            for r, _ in results
-            for i, e in enumerate(r.episodes)
-        ],
-    }
-    if out is not None:
-        (out / "results.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-        print(f"transcript: {out / 'transcript.jsonl'}  results: {out / 'results.json'}")
-    if getattr(args, "json", None):  # checked writable before the run (output_paths)
-        Path(args.json).write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    return 0
+    if run.out is not None:
+        print(f"transcript: {run.out / 'transcript.jsonl'}  results: {run.out / 'results.json'}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(run.to_json(), indent=1, default=str) + "\n")
 
 
 def add_commands(subparsers) -> None:
@@ -238,7 +119,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
     p.add_argument(
         "--on-call-error",
-        choices=("stop", "invalid"),
+        choices=ON_CALL_ERROR,
         default="stop",
         help="a call that failed after its retries: stop the run (resume later; default) or "
         "play the invalid move and go on",

@@ -1,10 +1,12 @@
 """A play session: a list of parts played through the batched harness under one transcript.
 
-The run core of ``dilemmax play`` and ``dilemmax experiment``. A :class:`Part` is one batch of
-episodes (an env, its configurations, the seats it fixes over the user's ``--seat`` /
-``--seats``, its protocol options, its rotations); :func:`play_parts` checks every seat, takes the
-run folder's lock, opens the transcript (or resumes it), plays each part with a progress bar over
-all of them and gives one :class:`~dilemmax.llm.play.PlayResult` per part. A fresh folder where
+The run core of ``dilemmax play``, ``dilemmax experiment`` and ``dilemmax scenarios evaluate``. A
+:class:`Part` is one batch of episodes (an env, its configurations, the seats it fixes over the
+user's, its protocol options, its rotations); :class:`SessionOptions` is how the session plays
+them (the user's seats, the model's :class:`~dilemmax.llm.config.GenerateConfig`, the protocol
+options, the run folder, the shard). :func:`play_parts` checks every seat, takes the run folder's
+lock, opens the transcript (or resumes it), plays each part with a progress bar over all of them
+and gives one :class:`~dilemmax.llm.play.PlayResult` per part. A fresh folder where
 nothing was recorded when the run failed is removed again, so the corrected command needs no
 ``--resume``.
 
@@ -34,12 +36,13 @@ from typing import Any
 import jax
 from tqdm import tqdm
 
-from dilemmax.commandline import output_file, output_folder, parse_assignments
+from dilemmax.commandline import output_folder
 from dilemmax.envs.registry import env_label
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import sampling
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.play import (
     BatchedPlay,
     PlayResult,
@@ -49,7 +52,7 @@ from dilemmax.llm.play import (
     rotate_seats,
     seat_protocols,
 )
-from dilemmax.llm.seats import check_specs, seat_specs, seats_for
+from dilemmax.llm.seats import check_agents, check_specs, seats_for
 from dilemmax.llm.transcript import Transcript
 from dilemmax.runlock import RunFolderError, RunLock
 
@@ -126,51 +129,107 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
+# --------------------------------------------------------------------------- options
+ON_CALL_ERROR = ("stop", "invalid")  # a call failed after its retries: stop the run, or go on
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a session plays its parts: the options ``dilemmax play``, ``experiment`` and
+    ``scenarios evaluate`` share (their flags in parentheses).
+
+    Attributes:
+        seats: agent -> seat spec (``--seat agent=spec``), under a part's own seats.
+        default_seat: the spec of every seat neither names (``--seats``).
+        generate: the model options of every model seat, under a seat's own.
+        protocol: text-protocol options of every part (``--protocol``), under a part's own.
+        envs: environments stepped together (``--envs``).
+        seed: the run's seed (``--seed``).
+        max_steps: stop each episode after this many steps (None: the game's own end).
+        on_call_error: a call that failed after its retries: ``"stop"`` the run (resume later)
+            or play the ``"invalid"`` move and go on.
+        out: the run folder (transcript.jsonl; None: nothing written).
+        resume: continue the run in ``out``.
+        progress: show a progress bar on stderr.
+        shard: play only this shard of the episodes (``--shard i/N``; text is parsed).
+    """
+
+    seats: Mapping[str, str] = field(default_factory=dict)
+    default_seat: str | None = None
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+    envs: int = 16
+    seed: int = 0
+    max_steps: int | None = None
+    on_call_error: str = "stop"
+    out: Path | None = None
+    resume: bool = False
+    progress: bool = True
+    shard: Shard = field(default_factory=Shard)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.out, str):
+            object.__setattr__(self, "out", Path(self.out))
+        if not isinstance(self.shard, Shard):
+            object.__setattr__(self, "shard", Shard.parse(self.shard))
+
+
 # --------------------------------------------------------------------------- checks
 PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
 
 # Model options that decide how calls travel, not what they answer: left out of a run's
 # identity, so a shard may use its own server and a resume may change them.
 TRANSPORT_WORDS = ("url", "key", "timeout", "attempts", "concurrency")
+# The model options a run's identity names as its "sampling" list, in this order.
+SAMPLING_IDENTITY = ("temperature", "top_p", "max_tokens", "seed")
 
 
-def check_run_options(args) -> None:
+def check_run_options(options: SessionOptions) -> None:
     """The options every session reads, checked before anything is built or written."""
-    if args.envs < 1:
+    if options.envs < 1:
         raise UsageError("--envs must be >= 1")
-    if args.max_steps is not None and args.max_steps < 1:
+    if options.max_steps is not None and options.max_steps < 1:
         raise UsageError("--max-steps must be >= 1")
-    if args.resume and not args.out:
+    if options.resume and not options.out:
         raise UsageError("--resume needs the --out folder of the run to continue")
-    sampling.check_option(args.seed, PLAY_SEED, "--seed")
-    sampling.check_flags(args)
-    if Shard.parse(getattr(args, "shard", None)).sharded and not args.out:
+    if options.on_call_error not in ON_CALL_ERROR:
+        raise UsageError(
+            f"--on-call-error {options.on_call_error!r}: expected {' or '.join(ON_CALL_ERROR)}"
+        )
+    sampling.check_option(options.seed, PLAY_SEED, "--seed")
+    options.generate.check()
+    if options.shard.sharded and not options.out:
         raise UsageError("--shard needs --out: a shard's transcript and record are merged later")
 
 
-def model_identity(args, defaults: Mapping[str, Any]) -> dict:
-    """The model options (``add_model_arguments``'s) that differ from their defaults and may
-    change replies: what a run's identity must add to the sampling values it names."""
-    named = {"temperature", "top_p", "max_tokens", "model_seed"}
-    return {
-        name: getattr(args, name)
-        for name, default in defaults.items()
-        if name not in named
-        and not any(word in name for word in TRANSPORT_WORDS)
-        and getattr(args, name, default) != default
-    }
+def sampling_identity(generate: GenerateConfig) -> list:
+    """The sampling values a run's identity names: temperature, top_p, max_tokens, seed."""
+    return [getattr(generate, name) for name in SAMPLING_IDENTITY]
 
 
-def output_paths(args) -> tuple[Path | None, bool]:
-    """(the run folder or None without --out, whether this call created it), checked with --json
-    before any work: a file in the way, a place that cannot be written, or a --resume with
-    nothing to continue is refused."""
-    if getattr(args, "json", None):
-        output_file(args.json, "--json")
-    if not args.out:
+def model_identity(generate: GenerateConfig) -> dict:
+    """The model options that differ from their defaults and may change replies (not the
+    sampling values, not how calls travel): what a run's identity adds to its sampling list.
+    Each is named as its flag (``output_mode``), as runs before GenerateConfig named them."""
+    default = GenerateConfig()
+    named = {}
+    for f in dataclasses.fields(GenerateConfig):
+        flag = (f.metadata["flag"] or f.name).removeprefix("--").replace("-", "_")
+        if f.name in SAMPLING_IDENTITY or any(word in flag for word in TRANSPORT_WORDS):
+            continue
+        if getattr(generate, f.name) != getattr(default, f.name):
+            named[flag] = getattr(generate, f.name)
+    return named
+
+
+def output_paths(out: Path | None, resume: bool) -> tuple[Path | None, bool]:
+    """(the run folder or None, whether this call created it), checked before any work: a file
+    in the way, a place that cannot be written, or a resume with nothing to continue is
+    refused."""
+    if not out:
         return None, False
-    out = Path(args.out)
-    if args.resume and not (out / "transcript.jsonl").is_file():
+    out = Path(out)
+    if resume and not (out / "transcript.jsonl").is_file():
         raise RunFolderError(
             f"--resume: {out} holds no transcript.jsonl, so there is no run to continue; "
             "drop --resume to start one"
@@ -178,13 +237,20 @@ def output_paths(args) -> tuple[Path | None, bool]:
     return output_folder(out, "--out")
 
 
-def user_specs(parts: Sequence[Part], args) -> dict[str, str]:
-    """agent -> spec of the user's ``--seat`` entries, checked against the widest part's agents
-    and, with every spec a part fixes, checked well formed before any folder is written."""
+def user_specs(parts: Sequence[Part], options: SessionOptions) -> dict[str, str]:
+    """agent -> spec of the user's seats, checked against the widest part's agents and, with
+    every spec a part fixes, checked well formed before any folder is written."""
     widest = max((p.env for p in parts), key=lambda env: env.num_agents)
-    specs = seat_specs(widest, args)
+    specs = dict(options.seats)
+    check_agents(widest, specs)
     for part in parts:
-        check_specs(part.env, {**specs, **part.seats}, args.seats, args)
+        check_specs(
+            part.env,
+            {**specs, **part.seats},
+            options.default_seat,
+            options.generate,
+            options.protocol,
+        )
     return specs
 
 
@@ -201,6 +267,7 @@ class SessionResult:
         total: episodes of the whole (unsharded) run.
         out: the run folder (None without --out).
         transcript_run: the transcript's run key (None without --out).
+        shard: the shard played (``Shard()``: the whole run).
     """
 
     names: list[str]
@@ -209,24 +276,28 @@ class SessionResult:
     total: int
     out: Path | None
     transcript_run: str | None = None
+    shard: Shard = field(default_factory=Shard)
 
 
 def play_parts(
-    parts: Sequence[Part], args, identity: Mapping[str, Any], command: str = "play"
+    parts: Sequence[Part],
+    options: SessionOptions,
+    identity: Mapping[str, Any],
+    command: str = "play",
 ) -> SessionResult:
-    """Plays ``parts`` as one run of ``args`` (seat, model, run and --out options of ``dilemmax
-    play``); ``identity`` is what the transcript is keyed by (the shard is added to it)."""
-    check_run_options(args)
-    shard = Shard.parse(getattr(args, "shard", None))
+    """Plays ``parts`` as one run under ``options``; ``identity`` is what the transcript is
+    keyed by (the shard is added to it), ``command`` names the run in its folder's lock."""
+    check_run_options(options)
+    shard = options.shard
     names = [p.name for p in parts]
     if len(set(names)) != len(names):  # the transcript keys calls by part name
         raise ValueError(f"the parts' names repeat ({names})")
     for part in parts:
         if part.episodes < 1:
             raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
-        _protocol(part, run_options(part, args))  # a refused --protocol before any folder
-    specs = user_specs(parts, args)
-    out, created = output_paths(args)
+        _protocol(part, run_options(part, options.protocol))  # refused before any folder
+    specs = user_specs(parts, options)
+    out, created = output_paths(options.out, options.resume)
     identity = {**identity, **({"shard": str(shard)} if shard.sharded else {})}
     total = sum(p.num_jobs * p.rotations for p in parts)
     with contextlib.ExitStack() as stack:
@@ -239,38 +310,38 @@ def play_parts(
                 Transcript(
                     out / "transcript.jsonl",
                     identity,
-                    resume=args.resume,
+                    resume=options.resume,
                     games=[env_label(p.env) for p in parts],
                 )
             )
             opened.append(transcript)
         mine = len(range(shard.index, total, shard.count))
         bar = stack.enter_context(
-            tqdm(total=mine, unit="episode", disable=args.no_progress, file=sys.stderr)
+            tqdm(total=mine, unit="episode", disable=not options.progress, file=sys.stderr)
         )
-        player = _Player(args, specs, transcript, bar, shard)
+        player = _Player(options, specs, transcript, bar)
         results, orders = [], []
         for part in parts:
             result, order = player.play(part)
             results.append(result)
             orders.append(order)
     run = transcript.run if transcript is not None else None
-    return SessionResult([p.name for p in parts], results, orders, total, out, run)
+    return SessionResult([p.name for p in parts], results, orders, total, out, run, shard)
 
 
 class _Player:
     """Plays one part after another, counting the whole run's episodes for the shard."""
 
-    def __init__(self, args, specs, transcript, bar, shard: Shard):
-        self.args, self.specs, self.transcript, self.bar = args, specs, transcript, bar
-        self.shard = shard
+    def __init__(self, options: SessionOptions, specs, transcript, bar):
+        self.options, self.specs, self.transcript, self.bar = options, specs, transcript, bar
+        self.shard = options.shard
         self.cache: dict = {}  # spec -> Seat: one client per model spec, batched together
         self.built_for: dict[str, Any] = {}  # spec -> the env its scripted / trained seat is of
         self.played = 0  # episodes of the whole run before the part being played
 
     def play(self, part: Part) -> tuple[PlayResult, list[int]]:
-        args = self.args
-        options = run_options(part, args)
+        run = self.options
+        options = run_options(part, run.protocol)
         protocol = _protocol(part, options)
         made = {options_key(options): protocol}
         base = self._seats(part)
@@ -282,17 +353,17 @@ class _Player:
                 part.env,
                 seats,
                 protocol,
-                args.envs,
-                args.max_steps,
+                run.envs,
+                run.max_steps,
                 self.transcript,
                 self.bar,
-                on_call_error=args.on_call_error,
+                on_call_error=run.on_call_error,
                 protocols=protocols,
                 keep_steps=part.keep_steps,
             )
             select = self._select(part.num_jobs)
             name = part.name if not part.rotate else f"{part.name}/rot{shift}"
-            key = jax.random.key(args.seed)
+            key = jax.random.key(run.seed)
             rotations.append(runner.run(key, part.episodes, part.configs, name, select))
             positions = range(part.num_jobs) if select is None else select
             order += [self.played + p for p in positions]
@@ -303,7 +374,8 @@ class _Player:
         """The part's seats (its own over the user's), each with its agent's protocol options."""
         specs = {**self.specs, **part.seats}
         self._forget_seats_of_other_envs(part.env)
-        seats = seats_for(part.env, specs, self.args.seats, self.args, self.cache)
+        run = self.options
+        seats = seats_for(part.env, specs, run.default_seat, run.generate, run.protocol, self.cache)
         for seat in seats:
             if not seat.is_model:
                 self.built_for[seat.name] = part.env
@@ -355,9 +427,9 @@ def carries_memory(protocol: TextProtocol) -> bool:
     return own or bool(getattr(protocol, "memory_rounds", 0))
 
 
-def run_options(part: Part, args) -> dict[str, Any]:
-    """The part's protocol options over the user's ``--protocol``."""
-    return {**parse_assignments(args.protocol, "--protocol"), **part.protocol_options}
+def run_options(part: Part, protocol: Mapping[str, Any]) -> dict[str, Any]:
+    """The part's protocol options over the user's (``--protocol``)."""
+    return {**protocol, **part.protocol_options}
 
 
 def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None:

@@ -16,7 +16,6 @@ as the run played on one machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -53,8 +52,12 @@ class ShardError(UsageError):
 
 
 # --------------------------------------------------------------------------- writing
-def write_record(session, command: str, identity: Mapping[str, Any], args, extra: dict) -> Path:
-    """``<out>/shard.json`` for a finished shard (written whole, then renamed into place)."""
+def write_record(
+    session, command: str, identity: Mapping[str, Any], options: Mapping[str, Any], extra: dict
+) -> Path:
+    """``<out>/shard.json`` for a finished shard of ``session`` (a
+    :class:`~dilemmax.llm.session.SessionResult`), written whole, then renamed into place.
+    ``options`` (the run's options, as JSON) are what a merge gives back."""
     parts = []
     zipped = zip(session.names, session.results, session.orders, strict=True)
     for p, (name, result, order) in enumerate(zipped):
@@ -81,7 +84,7 @@ def write_record(session, command: str, identity: Mapping[str, Any], args, extra
                 "wall_s": result.wall_s,
             }
         )
-    shard = [int(x) for x in str(args.shard).split("/")]
+    shard = [session.shard.index, session.shard.count]
     record = {
         "format": FORMAT,
         "version": VERSION,
@@ -90,7 +93,7 @@ def write_record(session, command: str, identity: Mapping[str, Any], args, extra
         "identity": as_json(dict(identity)),
         "shard": shard,
         "total": session.total,
-        "options": options_of(args),
+        "options": as_json(dict(options)),
         "extra": extra,
         "parts": parts,
     }
@@ -99,11 +102,6 @@ def write_record(session, command: str, identity: Mapping[str, Any], args, extra
     temporary.write_text(json.dumps(record, indent=1, default=str) + "\n")
     os.replace(temporary, path)
     return path
-
-
-def options_of(args) -> dict:
-    """The command's options as JSON (what a merge rebuilds the namespace from)."""
-    return as_json({k: v for k, v in vars(args).items() if not callable(v)})
 
 
 def as_json(value: Any) -> Any:
@@ -118,13 +116,14 @@ class Merged:
 
     Attributes:
         results: one PlayResult per part, episodes in the whole run's order.
-        args: the first shard's options as a namespace (``out`` the merge's folder, no shard).
+        options: the first shard's recorded options (``out`` the merge's folder, no shard, no
+            resume, no json).
         identity: the run's identity (without the shard); ``extra``: shard 0's extra results.
         out: the merge's folder.
     """
 
     results: list[PlayResult]
-    args: argparse.Namespace
+    options: dict
     identity: dict
     extra: dict
     out: Path
@@ -144,11 +143,11 @@ def merge(
     dirs: Sequence[str],
     out: str | None,
     command: str,
-    check: Callable[[argparse.Namespace, dict], None] | None = None,
+    check: Callable[[dict, dict], None] | None = None,
 ) -> Merged:
     """The shards in ``dirs`` merged into ``out`` (its merged transcript written there).
 
-    Every shard file (records, steps files) is read and checked first, then ``check(args,
+    Every shard file (records, steps files) is read and checked first, then ``check(options,
     identity)`` (the command's own checks of the recorded options); only then is ``out``
     made and written, so a refused merge leaves it as it was."""
     if not dirs:
@@ -163,10 +162,9 @@ def merge(
     first = records[0][1]
     options = {**first["options"], "out": str(out), "shard": None, "resume": False}
     options["json"] = None
-    args = argparse.Namespace(**options)
     if check is not None:
         try:
-            check(args, first["identity"])
+            check(options, first["identity"])
         except UsageError as error:
             raise ShardError(f"{records[0][0] / RECORD}: {error}") from None
     refuse_other_writer(out, f"{command} merge")
@@ -176,9 +174,9 @@ def merge(
             if (folder / name).exists():
                 raise ShardError(f"--out {folder} already holds {name}; choose a new folder")
         _merge_transcripts([d for d, _ in records], folder, first)
-    args.out = str(folder)
+    options["out"] = str(folder)
     extra = next(r["extra"] for _, r in records if r["shard"][0] == 0)
-    return Merged(results, args, first["identity"], extra, folder, first["run"], created)
+    return Merged(results, options, first["identity"], extra, folder, first["run"], created)
 
 
 def read_record(folder: Path, command: str) -> dict:

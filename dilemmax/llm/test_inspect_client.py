@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 import dilemmax
+from dilemmax.commandline import add_model_arguments, generate_config
 from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.inspect_client import InspectClient
 from dilemmax.llm.inspect_messages import chat_messages, chat_request, completion_from_output
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
-from dilemmax.llm.seats import add_model_arguments, build_seat
+from dilemmax.llm.seats import build_seat
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_resume import reply  # planted moral-hazard replies (query, note, final)
 
@@ -28,10 +30,10 @@ REQUEST = ChatRequest(({"role": "system", "content": "rules"}, {"role": "user", 
 FAST = ["--timeout", "5", "--max-attempts", "4"]
 
 
-def model_args(*argv: str) -> argparse.Namespace:
+def model_args(*argv: str) -> GenerateConfig:
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
-    return parser.parse_args([*FAST, *argv])
+    return generate_config(parser.parse_args([*FAST, *argv]))
 
 
 def play(env, seat, episodes=4):

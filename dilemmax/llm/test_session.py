@@ -3,7 +3,6 @@ played against two servers whose merge is the whole run (metrics, episodes, call
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -11,9 +10,9 @@ import pytest
 
 import dilemmax
 from dilemmax.cli import main
-from dilemmax.llm.seats import add_model_arguments
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.server import LocalChatServer
-from dilemmax.llm.session import Part, Shard, play_parts
+from dilemmax.llm.session import Part, SessionOptions, Shard, play_parts
 from dilemmax.llm.transcript import read_lines
 
 
@@ -32,14 +31,9 @@ def calls_in(out: Path) -> list[dict]:
     return [r for r in rows if r["type"] == "call"]
 
 
-def session_args(url: str, out: Path, **overrides) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_model_arguments(parser)
-    args = parser.parse_args(["--base-url", url])
-    settings = dict(seat=None, seats="openai:tiny", protocol=None, envs=2, seed=0, max_steps=None,
-                    on_call_error="stop", out=out and str(out), resume=False, no_progress=True,
-                    shard=None, grid=False, json=None, env="moral_hazard")  # fmt: skip
-    return argparse.Namespace(**{**vars(args), **settings, **overrides})
+def session_args(url: str, out: Path | None, **overrides) -> SessionOptions:
+    settings = dict(default_seat="openai:tiny", envs=2, out=out, progress=False)
+    return SessionOptions(generate=GenerateConfig(base_url=url), **{**settings, **overrides})
 
 
 def test_a_seat_protocol_option_is_that_seats_and_moves_with_it_on_rotation(tmp_path):
@@ -154,6 +148,6 @@ def test_a_trained_seat_is_checked_against_each_parts_env(tmp_path):
     run = fake_trained_run(tmp_path / "trained")  # trained on two-agent moral_hazard
     parts = [Part("pair", dilemmax.make("moral_hazard")),
              Part("trio", dilemmax.make("moral_hazard", num_agents=3))]  # fmt: skip
-    args = session_args("http://127.0.0.1:9/v1", None, seats=f"trained:{run}")
+    args = session_args("http://127.0.0.1:9/v1", None, default_seat=f"trained:{run}")
     with pytest.raises(UsageError, match="cannot load trained seat"):
         play_parts(parts, args, {})
