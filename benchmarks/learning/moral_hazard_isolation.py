@@ -82,7 +82,7 @@ def main() -> None:
         "moral_hazard",
         "ippo",
         {
-            "env_kwargs": {"num_agents": 2, "reward": "private", "mapping": "highest"},
+            "env_kwargs": {"num_agents": 2, "payoff": "private", "mapping": "highest"},
             "learners": [0],
             "partner_policy": "isolation_partner",
             # Only the work move (LOCAL / QUERY) is learned; after a query the focal agent posts

@@ -87,7 +87,7 @@ def main() -> None:
         "moral_hazard",
         "ippo",
         {
-            "env_kwargs": {"num_agents": 2, "reward": "team"},
+            "env_kwargs": {"num_agents": 2, "payoff": "team"},
             "train_grid": None,
             "eval_grid": None,
             "total_timesteps": args.timesteps,

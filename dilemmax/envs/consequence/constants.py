@@ -37,13 +37,13 @@ CANONICAL_RESOURCES = (1, 5, 6)
 CANONICAL_THRESHOLD = 10
 
 # ---------------------------------------------------------------------------- static options
-# Reward shapes (constructor option ``reward``):
+# What an agent's reward counts (constructor option ``objective``):
 #   "lexicographic": at the end, M * 1[survived] + remaining resources (M = W + 1), else 0;
 #   "survival":      at the end, 1[survived], else 0;
 #   "resources":     at the end, the remaining resources (0 for an eliminated agent), else 0;
 #   "shaped":        every step, the change of M * 1[alive] + remaining resources, so that the
 #                    episode sum equals the lexicographic utility minus its starting value.
-REWARD_MODES = ("lexicographic", "survival", "resources", "shaped")
+OBJECTIVES = ("lexicographic", "survival", "resources", "shaped")
 # What a failed final round does (constructor option ``endgame``):
 #   "all":  every survivor is eliminated (the formal model; the default);
 #   "rule": the rule acts once more instead (AON: everyone; RE, DV, RP, PP: one survivor), the

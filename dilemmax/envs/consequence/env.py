@@ -28,7 +28,7 @@ agent) counts as 0, an illegal vote (out of range or for an eliminated agent) is
 ``infos["invalid"]`` flags them. If every survivor abstains the victim is drawn among all
 survivors. Stepping a finished episode changes nothing and pays nothing.
 
-Rewards (``reward`` option, constants.REWARD_MODES): by default, when the episode ends each
+Rewards (``objective`` option, constants.OBJECTIVES): by default, when the episode ends each
 agent receives M * 1[survived] + its remaining resources with M = W + 1 (the survival-
 lexicographic utility; an eliminated agent has forfeited everything and gets 0), and 0 on every
 other step.
@@ -69,20 +69,22 @@ class ConsequenceEnv(MultiAgentEnv):
             reset draws which seat holds which level, so names carry no wealth rank.
         anonymous_rule: if True, RP and PP show the same "unnamed" token in the observation (the
             anonymised variant; AON, RE and DV name no bearer and stay visible).
-        reward: one of constants.REWARD_MODES (default "lexicographic").
+        objective: what an agent's reward counts, one of constants.OBJECTIVES (default
+            "lexicographic"; the option was called ``reward`` before).
         endgame: one of constants.ENDGAME_MODES (default "all").
         rules: the rules ``sample_config`` draws from (names or ids; default all five).
     """
 
     render_modes = ("ansi",)
     obs_from_state = True
+    renamed_options = {"reward": "objective"}
     option_specs = {
         "num_agents": OptionSpec("int", low=2, high=16),
         "num_rounds": positive(64),
         "total_resources": OptionSpec("int", low=2, high=1024),
         "sorted_agents": OptionSpec("bool"),
         "anonymous_rule": OptionSpec("bool"),
-        "reward": OptionSpec("str", choices=C.REWARD_MODES),
+        "objective": OptionSpec("str", choices=C.OBJECTIVES),
         "endgame": OptionSpec("str", choices=C.ENDGAME_MODES),
         "rules": OptionSpec(
             "list",
@@ -106,7 +108,7 @@ class ConsequenceEnv(MultiAgentEnv):
         total_resources: int = C.DEFAULT_TOTAL_RESOURCES,
         sorted_agents: bool = False,
         anonymous_rule: bool = False,
-        reward: str = "lexicographic",
+        objective: str = "lexicographic",
         endgame: str = "all",
         rules: Sequence[int | str] | None = None,
     ):
@@ -117,7 +119,7 @@ class ConsequenceEnv(MultiAgentEnv):
         self.num_actions = self.total_resources + 1
         self.sorted_agents = bool(sorted_agents)
         self.anonymous_rule = bool(anonymous_rule)
-        self.reward_mode = reward
+        self.objective = objective
         self.endgame = endgame
         self.rules = tuple(generator.rule_id(r) for r in (C.RULE_NAMES if rules is None else rules))
         # M > W makes survival dominate any amount of resources.
@@ -357,11 +359,11 @@ class ConsequenceEnv(MultiAgentEnv):
     def _rewards(self, old: ConsequenceState, new: ConsequenceState) -> dict[str, jax.Array]:
         ended = new.done & ~old.done
         worth = lambda s: (self.survival_bonus * s.alive + s.resources).astype(jnp.float32)
-        if self.reward_mode == "lexicographic":
+        if self.objective == "lexicographic":
             values = jnp.where(ended, worth(new), 0.0)
-        elif self.reward_mode == "survival":
+        elif self.objective == "survival":
             values = jnp.where(ended, new.alive.astype(jnp.float32), 0.0)
-        elif self.reward_mode == "resources":
+        elif self.objective == "resources":
             values = jnp.where(ended, new.resources.astype(jnp.float32), 0.0)
         else:  # "shaped": a potential difference, zero once frozen
             values = worth(new) - worth(old)

@@ -246,8 +246,8 @@ def test_reward_modes():
     config = make_config((1, 5, 6), 10, "RP")
     joint = [(0, 0, 0), (0, 5, 5)]
     totals = {}
-    for mode in C.REWARD_MODES:
-        env = ConsequenceEnv(sorted_agents=True, reward=mode)
+    for mode in C.OBJECTIVES:
+        env = ConsequenceEnv(sorted_agents=True, objective=mode)
         _, state = env.reset_to(jax.random.key(0), config)
         total = np.zeros(3)
         for t, values in enumerate(joint):
@@ -303,7 +303,7 @@ def test_make_and_options():
     assert int(state.resources.sum()) == 8
     assert all(bool(env.observation_space(a).contains(o)) for a, o in obs.items())
     with pytest.raises(ValueError):
-        ConsequenceEnv(reward="money")
+        ConsequenceEnv(objective="money")
     with pytest.raises(ValueError):
         make_config((1, 5, 6), 13, "RP")
     with pytest.raises(ValueError):

@@ -53,7 +53,8 @@ MAP_HIGHEST, MAP_UNINFORMATIVE, MAP_LOWEST = 0, 1, 2
 MAPPING_NAMES = ("highest", "uninformative", "lowest")
 
 PROVENANCE_NAMES = ("anonymous", "visible")
-REWARD_NAMES = ("team", "private")
+# Who an agent is paid for (option ``payoff``): the team (R_game) or itself (U_i).
+PAYOFF_NAMES = ("team", "private")
 
 # -- actions ----------------------------------------------------------------------------------
 NO_MOVE = 0

@@ -78,7 +78,8 @@ class MoralHazardEnv(MultiAgentEnv):
         mapping: where the unsafe options sit: "highest" (the paper's primary mapping: the
             option of highest utility), "uninformative" or "lowest".
         provenance: "anonymous" (primary: a note does not say who posted it) or "visible".
-        reward: "team" (every agent is paid R_game) or "private" (agent i is paid U_i).
+        payoff: "team" (every agent is paid R_game) or "private" (agent i is paid U_i); the
+            option was called ``reward`` before.
         cost: k, the private cost of a query.
         w_local: w_L, the weight of the local answer's point.
         w_final: w_F, the weight of the final choice's point.
@@ -88,11 +89,12 @@ class MoralHazardEnv(MultiAgentEnv):
     max_steps = c.MAX_STEPS
     render_modes = ("ansi",)
     obs_from_state = True
+    renamed_options = {"reward": "payoff"}
     option_specs = {
         "num_agents": OptionSpec("int", low=c.MIN_AGENTS, high=c.MAX_AGENTS),
         "mapping": OptionSpec("str", choices=c.MAPPING_NAMES),
         "provenance": OptionSpec("str", choices=c.PROVENANCE_NAMES),
-        "reward": OptionSpec("str", choices=c.REWARD_NAMES),
+        "payoff": OptionSpec("str", choices=c.PAYOFF_NAMES),
         "cost": UNIT,
         "w_local": UNIT,
         "w_final": UNIT,
@@ -104,7 +106,7 @@ class MoralHazardEnv(MultiAgentEnv):
         num_agents: int = 2,
         mapping: str = "highest",
         provenance: str = "anonymous",
-        reward: str = "team",
+        payoff: str = "team",
         cost: float = c.PRIMARY_COST,
         w_local: float = c.PRIMARY_W_LOCAL,
         w_final: float = c.PRIMARY_W_FINAL,
@@ -120,7 +122,7 @@ class MoralHazardEnv(MultiAgentEnv):
             w_team=w_team,
             provenance=provenance,
             mapping=mapping,
-            reward=reward,
+            payoff=payoff,
         )
         self.layout = ObsLayout(num_agents)
         self.num_actions = c.num_actions(num_agents)
@@ -133,7 +135,7 @@ class MoralHazardEnv(MultiAgentEnv):
 
     def condition_grid(self) -> MoralHazardConfig:
         """The paper's one-at-a-time conditions that have the env's n, under the env's mapping
-        and reward mode (13 conditions at n = 2)."""
+        and payoff (13 conditions at n = 2)."""
         sets = generator.condition_grid()
         if self.num_agents not in sets:
             raise ValueError(f"the condition grid has no conditions with n = {self.num_agents}")

@@ -2,7 +2,7 @@
 
 Cases (utilities, local questions, unsafe options) are drawn in JAX, so ``reset_to`` can draw a
 fresh instance per episode inside a vmapped program; conditions (payoff contract, provenance,
-mapping, reward mode) are built on the host by :func:`make_config` and stacked into grids.
+mapping, payoff) are built on the host by :func:`make_config` and stacked into grids.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def make_config(
     w_team: float = c.PRIMARY_W_TEAM,
     provenance: str = "anonymous",
     mapping: str = "highest",
-    reward: str = "team",
+    payoff: str = "team",
     shares: Sequence[float] | None = None,
     utilities: Sequence[Sequence[int]] | None = None,
     unsafe: Sequence[int] | None = None,
@@ -180,7 +180,7 @@ def make_config(
         cost, w_local, w_final, w_team: k, w_L, w_F, w_T (each in [0, 1]).
         provenance: "anonymous" (primary) or "visible".
         mapping: "highest" (primary), "uninformative" or "lowest": where unsafe options sit.
-        reward: "team" (every agent is paid R_game) or "private" (agent i is paid U_i).
+        payoff: "team" (every agent is paid R_game) or "private" (agent i is paid U_i).
         shares: alpha, n non-negative numbers summing to 1; default 1/n each.
         utilities: int[n][4] to play fixed cases (distinct values in 2..13 per case); with it,
             ``questions`` (0/"highest" or 1/"lowest") is required and ``unsafe`` defaults to the
@@ -195,7 +195,7 @@ def make_config(
         raise ValueError(f"num_agents must be in {c.MIN_AGENTS}..{c.MAX_AGENTS}, got {n}")
     mapping_id = _index(mapping, c.MAPPING_NAMES, "mapping")
     visible = _index(provenance, c.PROVENANCE_NAMES, "provenance") == 1
-    private = _index(reward, c.REWARD_NAMES, "reward") == 1
+    private = _index(payoff, c.PAYOFF_NAMES, "payoff") == 1
     weights = {
         name: _check_unit(name, value)
         for name, value in (
@@ -295,7 +295,7 @@ class ConditionSet:
         return len(self.names)
 
 
-def condition_grid(mapping: str = "highest", reward: str = "team") -> dict[int, ConditionSet]:
+def condition_grid(mapping: str = "highest", payoff: str = "team") -> dict[int, ConditionSet]:
     """The paper's 15 one-at-a-time conditions around the primary setting, grouped by n.
 
     Primary: n = 2, k = 0.10, (w_L, w_F, w_T) = (0.35, 0.15, 0.50), anonymous provenance. One
@@ -310,7 +310,7 @@ def condition_grid(mapping: str = "highest", reward: str = "team") -> dict[int, 
     groups: dict[int, list[tuple[str, MoralHazardConfig, dict]]] = {}
 
     def add(name, n=2, **options):
-        cfg = make_config(n, mapping=mapping, reward=reward, **options)
+        cfg = make_config(n, mapping=mapping, payoff=payoff, **options)
         value = {
             "cost": options.get("cost", c.PRIMARY_COST),
             "w_team": options.get("w_team", c.PRIMARY_W_TEAM),
@@ -369,7 +369,7 @@ def incentive_grid(
         for alpha in shares:
             rest = (1.0 - alpha) / (n - 1)
             alphas = [alpha if i == focal else rest for i in range(n)]
-            cfg = make_config(n, cost=k, reward="private", shares=alphas, **contract)
+            cfg = make_config(n, cost=k, payoff="private", shares=alphas, **contract)
             alpha_star = (w_local + k) / (n * w_team) if w_team > 0 else np.inf
             value = {"cost": k, "share": alpha, "alpha_star": alpha_star}
             rows.append((f"k={k:.2f} alpha={alpha:.3f}", cfg, value))

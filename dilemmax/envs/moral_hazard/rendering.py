@@ -30,7 +30,7 @@ def render_state(state: MoralHazardState) -> str:
     provenance = "visible" if bool(cfg.provenance_visible) else "anonymous"
     lines = [
         f"moral_hazard  n={n}  stage={stage}  mapping={c.MAPPING_NAMES[int(cfg.mapping)]}  "
-        f"provenance={provenance}  reward={mode}",
+        f"provenance={provenance}  payoff={mode}",
         f"w_L={float(cfg.w_local):.2f} w_F={float(cfg.w_final):.2f} "
         f"w_T={float(cfg.w_team):.2f} k={float(cfg.cost):.2f} "
         "shares=" + ", ".join(f"{x:.3f}" for x in np.asarray(cfg.shares)),

@@ -160,7 +160,7 @@ def test_steps_after_the_end_change_nothing(game2):
 
 
 def test_private_reward(game2):
-    cfg = fixed_config(reward="private", shares=(0.7, 0.3))
+    cfg = fixed_config(payoff="private", shares=(0.7, 0.3))
     outputs, m = game2.play(cfg, (QUERY, QUERY), (note(1, C), note(1, B)), (final(D), final(A)))
     team_values = [2 * 0.7 * W_T, 2 * 0.3 * W_T]
     np.testing.assert_allclose(rewards(outputs, 1), [-K, -K], rtol=1e-6)

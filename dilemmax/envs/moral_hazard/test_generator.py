@@ -82,7 +82,7 @@ def test_condition_grid_is_the_papers_fifteen():
 
 
 def test_env_declares_its_n_of_the_condition_grid_under_its_mapping_and_reward():
-    env = MoralHazardEnv(num_agents=2, mapping="lowest", reward="private")
+    env = MoralHazardEnv(num_agents=2, mapping="lowest", payoff="private")
     assert sorted(env.config_grids()) == ["condition_grid"]
     grid = env.config_grids()["condition_grid"]()
     paper = condition_grid()[2].configs

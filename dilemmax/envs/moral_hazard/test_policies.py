@@ -41,10 +41,10 @@ RANDOM_CONDITIONS = {
         {},
         {"cost": 0.35, "w_team": 1.0, "provenance": "visible"},
         {"mapping": "lowest", "w_local": 0.6, "w_final": 0.3},
-        {"mapping": "uninformative", "reward": "private", "shares": (0.8, 0.2)},
+        {"mapping": "uninformative", "payoff": "private", "shares": (0.8, 0.2)},
     ],
     3: [{}, {"mapping": "uninformative", "w_team": 1.0, "cost": 0.0}],
-    4: [{"w_team": 1.0, "reward": "private", "shares": (0.4, 0.2, 0.2, 0.2)}],
+    4: [{"w_team": 1.0, "payoff": "private", "shares": (0.4, 0.2, 0.2, 0.2)}],
 }
 
 
@@ -188,7 +188,7 @@ def test_holmstrom_switches_exactly_at_alpha_star(n):
 def _isolation_batch(n):
     return stack_configs(
         [
-            make_config(n, mapping=m, reward="private", shares=[0.6] + [0.4 / (n - 1)] * (n - 1))
+            make_config(n, mapping=m, payoff="private", shares=[0.6] + [0.4 / (n - 1)] * (n - 1))
             for m in c.MAPPING_NAMES
         ]
     )

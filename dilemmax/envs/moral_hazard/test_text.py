@@ -115,7 +115,7 @@ def test_visible_provenance_and_anonymous_order(game3):
 
 def test_private_contract_states_the_share(game2):
     text = game2.env.text_protocol()
-    (state,) = states(game2, fixed_config(reward="private", shares=(0.7, 0.3)))
+    (state,) = states(game2, fixed_config(payoff="private", shares=(0.7, 0.3)))
     prompt = text.render(state, "agent_0")
     assert "paid to you alone" in prompt and "0.700" in prompt
     assert "+ 0.700 if every agent" in prompt  # n alpha w_T = 2 * 0.7 * 0.5
@@ -330,7 +330,7 @@ def test_brief_prompts_keep_every_fact_in_a_fraction_of_the_text(game2):
 
 def test_brief_private_contract_and_option_check(game2):
     brief = game2.env.text_protocol(brief=True)
-    (state,) = states(game2, fixed_config(reward="private", shares=(0.7, 0.3)))
+    (state,) = states(game2, fixed_config(payoff="private", shares=(0.7, 0.3)))
     prompt = brief.render(state, "agent_0")
     assert "Pay (your payoff, share 0.700)" in prompt and "team success +0.700" in prompt
     assert "local +0.350" in prompt and "query -0.100" in prompt
