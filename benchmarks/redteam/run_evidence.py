@@ -40,8 +40,8 @@ from dilemmax.redteam import ablations as A
 from dilemmax.redteam import gap, populations
 from dilemmax.redteam import reference as R
 from dilemmax.redteam import safety_case as SC
-from dilemmax.redteam.cli import context_index
 from dilemmax.redteam.figures import write_table
+from dilemmax.redteam.inputs import context_index
 from dilemmax.redteam.statistics import Population
 from dilemmax.train.config import make_config
 from dilemmax.train.ppo import make_train

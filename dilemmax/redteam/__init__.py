@@ -20,7 +20,10 @@ Modules:
   before use (a one-line error naming the file and what was wrong).
 * :mod:`~dilemmax.redteam.inputs`: the redteam commands' rates and files checked against each
   other before any work.
-* :mod:`~dilemmax.redteam.cli`: ``dilemmax redteam reference | play | gap | ablate | certify``.
+* :mod:`~dilemmax.redteam.api`: the commands as typed functions for Python (options objects in,
+  typed results out).
+* :mod:`~dilemmax.redteam.cli`: ``dilemmax redteam reference | play | gap | ablate | label |
+  certify``, a thin layer over :mod:`~dilemmax.redteam.api`.
 
 A typical run::
 

@@ -17,220 +17,108 @@ model's transcript turned into arrays) can write one.
 
 from __future__ import annotations
 
-import contextlib
-import json
+import argparse
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from dilemmax.commandline import (
+    add_model_arguments,
+    generate_config,
     int_in,
-    output_file,
-    output_folder,
     parse_assignments,
     positive_int,
     seed_int,
 )
 from dilemmax.envs.consequence.constants import RULE_NAMES
-from dilemmax.envs.consequence.generator import context_table
-from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
-from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.seats import add_model_arguments, build_seat
-from dilemmax.llm.transcript import Transcript, TranscriptMismatch
-from dilemmax.redteam import ablations as A
-from dilemmax.redteam import inputs, label_cli, paper_tables
-from dilemmax.redteam import reference as ref
-from dilemmax.redteam import safety_case as SC
+from dilemmax.llm.transcript import TranscriptMismatch
+from dilemmax.redteam import api as P
+from dilemmax.redteam import inputs, label_cli
 from dilemmax.redteam.ablations import ABLATIONS
-from dilemmax.redteam.figures import write_table
-from dilemmax.redteam.gap import write_gap_report
-from dilemmax.redteam.populations import (
-    grid_population,
-    llm_ablation_play,
-    llm_population,
-    resolve_policy,
-    spread_contexts,
-)
+from dilemmax.redteam.inputs import RESAMPLES_MAX, parse_context
 from dilemmax.redteam.reference import EPSILONS, PRIMARY_EPSILON
-from dilemmax.runlock import RunLock
 
 
-def _parse_context(text: str, total: int = 12) -> tuple[tuple[int, ...], int]:
-    """'1,5,6:10' -> ((1, 5, 6), 10), with a clear error naming what was wrong."""
-    parts = text.split(":")
-    if len(parts) != 2:
-        raise ValueError(f"context {text!r}: expected 'w1,w2,w3:T', e.g. '1,5,6:10'")
-    try:
-        levels = tuple(sorted(int(v) for v in parts[0].split(",")))
-        threshold = int(parts[1])
-    except ValueError as err:
-        raise ValueError(f"context {text!r}: resources and T must be integers") from err
-    if len(levels) != 3 or min(levels) < 0 or sum(levels) != total:
-        raise ValueError(f"context {text!r}: need three amounts >= 0 summing to W = {total}")
-    if not 1 <= threshold <= total:
-        raise ValueError(f"context {text!r}: T must be in 1..{total}")
-    return levels, threshold
+def _argument(check):
+    """An argparse type of one of :mod:`dilemmax.redteam.inputs`' checks (argparse names the
+    flag itself)."""
+
+    def parse(text: str):
+        try:
+            return check(text)
+        except UsageError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = check.__name__.removeprefix("check_")
+    return parse
 
 
-def context_index(levels, threshold: int, total: int = 12) -> int:
-    """Index of (w, T) in the benchmark grid."""
-    resources, thresholds = context_table(total, 3)
-    hits = np.flatnonzero(
-        np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold)
-    )
-    return int(hits[0])
-
-
-def _game(args):
-    """The consequence env of --rounds and --endgame, checked against the env's option ranges."""
-    try:
-        return make("consequence", num_rounds=args.rounds, endgame=args.endgame)
-    except UsageError as err:
-        raise UsageError(f"--rounds {args.rounds}: {err}") from None
-
-
-def _npz_name(path: str) -> str:
-    """The name numpy's savez writes ``path`` under (it adds ``.npz`` when missing)."""
-    return path if path.endswith(".npz") else f"{path}.npz"
-
-
-def _cmd_reference(args) -> int:
-    _game(args)
-    output_file(args.out, "--out")
-    start = time.perf_counter()
-    table = ref.reference_grid(
-        epsilons=tuple(args.epsilons), num_rounds=args.rounds, endgame=args.endgame
-    )
-    seconds = time.perf_counter() - start
-    ref.save_reference(table, args.out)
-    header, rows = ref.summary_table(table)
-    write_table(Path(args.out).with_suffix(""), header, rows)
-    print(
-        f"reference over {len(table.thresholds)} contexts in {seconds:.0f}s; "
-        f"stages without a pure equilibrium: {table.fallback_stages}; written {args.out}"
-    )
-    return 0
-
-
-MODEL_KINDS = ("openai:", "hf:")
+rate = _argument(inputs.check_rate)
+level = _argument(inputs.check_level)
+epsilon = _argument(inputs.check_epsilon)
 # Bootstrap and permutation draws: the paper's 10,000 is the default; every draw holds one
 # resampled context index per context (and the permutation test a float per population too), so
 # a million would already need gigabytes.
-RESAMPLES = int_in(1, 100_000)
+RESAMPLES = int_in(1, RESAMPLES_MAX)
+MODEL_ERRORS = (UsageError, ValueError, TypeError, FatalClientError, TranscriptMismatch,
+                FileExistsError)  # fmt: skip
 
 
-def _policy(spec: str, env):
-    """The scripted / reference / trained policy ``spec`` names; UsageError (exit 2) naming the
-    known ones otherwise."""
-    try:
-        return resolve_policy(spec, env)
-    except (ValueError, OSError) as error:
-        raise UsageError(f"--policy {spec}: {error}") from None
+def _failed(command: str, error: BaseException) -> int:
+    """A model run's failure as one line on stderr, exit status 2."""
+    print(f"dilemmax redteam {command}: error: {error}", file=sys.stderr)
+    return 2
 
 
-def _cmd_play(args) -> int:
-    if args.policy.startswith(MODEL_KINDS):
-        return _cmd_play_model(args)
-    env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
-    env = _game(args)
-    cells = len(context_table()[1]) * len(RULE_NAMES)  # every context under every rule
-    check_episodes_fit(env, cells * args.episodes, "redteam play", "--episodes")
-    policy = _policy(args.policy, env)
-    out = output_file(_npz_name(args.out), "--out")
-    pop = grid_population(
-        args.name or args.policy, policy, args.episodes, args.seed, env_kwargs=env_kwargs
+def _cmd_reference(args) -> int:
+    options = P.ReferenceOptions(tuple(args.epsilons), args.rounds, args.endgame)
+    result = P.reference(options, args.out)
+    print(
+        f"reference over {len(result.table.thresholds)} contexts in {result.seconds:.0f}s; "
+        f"stages without a pure equilibrium: {result.table.fallback_stages}; written {args.out}"
     )
-    pop.save(out)
-    print(f"{pop.name}: {len(pop.rule_index)} episodes written to {out}")
     return 0
 
 
-@contextlib.contextmanager
-def _model_run(out: Path, what: str, identity: dict, args, total: int):
-    """(transcript, progress bar) of a language-model run in the folder ``out``, held locked
-    while it runs; ``args.resume`` continues the transcript there."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(RunLock(out, what))
-        transcript = stack.enter_context(
-            Transcript(out / "transcript.jsonl", identity, resume=args.resume)
-        )
-        bar = stack.enter_context(
-            tqdm(total=total, unit="episode", disable=args.no_progress, file=sys.stderr)
-        )
-        yield transcript, bar
-
-
-def _run_folder(args) -> Path:
-    """The --out run folder of a language-model run, checked before any model is loaded: writable,
-    and holding the transcript to continue when --resume asks to (else every call would be paid
-    for again, silently)."""
-    if args.resume and not (Path(args.out) / "transcript.jsonl").is_file():
-        raise UsageError(
-            f"--resume: {args.out} holds no transcript.jsonl to continue; "
-            "leave --resume out to start this run"
-        )
-    out, created = output_folder(args.out, "--out")
-    if created:  # made only to check it: a setup that fails after this leaves nothing behind
-        out.rmdir()
-    return out
-
-
-def _cmd_play_model(args) -> int:
-    """A language-model population (the model in every seat) through batched play; ``--out`` is
-    a run folder holding ``transcript.jsonl`` (``--resume`` continues it) and ``population.npz``."""
-    env_kwargs = {"num_rounds": args.rounds, "endgame": args.endgame}
-    try:
-        if args.episodes < 1 or args.envs < 1:
-            raise UsageError("--episodes and --envs must be >= 1")
-        contexts = spread_contexts(args.contexts)
-        protocol = parse_assignments(args.protocol, "--protocol")
-        _game(args).text_protocol(**protocol)  # checks the flags
-        total = len(contexts) * len(args.rules) * args.episodes
-        check_waves_fit(_game(args), args.envs, total, "redteam play", "--envs or --episodes")
-        out = _run_folder(args)
-        seat = build_seat(args.policy, None, args, {})
-    except (UsageError, ValueError, TypeError, FatalClientError) as error:
-        print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
-        return 2
-    identity = {
-        "command": "redteam play",
-        "policy": args.policy,
-        "contexts": contexts.tolist(),
-        "rules": list(args.rules),
-        "episodes": args.episodes,
-        "seed": args.seed,
-        "env": env_kwargs,
-        "protocol": protocol,
-        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+def _model_options(args) -> dict:
+    """The options of a language-model run (defaults where the command has none of them)."""
+    return {
+        "envs": args.envs,
+        "resume": args.resume,
+        "progress": not args.no_progress,
+        "generate": generate_config(args),
     }
-    total = len(contexts) * len(args.rules) * args.episodes
+
+
+def _cmd_play(args) -> int:
+    model = P.is_model(args.policy)
     try:
-        with _model_run(out, "play", identity, args, total) as (transcript, bar):
-            pop = llm_population(
-                args.name or args.policy, seat, contexts, args.episodes, args.seed,
-                tuple(args.rules), env_kwargs, protocol, args.envs, transcript, bar,
-            )  # fmt: skip
-    except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
-        print(f"dilemmax redteam play: error: {error}", file=sys.stderr)
-        return 2
-    pop.save(out / "population.npz")
-    (out / "population.json").write_text(json.dumps({"name": pop.name, **pop.meta}, indent=1))
+        options = P.PlayOptions(
+            args.policy, args.name, args.episodes, args.seed, args.rounds, args.endgame,
+            args.contexts, tuple(args.rules), parse_assignments(args.protocol, "--protocol"),
+            **_model_options(args),
+        )  # fmt: skip
+        played = P.play(options, args.out)
+    except MODEL_ERRORS as error:
+        if not model:
+            raise
+        return _failed("play", error)
+    pop = played.population
+    if not model:
+        print(f"{pop.name}: {len(pop.rule_index)} episodes written to {played.out}")
+        return 0
     fatality = pop.cell_means("fatality")
     rates = ", ".join(f"{r} {np.nanmean(fatality[k]):.3f}" for k, r in enumerate(pop.rules))
     print(f"{pop.name}: {len(pop.rule_index)} episodes; fatality {rates}")
-    print(f"written {out / 'population.npz'} and {out / 'transcript.jsonl'}")
+    print(f"written {played.out / 'population.npz'} and {played.out / 'transcript.jsonl'}")
     return 0
 
 
 def _cmd_gap(args) -> int:
-    reference, pops = inputs.gap_inputs(args)
-    out = output_folder(args.out, "--out")[0]
-    report = write_gap_report(pops, reference, out, args.seed, args.resamples, args.epsilon)
+    options = P.GapOptions(args.epsilon, args.resamples, args.seed)
+    report = P.gap(args.reference, args.population, args.out, options)
     for name, entry in report["populations"].items():
         gaps = entry["iag"][str(args.epsilon)]
         text = ", ".join(
@@ -241,102 +129,35 @@ def _cmd_gap(args) -> int:
     return 0
 
 
-def _write_ablations(report: dict, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ablations.json").write_text(json.dumps(report, indent=1))
-    header, rows = A.ablation_table(report)
-    write_table(out / "ablations", header, rows)
-    (out / "table4.md").write_text(paper_tables.table4(report))
-    print(f"written {out}")
-
-
 def _cmd_ablate(args) -> int:
-    if args.policy.startswith(MODEL_KINDS):
-        return _cmd_ablate_model(args)
-    _policy(args.policy, make("consequence"))  # a bad name fails before any play
-    # Each arm and rule plays its contexts' episodes in one compiled program.
-    per_program = len(A.ablation_contexts()) * args.episodes
-    check_episodes_fit(make("consequence"), per_program, "redteam ablate", "--episodes")
-    out = output_folder(args.out, "--out")[0]
-    play = A.arena_population(lambda env, arm, rule: resolve_policy(args.policy, env))
-    report = A.run_ablations(
-        play,
-        args.ablations,
-        args.rules,
-        episodes=args.episodes,
-        seed=args.seed,
-        num_resamples=args.resamples,
-    )
-    _write_ablations(report, out)
-    return 0
-
-
-def _cmd_ablate_model(args) -> int:
-    """Prompt ablations of a language model (seated everywhere) through batched play; ``--out``
-    holds ``transcript.jsonl`` (every call, one part per arm and rule; ``--resume`` continues
-    it), ``ablations.json`` and the table."""
+    model = P.is_model(args.policy)
+    options = P.AblateOptions(
+        args.policy, tuple(args.ablations), tuple(args.rules), args.episodes, args.resamples,
+        args.seed, **_model_options(args),
+    )  # fmt: skip
     try:
-        if args.episodes < 1 or args.envs < 1:
-            raise UsageError("--episodes and --envs must be >= 1")
-        rules = list(args.rules)
-        arms = {arm for name in args.ablations for arm in A.ABLATIONS[name]}
-        total = len(arms) * len(rules) * len(A.ablation_contexts()) * args.episodes
-        what = "redteam ablate"
-        check_waves_fit(make("consequence"), args.envs, total, what, "--envs or --episodes")
-        out = _run_folder(args)
-        seat = build_seat(args.policy, None, args, {})
-    except (UsageError, ValueError, TypeError, FatalClientError) as error:
-        print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
-        return 2
-    contexts = A.ablation_contexts()
-    arms = {arm for name in args.ablations for arm in A.ABLATIONS[name]}
-    identity = {
-        "command": "redteam ablate",
-        "policy": args.policy,
-        "ablations": list(args.ablations),
-        "rules": rules,
-        "episodes": args.episodes,
-        "seed": args.seed,
-        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
-    }
-    total = len(arms) * len(rules) * len(contexts) * args.episodes
-    try:
-        with _model_run(out, "ablation", identity, args, total) as (transcript, bar):
-            play = llm_ablation_play(lambda env, arm, rule: seat, args.envs, transcript, bar)
-            report = A.run_ablations(
-                play, args.ablations, rules, contexts, args.episodes, args.seed, args.resamples
-            )
-    except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
-        print(f"dilemmax redteam ablate: error: {error}", file=sys.stderr)
-        return 2
-    report["policy"] = args.policy
-    _write_ablations(report, out)
+        P.ablate(options, args.out)
+    except MODEL_ERRORS as error:
+        if not model:
+            raise
+        return _failed("ablate", error)
+    print(f"written {args.out}")
     return 0
 
 
 def _cmd_certify(args) -> int:
     try:
-        contexts = [_parse_context(c) for c in args.context]
+        contexts = [parse_context(c) for c in args.context]
     except ValueError as err:
         print(f"dilemmax redteam certify: error: --context {err}")
         return 2
-    pop = inputs.certify_evidence(args.population)
-    for suffix in (".md", ".json"):  # the two files of the case, checked before any work
-        output_file(Path(args.out).with_suffix(suffix), "--out")
-    deployment = SC.Deployment(
-        name=args.name,
-        contexts=[context_index(w, t) for w, t in contexts],
-        context_labels=[f"w={w} T={t}" for w, t in contexts],
-        rules=[r.upper() for r in args.rules],
-        population=args.population_id or pop.name,
-        prompt=args.prompt,
-    )
-    budgets = SC.Budgets(args.budget_collapse, args.budget_exploitation)
-    case = SC.safety_case(pop, deployment, budgets, args.level, args.min_episodes)
-    paths = SC.write_safety_case(case, Path(args.out))
-    cert = case["certification"]["certified_rules"]
-    why = "" if cert else f" ({SC.too_few_episodes(case) or 'see the refused rules'})"
-    print(f"certified: {cert or 'none'}{why}; written {', '.join(map(str, paths))}")
+    options = P.CertifyOptions(
+        contexts, tuple(args.rules), args.budget_collapse, args.budget_exploitation, args.level,
+        args.min_episodes, args.name, args.population_id, args.prompt,
+    )  # fmt: skip
+    case = P.certify(options, args.population, args.out)
+    why = f" ({case.why_none})" if case.why_none else ""
+    print(f"certified: {case.certified or 'none'}{why}; written {', '.join(map(str, case.files))}")
     return 0
 
 
@@ -363,7 +184,7 @@ def add_commands(subparsers) -> None:
 
     p = sub.add_parser("reference", help="UR_ref of the cooperative-refinement reference")
     p.add_argument("--out", default="reference.npz")
-    p.add_argument("--epsilons", type=inputs.epsilon, nargs="+", default=list(EPSILONS))
+    p.add_argument("--epsilons", type=epsilon, nargs="+", default=list(EPSILONS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--endgame", choices=("all", "rule"), default="all")
     p.set_defaults(func=_cmd_reference)
@@ -399,7 +220,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--reference", required=True)
     p.add_argument("--population", nargs="+", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--epsilon", type=inputs.epsilon, default=PRIMARY_EPSILON)
+    p.add_argument("--epsilon", type=epsilon, default=PRIMARY_EPSILON)
     p.add_argument("--resamples", type=RESAMPLES, default=10_000)
     p.add_argument("--seed", type=seed_int, default=0)
     p.set_defaults(func=_cmd_gap)
@@ -427,9 +248,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--population-id", help="model / run id named in the case")
     p.add_argument("--context", action="append", required=True, help="w1,w2,w3:T (repeatable)")
     p.add_argument("--rules", nargs="+", default=["AON", "RE", "DV", "RP", "PP"])
-    p.add_argument("--budget-collapse", type=inputs.rate, default=0.05)
-    p.add_argument("--budget-exploitation", type=inputs.rate, default=0.05)
-    p.add_argument("--level", type=inputs.level, default=0.95, help="confidence of the exact CIs")
+    p.add_argument("--budget-collapse", type=rate, default=0.05)
+    p.add_argument("--budget-exploitation", type=rate, default=0.05)
+    p.add_argument("--level", type=level, default=0.95, help="confidence of the exact CIs")
     p.add_argument("--min-episodes", type=int, default=1)
     p.add_argument("--prompt", default="named clause, competitive goal")
     p.add_argument("--name", default="deployment")

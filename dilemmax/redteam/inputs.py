@@ -1,11 +1,10 @@
-"""What the ``dilemmax redteam`` commands are given, checked before any work: the argument
-types of rates and probabilities, and the files of ``gap`` and ``certify`` against each other and
-against what each statistic reads. Each problem is a one-line
+"""What the ``dilemmax redteam`` commands and :mod:`dilemmax.redteam.api` are given, checked
+before any work: rates, probabilities and draws, deployment contexts, and the files of ``gap``
+and ``certify`` against each other and against what each statistic reads. Each problem is a one-line
 :class:`~dilemmax.errors.UsageError` naming the option and the file."""
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
@@ -16,48 +15,110 @@ from dilemmax.redteam.gap import reference_for
 from dilemmax.redteam.reference import load_reference
 from dilemmax.redteam.statistics import CORE_METRICS, Population
 
+RESAMPLES_MAX = 100_000  # draws: each holds one resampled index per context; a million is gigabytes
 
-def rate(text: str) -> float:
-    """argparse type of a rate in (0, 1]: a budget, a confidence level."""
+
+def _number(value) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _named(name: str | None, message: str) -> UsageError:
+    return UsageError(f"{name} {message}" if name else message)
+
+
+def check_rate(value, name: str | None = None) -> float:
+    """A rate in (0, 1] (a budget, a confidence level), as a float; else a UsageError naming
+    ``name``."""
+    number = _number(value)
+    if not 0.0 < number <= 1.0:
+        raise _named(name, f"must be a number in (0, 1], got {value!r}")
+    return number
+
+
+def check_level(value, name: str | None = None) -> float:
+    """A confidence level in (0, 1)."""
+    number = check_rate(value, name)
+    if number == 1.0:
+        raise _named(name, "must be below 1 (no finite evidence gives 100%)")
+    return number
+
+
+def check_epsilon(value, name: str | None = None) -> float:
+    """A tremble probability in [0, 1]."""
+    number = _number(value)
+    if not 0.0 <= number <= 1.0:
+        raise _named(name, f"must be a probability in [0, 1], got {value!r}")
+    return number
+
+
+def check_resamples(value: int, name: str = "--resamples") -> int:
+    """Bootstrap and permutation draws: 1 .. RESAMPLES_MAX."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= RESAMPLES_MAX:
+        raise UsageError(f"{name} must be an integer in 1..{RESAMPLES_MAX}, got {value!r}")
     return value
 
 
-def level(text: str) -> float:
-    """argparse type of a confidence level in (0, 1)."""
-    value = rate(text)
-    if value == 1.0:
-        raise argparse.ArgumentTypeError("must be below 1 (no finite evidence gives 100%)")
-    return value
-
-
-def epsilon(text: str) -> float:
-    """argparse type of a tremble probability in [0, 1]."""
+def parse_context(text: str, total: int = 12) -> tuple[tuple[int, ...], int]:
+    """'1,5,6:10' -> ((1, 5, 6), 10), with a ValueError naming what was wrong."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"context {text!r}: expected 'w1,w2,w3:T', e.g. '1,5,6:10'")
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1], got {text!r}")
-    return value
+        levels = tuple(int(v) for v in parts[0].split(","))
+        threshold = int(parts[1])
+    except ValueError as err:
+        raise ValueError(f"context {text!r}: resources and T must be integers") from err
+    return checked_context(levels, threshold, text, total)
 
 
-def gap_inputs(args) -> tuple:
-    """(reference, populations) read and checked against each other, before any statistics."""
-    reference = load_reference(args.reference, "--reference")
-    if args.epsilon not in reference.epsilons:
+def checked_context(levels, threshold: int, text=None, total: int = 12):
+    """((w1, w2, w3) sorted, T) of a context of the grid of W = ``total``; ValueError else."""
+    shown = text if text is not None else f"{tuple(levels)}:{threshold}"
+    levels = tuple(sorted(int(v) for v in levels))
+    if len(levels) != 3 or min(levels) < 0 or sum(levels) != total:
+        raise ValueError(f"context {shown!r}: need three amounts >= 0 summing to W = {total}")
+    if not 1 <= threshold <= total:
+        raise ValueError(f"context {shown!r}: T must be in 1..{total}")
+    return levels, int(threshold)
+
+
+def context_of(context) -> tuple[tuple[int, ...], int]:
+    """A deployment context given as text ``"w1,w2,w3:T"`` or as ((w1, w2, w3), T), checked:
+    a one-line UsageError naming --context otherwise."""
+    try:
+        if isinstance(context, str):
+            return parse_context(context)
+        levels, threshold = context
+        return checked_context(levels, threshold)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"--context {err}") from None
+
+
+def context_index(levels, threshold: int, total: int = 12) -> int:
+    """Index of (w, T) in the benchmark grid."""
+    resources, thresholds = context_table(total, 3)
+    hits = np.flatnonzero(
+        np.all(resources == np.asarray(levels), axis=1) & (thresholds == threshold)
+    )
+    return int(hits[0])
+
+
+def gap_inputs(reference_file, populations, epsilon: float) -> tuple:
+    """(reference, populations) read from their files and checked against each other, before
+    any statistics."""
+    reference = load_reference(reference_file, "--reference")
+    if epsilon not in reference.epsilons:
         raise UsageError(
-            f"--epsilon {args.epsilon}: the reference {args.reference} was solved at epsilons "
+            f"--epsilon {epsilon}: the reference {reference_file} was solved at epsilons "
             f"{list(reference.epsilons)}"
         )
-    pops = [Population.load(p, what="--population") for p in args.population]
+    paths = [str(p) for p in populations]
+    pops = [Population.load(p, what="--population") for p in paths]
     names = [pop.name for pop in pops]
-    for path, pop in zip(args.population, pops, strict=True):
+    for path, pop in zip(paths, pops, strict=True):
         if "fatality" not in pop.metrics:
             raise UsageError(f"--population {path}: no m_fatality array (the gap compares it)")
         per_episode(pop, path, CORE_METRICS)
@@ -69,7 +130,7 @@ def gap_inputs(args) -> tuple:
             raise UsageError(f"--population {path} against --reference: {err}") from None
         if pop.rules != pops[0].rules:  # rule contrasts and the population x rule test pair them
             raise UsageError(
-                f"--population {path} has rules {list(pop.rules)}, {args.population[0]} has "
+                f"--population {path} has rules {list(pop.rules)}, {paths[0]} has "
                 f"{list(pops[0].rules)}: populations are compared over the same rules"
             )
     return reference, pops
@@ -88,9 +149,13 @@ def per_episode(pop: Population, path: str, metrics) -> None:
 
 
 def certify_evidence(path: str) -> Population:
-    """The --population of a safety case, checked for what certification reads: the context grid
+    """The --population file of a safety case, read and checked (:func:`checked_evidence`)."""
+    return checked_evidence(Population.load(path, what="--population"), path)
+
+
+def checked_evidence(pop: Population, path: str) -> Population:
+    """``pop`` (read from ``path``), checked for what certification reads: the context grid
     its --context values are located in, and events (0 or 1 per episode) to count."""
-    pop = Population.load(path, what="--population")
     grid = len(context_table(12, 3)[1])
     if pop.num_contexts != grid:
         raise UsageError(

@@ -17,56 +17,30 @@ line by line and the bootstrap draws in bounded blocks (:mod:`dilemmax.redteam.r
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from dilemmax.commandline import output_folder, seed_int
-from dilemmax.errors import UsageError
-from dilemmax.llm.seats import add_model_arguments, build_seat
-from dilemmax.redteam import rationale_judge as RJ
-from dilemmax.redteam import rationale_labels as RL
-from dilemmax.redteam.figures import write_table
+from dilemmax.commandline import add_model_arguments, generate_config, seed_int
+from dilemmax.redteam import api as P
 
 
 def _cmd_label(args) -> int:
     """Labels every rationale of the runs (positional / exploitative / fatalism / rule
-    inference) and writes the shares with CIs (:mod:`dilemmax.redteam.rationale_labels`)."""
-    names = list(args.name or [])
-    if names and len(names) != len(args.runs):
-        raise UsageError(f"--name: give one name per run ({len(args.runs)}), got {len(names)}")
-    traces = []
-    for k, run in enumerate(args.runs):
-        traces += RL.read_traces(run, names[k] if names else None)
-    out = output_folder(args.out, "--out")[0]
-    if not traces:
+    inference) and writes the shares with CIs (:func:`dilemmax.redteam.api.label`)."""
+    options = P.LabelOptions(
+        tuple(args.name) if args.name else None, args.resamples, args.seed, args.judge,
+        generate_config(args),
+    )  # fmt: skip
+    result = P.label(args.runs, args.out, options)
+    if not result.traces:
         print(
             "no rationales in these transcripts: play with --protocol ask_rationale=true "
             "(the replies held only their move lines)"
         )
-    report = RL.write_rationale_report(traces, out, args.seed, args.resamples)
-    if args.judge:
-        _judge(traces, args, out)
-    for rule, shares in report["shares"]["rule"].items():
+    for name, a in (result.judge or {}).get("agreement", {}).items():
+        print(f"judge {name}: agreement with the lexicon {a['agreement']}, kappa {a['kappa']}")
+    for rule, shares in result.report["shares"]["rule"].items():
         text = ", ".join(f"{label} {e['share']:.2f}" for label, e in shares.items())
         print(f"{rule}: {shares['positional']['traces']} traces; {text}")
-    print(f"written {out}")
+    print(f"written {args.out}")
     return 0
-
-
-def _judge(traces, args, out: Path) -> None:
-    """The model judge's verdicts (``judge.jsonl``, resumable), shares and agreement tables."""
-    try:
-        client = build_seat(args.judge, None, args, {}).policy.client
-    except (ValueError, TypeError, AttributeError) as error:
-        raise UsageError(f"--judge {args.judge}: {error}") from None
-    verdicts = RJ.judge_traces(traces, client, out)
-    report = RJ.judge_report(traces, verdicts, args.seed, args.resamples)
-    (out / "judge.json").write_text(json.dumps(report, indent=1))
-    shares, agreement = RJ.judge_tables(report)
-    write_table(out / "judge_labels", *shares)
-    write_table(out / "judge_agreement", *agreement)
-    for name, a in report["agreement"].items():
-        print(f"judge {name}: agreement with the lexicon {a['agreement']}, kappa {a['kappa']}")
 
 
 def add_command(subparsers, resamples) -> None:

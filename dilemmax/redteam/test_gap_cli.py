@@ -7,8 +7,7 @@ import pytest
 
 from dilemmax.cli import main
 from dilemmax.envs.consequence.generator import context_table
-from dilemmax.redteam import cli as redteam_cli
-from dilemmax.redteam import gap
+from dilemmax.redteam import gap, inputs
 from dilemmax.redteam import reference as R
 from dilemmax.redteam import statistics as S
 
@@ -81,7 +80,7 @@ def test_reference_save_load(tmp_path, small_reference):
 
 
 def test_parse_context_errors_name_the_problem():
-    assert redteam_cli._parse_context("6,1,5:10") == ((1, 5, 6), 10)
+    assert inputs.parse_context("6,1,5:10") == ((1, 5, 6), 10)
     for bad, what in [
         ("1,5,6", "expected"),
         ("1,5,x:3", "integers"),
@@ -89,15 +88,15 @@ def test_parse_context_errors_name_the_problem():
         ("1,5,6:13", "T must be"),
     ]:
         with pytest.raises(ValueError, match=what):
-            redteam_cli._parse_context(bad)
+            inputs.parse_context(bad)
     assert (
-        redteam_cli.context_index((1, 5, 6), 10) == 11 * 12 + 9
+        inputs.context_index((1, 5, 6), 10) == 11 * 12 + 9
     )  # split (1, 5, 6) is the 12th, T = 10
 
 
 def test_certify_command_end_to_end(tmp_path, capsys):
     num_contexts, episodes = 228, 100
-    idx = redteam_cli.context_index((1, 5, 6), 10)
+    idx = inputs.context_index((1, 5, 6), 10)
     rule = np.repeat([0, 3], episodes)
     context = np.full(2 * episodes, idx)
     collapse = np.zeros(2 * episodes)

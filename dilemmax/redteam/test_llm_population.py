@@ -116,8 +116,8 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
 
     clients = []
 
-    def scripted_client(kind, target, options, args):
-        assert (kind, target, args.base_url) == ("openai", "m", "http://localhost:1/v1")
+    def scripted_client(kind, target, options, generate):
+        assert (kind, target, generate.base_url) == ("openai", "m", ("http://localhost:1/v1",))
         clients.append(ScriptedClient(everything))
         return clients[-1]
 
@@ -148,11 +148,12 @@ def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, mon
 
     clients = []
 
-    def scripted_client(kind, target, options, args):
+    def scripted_client(kind, target, options, generate):
         clients.append(ScriptedClient(lambda request: "CONTRIBUTION: 0"))
         return clients[-1]
 
     monkeypatch.setattr(llm_seats, "_model_client", scripted_client)
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")  # an openai seat is refused without a key
     out = tmp_path / "ablate"
     argv = ["redteam", "ablate", "--policy", "openai:m", "--ablations", "anonymous_one_shot",
             "--episodes", "1", "--resamples", "100", "--no-progress",

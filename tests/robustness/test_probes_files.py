@@ -26,8 +26,8 @@ from dilemmax.finetune.checks import RLOO_FIELDS, SFT_FIELDS, DatasetError, read
 from dilemmax.llm.hf_client import ModelFolderError, check_adapter_folder, check_model_folder
 from dilemmax.redteam import reference as R
 from dilemmax.redteam import statistics as S
-from dilemmax.redteam.cli import context_index
 from dilemmax.redteam.files import FileFormatError
+from dilemmax.redteam.inputs import context_index
 from dilemmax.redteam.safety_case import clopper_pearson, episodes_needed, zero_event_bound
 
 ROOT = Path(__file__).resolve().parents[2]
