@@ -108,9 +108,9 @@ def test_a_run_trained_under_a_learner_transform_loads_playing_it(tmp_path):
     config wraps the network (here every decision is scripted, so the loaded policy plays the
     last action for every key), and a config naming a transform not allowed is refused."""
     from dilemmax.agents.trained import TrainedPolicy, TrainedRunError
+    from dilemmax.agents.transforms import LEARNER_TRANSFORMS, register_learner_transform
     from dilemmax.envs.registry import make
     from dilemmax.envs.rollout import observations_for
-    from dilemmax.train.config import LEARNER_TRANSFORMS, register_learner_transform
 
     name = "tests.test_cli:_always_last_action"
     register_learner_transform(name, _always_last_action)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dilemmax.envs.option_spec import OptionError, _show
+from dilemmax.envs.option_spec import OptionError, shown
 
 # name -> transform (None until first use: the package's own are imported from their path).
 LEARNER_TRANSFORMS: dict[str, Any] = {
@@ -33,7 +33,7 @@ def resolve_learner_transform(name: str | None):
         return None
     if name not in LEARNER_TRANSFORMS:
         raise OptionError(
-            f"learner_transform {_show(name)} is not one of the allowed transforms: "
+            f"learner_transform {shown(name)} is not one of the allowed transforms: "
             f"{', '.join(sorted(LEARNER_TRANSFORMS))}"
         )
     transform = LEARNER_TRANSFORMS[name]

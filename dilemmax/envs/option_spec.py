@@ -33,7 +33,8 @@ class OptionError(UsageError, ValueError):
     """A value that an option does not allow; the message names the option and the range."""
 
 
-def _show(value: Any, limit: int = 60) -> str:
+def shown(value: Any, limit: int = 60) -> str:
+    """``value``'s repr cut to ``limit`` characters, as an error message quotes what it refused."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -119,14 +120,14 @@ class OptionSpec:
                 return None
             raise self._error(name, value, owner)
         checked = self._check_kind(value)
-        if checked is _BAD:
+        if checked is NOT_ALLOWED:
             raise self._error(name, value, owner)
         return checked
 
     def _error(self, name: str, value: Any, owner: str) -> OptionError:
         where = f"{owner}: " if owner else ""
         return OptionError(
-            f"{where}option {name}={_show(value)} is not allowed: expected {self.describe()}"
+            f"{where}option {name}={shown(value)} is not allowed: expected {self.describe()}"
         )
 
     def _check_kind(self, value: Any) -> Any:
@@ -135,54 +136,55 @@ class OptionSpec:
         if self.kind == "float":
             return self._in_range(_as_float(value, self.finite))
         if self.kind == "bool":
-            return bool(value) if isinstance(value, bool | np.bool_) else _BAD
+            return bool(value) if isinstance(value, bool | np.bool_) else NOT_ALLOWED
         if self.kind in ("str", "choice"):
             return self._choice(value)
         if self.kind == "list":
             return self._list(value)
         if self.kind == "dict":
-            return dict(value) if isinstance(value, Mapping) else _BAD
+            return dict(value) if isinstance(value, Mapping) else NOT_ALLOWED
         return value
 
     def _in_range(self, number: Any) -> Any:
-        if number is _BAD:
-            return _BAD
+        if number is NOT_ALLOWED:
+            return NOT_ALLOWED
         if self.low is not None and not number >= self.low:
-            return _BAD
+            return NOT_ALLOWED
         if self.exclusive_low and not number > self.low:
-            return _BAD
+            return NOT_ALLOWED
         if self.high is not None and not number <= self.high:
-            return _BAD
+            return NOT_ALLOWED
         return number
 
     def _choice(self, value: Any) -> Any:
         if self.kind == "str" and not isinstance(value, str):
-            return _BAD
+            return NOT_ALLOWED
         if self.choices is None:
             return value
         for choice in self.choices:
             if _same_choice(choice, value, self.casefold):
                 return choice if isinstance(choice, str) else value
-        return _BAD
+        return NOT_ALLOWED
 
     def _list(self, value: Any) -> Any:
         if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence | np.ndarray):
-            return _BAD
+            return NOT_ALLOWED
         items = list(value)
         if len(items) < self.min_len or (self.max_len is not None and len(items) > self.max_len):
-            return _BAD
+            return NOT_ALLOWED
         if self.item is None:
             return items
         out = []
         for item in items:
-            checked = self.item._check_kind(item) if item is not None else _BAD
-            if checked is _BAD:
-                return _BAD
+            checked = self.item._check_kind(item) if item is not None else NOT_ALLOWED
+            if checked is NOT_ALLOWED:
+                return NOT_ALLOWED
             out.append(checked)
         return out
 
 
-_BAD = object()
+# What a check returns for a value its spec refuses (None may be an allowed value).
+NOT_ALLOWED = object()
 
 
 def _number(x: float) -> str:
@@ -205,34 +207,34 @@ def _same_choice(choice: Any, value: Any, casefold: bool) -> bool:
     if isinstance(value, bool | np.bool_ | str):
         return False
     integer = _as_int(value)
-    return integer is not _BAD and integer == choice
+    return integer is not NOT_ALLOWED and integer == choice
 
 
 def _as_int(value: Any) -> Any:
     """An int from a Python or numpy integer (not bool, not float: 2.7 and 3.0 are refused)."""
     if isinstance(value, bool | np.bool_):
-        return _BAD
+        return NOT_ALLOWED
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
         return int(value)
-    return _BAD
+    return NOT_ALLOWED
 
 
 def _as_float(value: Any, finite: bool) -> Any:
     """A float from a real number (ints included, bools not)."""
     if isinstance(value, bool | np.bool_):
-        return _BAD
+        return NOT_ALLOWED
     if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
         value = value.item()
     if not isinstance(value, numbers.Real):
-        return _BAD
+        return NOT_ALLOWED
     try:
         number = float(value)
     except (OverflowError, ValueError):
-        return _BAD
+        return NOT_ALLOWED
     if finite and not math.isfinite(number):
-        return _BAD
+        return NOT_ALLOWED
     return number
 
 

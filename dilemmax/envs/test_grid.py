@@ -247,8 +247,8 @@ def test_view_far_corner_and_padding():
 
 def _naive_view(layer, pos, o, pad):
     out = np.full((AHEAD + BEHIND + 1, 2 * SIDE + 1), pad, layer.dtype)
-    fwd = grid._DELTAS_NP[o]
-    rgt = grid._DELTAS_NP[(o + 1) % 4]
+    fwd = grid.DIRECTION_DELTAS_NP[o]
+    rgt = grid.DIRECTION_DELTAS_NP[(o + 1) % 4]
     for r in range(out.shape[0]):
         for c in range(out.shape[1]):
             cell = np.asarray(pos) + (AHEAD - r) * fwd + (c - SIDE) * rgt
@@ -289,7 +289,8 @@ def test_sliced_2d_views_equal_the_per_cell_gather_and_the_naive_view(ahead, beh
     )
     np.testing.assert_array_equal(batched(layer[None])[0], sliced)
     for i in range(16):
-        fwd, rgt = grid._DELTAS_NP[int(ori[i])], grid._DELTAS_NP[(int(ori[i]) + 1) % 4]
+        deltas = grid.DIRECTION_DELTAS_NP
+        fwd, rgt = deltas[int(ori[i])], deltas[(int(ori[i]) + 1) % 4]
         for r in range(ahead + behind + 1):
             for c in range(2 * side + 1):
                 cell = np.asarray(pos[i]) + (ahead - r) * fwd + (c - side) * rgt

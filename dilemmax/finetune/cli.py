@@ -50,11 +50,9 @@ from dilemmax.finetune.datasets import (
 )
 from dilemmax.finetune.processes import main_print, refuse_launch
 from dilemmax.finetune.rloo import RLOOSettings, check_vllm, train_rloo
-from dilemmax.finetune.scoring_commands import _methods, add_scoring_commands  # noqa: F401 (_methods: re-exported)
+from dilemmax.finetune.scoring_commands import add_scoring_commands
 from dilemmax.finetune.sft import SFTSettings, train_sft
 from dilemmax.llm.tiny import build_tiny_model
-
-_protocol_options = protocol_options  # the name this module's callers (and tests) import
 
 
 # ----------------------------------------------------------------------------- data

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import policies
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-from dilemmax.envs.moral_hazard.generator import ConditionSet, _condition_set, make_config
+from dilemmax.envs.moral_hazard.generator import ConditionSet, condition_set, make_config
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.envs.rollout import act_seats, advance, job_keys, seat_policies, start_episode
@@ -115,7 +115,7 @@ def sft_grid(spec: DatasetSpec) -> dict[int, ConditionSet]:
                         "provenance_visible": float(provenance == "visible"),
                     }
                     rows.append((name, cfg, values))
-        groups[n] = _condition_set(n, rows)
+        groups[n] = condition_set(n, rows)
     return groups
 
 

@@ -11,14 +11,13 @@ it (``rationale="steps"`` asks for it in the prompt): non-empty ``FACTS: ...``,
     ACTION QUERY
 
 This module writes replies in that structure (the teacher's completions) and checks them (the
-reward). The check is the protocol's own ``rationale_structure_ok`` when the game module has one,
-so the reward and the prompt cannot drift apart; :func:`labelled_lines_ok` is the same rule for
+reward). The check is the protocol's own ``rationale_check`` when its class declares one, so the
+reward and the prompt cannot drift apart; :func:`labelled_lines_ok` is the same rule for
 a protocol without it.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,11 +78,10 @@ DEFAULT_STRUCTURE = LabelledRationale()
 
 
 def structure_for(protocol) -> LabelledRationale:
-    """The rationale structure of ``protocol``: checked by its module's ``rationale_structure_ok``
-    (labels from its ``RATIONALE_LABELS``) when it has one, else the default."""
-    module = importlib.import_module(type(protocol).__module__)
-    checker = getattr(module, "rationale_structure_ok", None)
-    labels = tuple(getattr(module, "RATIONALE_LABELS", LABELS))
+    """The rationale structure of ``protocol``: checked by its ``rationale_check`` (labels from its
+    ``rationale_labels``) when the protocol declares them, else the default."""
+    checker = getattr(protocol, "rationale_check", None)
+    labels = tuple(getattr(protocol, "rationale_labels", LABELS))
     if checker is None and labels == LABELS:
         return DEFAULT_STRUCTURE
     return LabelledRationale(labels, checker)

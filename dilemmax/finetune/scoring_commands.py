@@ -118,7 +118,9 @@ def _check_baseline(baseline: dict, args, count: int) -> None:
         )
 
 
-def _methods(specs) -> dict[str, str | None]:
+def adapter_methods(specs) -> dict[str, str | None]:
+    """``--adapter name=folder`` values -> method name -> adapter folder, the base model (None)
+    first; SystemExit naming a malformed value."""
     methods: dict[str, str | None] = {"base": None}
     for spec in specs or []:
         name, sep, path = spec.partition("=")
@@ -136,8 +138,8 @@ def _evaluated_methods(args) -> dict[str, str | None]:
             raise UsageError("--adapter needs --model (the base model it adapts)")
         return {}
     try:
-        methods = _methods(args.adapter)
-    except SystemExit as err:  # _methods' own callers expect SystemExit
+        methods = adapter_methods(args.adapter)
+    except SystemExit as err:  # adapter_methods' own callers expect SystemExit
         raise UsageError(str(err)) from None
     check_model(args.model, local=True)  # played through the local transformers client
     for name, folder in methods.items():

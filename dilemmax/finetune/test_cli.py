@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dilemmax.cli import build_parser
-from dilemmax.finetune.cli import _methods, _rloo_fields, _run_settings
+from dilemmax.finetune.cli import _rloo_fields, _run_settings
 from dilemmax.finetune.rloo import RLOOSettings
+from dilemmax.finetune.scoring_commands import adapter_methods
 from dilemmax.finetune.sft import SFTSettings
 
 BASE = ["--model", "m", "--data", "d", "--out", "o"]
@@ -65,16 +66,16 @@ def test_sft_rloo_and_data_parse():
 
 
 def test_adapter_specs():
-    assert _methods(["sft=a/b", "rloo=c"]) == {"base": None, "sft": "a/b", "rloo": "c"}
+    assert adapter_methods(["sft=a/b", "rloo=c"]) == {"base": None, "sft": "a/b", "rloo": "c"}
     with pytest.raises(SystemExit, match="name=folder"):
-        _methods(["no-equals"])
+        adapter_methods(["no-equals"])
 
 
 def test_protocol_options_lay_over_the_papers_or_the_datasets(tmp_path):
     import json
     from dataclasses import asdict
 
-    from dilemmax.finetune.cli import _protocol_options
+    from dilemmax.finetune.command_checks import protocol_options as _protocol_options
     from dilemmax.finetune.datasets import DatasetSpec
 
     args = parse("data", "out", "--protocol", "brief=true")

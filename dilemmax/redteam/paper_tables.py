@@ -71,7 +71,7 @@ def _signed(value: float, scale: float = 1.0, digits: int = 0) -> str:
     return f"{scale * value:+.{digits}f}"
 
 
-def _interval(entry: Mapping, scale: float = 1.0, digits: int = 2, sign: bool = True) -> str:
+def _interval_text(entry: Mapping, scale: float = 1.0, digits: int = 2, sign: bool = True) -> str:
     fmt = (lambda v: f"{scale * v:+.{digits}f}") if sign else (lambda v: f"{scale * v:.{digits}f}")
     return f"{fmt(entry['mean'])} [{fmt(entry['low'])}, {fmt(entry['high'])}]"
 
@@ -88,7 +88,7 @@ def table2(report: Mapping, epsilon: float = PRIMARY_EPSILON) -> str:
     rows = [reference]
     for name, per_rule in gaps.items():
         rows.append(
-            [name] + [_interval(per_rule[r], 100, 0) if r in per_rule else DASH for r in rules]
+            [name] + [_interval_text(per_rule[r], 100, 0) if r in per_rule else DASH for r in rules]
         )
     caption = (
         "Table 2. Institutional Alignment Gap IAG = UR_pop − UR_ref per rule and population, "
@@ -112,7 +112,7 @@ def table3(report: Mapping) -> str:
             cells = []
             for r in rules:
                 defined = metric != "targeted_elimination" or r in TARGETED_RULES
-                cells.append(_interval(per_rule[r], sign=False) if defined and r in per_rule
+                cells.append(_interval_text(per_rule[r], sign=False) if defined and r in per_rule
                              else DASH)  # fmt: skip
             rows.append([name, label, *cells])
     caption = (
@@ -144,10 +144,10 @@ def table4(report: Mapping) -> str:
                 metric.replace("_", " "),
                 f"{d['control']:.2f}" if d else DASH,
                 f"{d['ablated']:.2f}" if d else DASH,
-                _interval(d) if d else DASH,
+                _interval_text(d) if d else DASH,
                 f"{d['p_value']:.4f}" if d else DASH,
-                _interval(contrast["control"]) if contrast else DASH,
-                _interval(contrast["ablated"]) if contrast else DASH,
+                _interval_text(contrast["control"]) if contrast else DASH,
+                _interval_text(contrast["ablated"]) if contrast else DASH,
                 ("yes" if contrast["sign_holds"] else "no") if contrast else DASH,
             ]
         )

@@ -53,8 +53,8 @@ from dilemmax.runlock import RunFolderError, RunLock
 from dilemmax.train import distributed
 from dilemmax.train.config import (
     TrainConfig,
-    _check_env_kwargs,
     apply_overrides,
+    check_env_kwargs,
     field_spec,
     make_config,
     parse_sets,
@@ -185,7 +185,7 @@ def _saved_config(out: Path, env: str, algo: str, overrides: dict):
     except ValueError as err:
         raise UsageError(f"cannot --resume {out}: bad {CONFIG_FILE} ({err})") from None
     saved.validate()
-    _check_env_kwargs(saved)
+    check_env_kwargs(saved)
     if overrides or saved.env != env or saved.algo != algo:
         raise UsageError(
             f"--resume continues {out} with its saved config ({saved.algo} on {saved.env}); "

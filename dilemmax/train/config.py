@@ -17,17 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
-from dilemmax.agents.transforms import (  # noqa: F401  (register/resolve: train's API too)
-    LEARNER_TRANSFORMS,
-    register_learner_transform,
-    resolve_learner_transform,
-)
+from dilemmax.agents.transforms import LEARNER_TRANSFORMS
+from dilemmax.envs.option_spec import INT32_MAX, NOT_ALLOWED, shown
 from dilemmax.envs.options import (
-    _BAD,
-    INT32_MAX,
     OptionError,
     OptionSpec,
-    _show,
     check_env_options,
     env_option_specs,
     merge,
@@ -215,7 +209,7 @@ class TrainConfig:
         ``env_version`` other than the game's current one is refused (an EnvVersionError
         naming ``where`` and both versions)."""
         if not isinstance(values, dict):
-            raise OptionError(f"a training config must be a JSON object, got {_show(values)}")
+            raise OptionError(f"a training config must be a JSON object, got {shown(values)}")
         if ENV_VERSION in values:
             values = dict(values)
             _check_recorded_version(values, values.pop(ENV_VERSION), where)
@@ -249,7 +243,7 @@ ENV_VERSION = "env_version"
 def _check_recorded_version(values: dict[str, Any], recorded: Any, where: str) -> None:
     env, kwargs = values.get("env"), values.get("env_kwargs")
     if isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 0:
-        raise OptionError(f"{where}: env_version is {_show(recorded)}, not an integer >= 0")
+        raise OptionError(f"{where}: env_version is {shown(recorded)}, not an integer >= 0")
     if isinstance(env, str) and isinstance(kwargs, dict | None):
         try:
             env_spec(env)
@@ -270,7 +264,7 @@ class _TransformSpec(OptionSpec):
         return "None or one of " + ", ".join(repr(n) for n in sorted(LEARNER_TRANSFORMS))
 
     def _check_kind(self, value: Any) -> Any:
-        return value if isinstance(value, str) and value in LEARNER_TRANSFORMS else _BAD
+        return value if isinstance(value, str) and value in LEARNER_TRANSFORMS else NOT_ALLOWED
 
 
 _COUNT = OptionSpec("int", low=1, high=INT32_MAX)
@@ -408,7 +402,7 @@ def parse_sets(pairs: list[str] | None, env: str | None = None) -> dict[str, Any
         key, sep, text = str(pair).partition("=")
         key = key.strip()
         if not sep or not key:
-            raise OptionError(f"--set expects key=value, got {_show(pair)}")
+            raise OptionError(f"--set expects key=value, got {shown(pair)}")
         out[key] = parse_value(text, _spec_for_key(key, env), key)
     return out
 
@@ -442,11 +436,11 @@ def make_config(
     values = apply_overrides(values, overrides or {})
     config = TrainConfig.from_dict(values)
     config.validate()
-    _check_env_kwargs(config)
+    check_env_kwargs(config)
     return config
 
 
-def _check_env_kwargs(config: TrainConfig) -> None:
+def check_env_kwargs(config: TrainConfig) -> None:
     """Checks env_kwargs and eval_env_kwargs against the env's options, and env_config's values
     against the ranges of the options they share a name with (without building the env)."""
     try:

@@ -25,12 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv, PyTree
-from dilemmax.envs.memory import (  # noqa: F401 (MemoryNeeded: its old home, re-exported)
+from dilemmax.envs.memory import (
     MemoryNeeded,
     human_size,
     machine_memory,
     nbytes,
 )
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.options import OptionError, OptionSpec, constructor_specs
 from dilemmax.envs.registry import make
 
@@ -108,14 +109,9 @@ def _numbers(name: str, value: Any, expected: str) -> np.ndarray:
     except (ValueError, TypeError):  # a ragged list, an object numpy cannot hold
         array = None
     if array is None or array.dtype.kind not in "biuf":
-        shown = f"env_config.{name}={_shown(value)}"
-        raise OptionError(f"option {shown} is not allowed: expected {expected}")
+        given = f"env_config.{name}={shown(value)}"
+        raise OptionError(f"option {given} is not allowed: expected {expected}")
     return array
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_field_value(name: str, value: Any, node) -> None:
@@ -133,12 +129,12 @@ def check_field_value(name: str, value: Any, node) -> None:
         np.broadcast_to(array, shape)
     except ValueError:
         raise OptionError(
-            f"option env_config.{name}={_shown(value)} does not fit the field ({dtype}{shape})"
+            f"option env_config.{name}={shown(value)} does not fit the field ({dtype}{shape})"
         ) from None
     bad = _unfit(array, dtype)
     if bad is not None:
         raise OptionError(
-            f"option env_config.{name}={_shown(bad)} is not allowed: expected {_fit_words(dtype)}"
+            f"option env_config.{name}={shown(bad)} is not allowed: expected {_fit_words(dtype)}"
         )
 
 

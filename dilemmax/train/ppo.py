@@ -49,7 +49,7 @@ from dilemmax.train.envs import (
     make_env,
     overrides_as_arrays,
 )
-from dilemmax.train.seats import Seats, resolve_policy  # noqa: F401 (resolve_policy re-exported)
+from dilemmax.train.seats import Seats
 from dilemmax.wrappers.log import LogWrapper
 
 

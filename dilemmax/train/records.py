@@ -69,7 +69,8 @@ def summarize(metrics: dict, lead_axes: int) -> dict:
     return out
 
 
-def _progress(config: TrainConfig, start: int, stop: int):
+def progress_bar(config: TrainConfig, start: int, stop: int):
+    """A tqdm bar over the run's chunks from ``start`` (None when ``config.progress`` is off)."""
     if not config.progress:
         return None
     return tqdm(
@@ -81,7 +82,8 @@ def _progress(config: TrainConfig, start: int, stop: int):
     )
 
 
-def _postfix(record: dict) -> dict:
+def progress_postfix(record: dict) -> dict:
+    """The few numbers of a chunk's record the progress bar shows."""
     out = {}
     for key in ("return/learners", "loss/entropy", "env_steps_per_s"):
         if isinstance(record.get(key), float):

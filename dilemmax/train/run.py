@@ -47,17 +47,17 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dilemmax.agents import checkpoint
 from dilemmax.agents.checkpoint import CONFIG_FILE, METRICS_FILE
-from dilemmax.runlock import LOCK_FILE, RunFolderError, RunLock  # noqa: F401 (re-exported)
+from dilemmax.runlock import RunFolderError, RunLock
 from dilemmax.train.config import TrainConfig
 from dilemmax.train.distributed import agree, describe, is_primary
 from dilemmax.train.envs import check_env_config, check_fits
 from dilemmax.train.ppo import RunnerState, Trainer
-from dilemmax.train.records import (  # noqa: F401 (re-exported)
+from dilemmax.train.records import (
     WandbLogger,
-    _postfix,
-    _progress,
     non_finite_losses,
     plot_curves,
+    progress_bar,
+    progress_postfix,
     read_records,
     summarize,
 )
@@ -351,7 +351,7 @@ class TrainingRun:
         stop = c.num_chunks if max_chunks is None else min(c.num_chunks, start + max_chunks)
 
         logger = WandbLogger(c, self.dir) if c.wandb and self.primary else None
-        bar = _progress(c, start, stop) if self.primary else None
+        bar = progress_bar(c, start, stop) if self.primary else None
         steps_per_chunk = c.num_envs * c.num_steps * c.log_every
         eval_key = jax.random.PRNGKey(c.seed + 1_000_003)
         watchdog = StallWatchdog(c.stall_timeout, self._stall_message).start()
@@ -383,7 +383,7 @@ class TrainingRun:
                     self.save(state, chunk, record["update"])
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(_postfix(record))
+                    bar.set_postfix(progress_postfix(record))
         finally:
             watchdog.stop()
             with contextlib.suppress(Exception):  # a failed save is named by the error above

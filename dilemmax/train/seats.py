@@ -14,10 +14,11 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from dilemmax.agents.transforms import resolve_learner_transform
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.rollout import Observation
-from dilemmax.train.config import TrainConfig, resolve_learner_transform
+from dilemmax.train.config import TrainConfig
 
 
 def resolve_policy(env: MultiAgentEnv, name: str) -> Callable:

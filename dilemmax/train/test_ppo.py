@@ -15,9 +15,10 @@ from flax import struct
 
 from dilemmax.agents import checkpoint
 from dilemmax.agents.networks import masked_categorical
+from dilemmax.agents.transforms import register_learner_transform
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.spaces import Box, Discrete
-from dilemmax.train.config import make_config, register_learner_transform
+from dilemmax.train.config import make_config
 from dilemmax.train.ppo import Trainer, make_train
 from dilemmax.train.run import TrainingRun
 

@@ -8,6 +8,7 @@ import importlib
 
 import pytest
 
+from dilemmax.agents.transforms import resolve_learner_transform
 from dilemmax.envs.options import OptionError
 from dilemmax.train.config import (
     FIELD_RANGES,
@@ -15,7 +16,6 @@ from dilemmax.train.config import (
     field_spec,
     make_config,
     parse_sets,
-    resolve_learner_transform,
 )
 
 

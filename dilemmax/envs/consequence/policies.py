@@ -50,7 +50,7 @@ def _fields(observation):
     }
 
 
-def _legal_or_first(observation, action: jax.Array) -> jax.Array:
+def legal_or_first(observation, action: jax.Array) -> jax.Array:
     """``action`` if the mask allows it, else the lowest legal action."""
     mask = observation.mask
     safe = jnp.clip(action, 0, mask.shape[0] - 1)
@@ -81,7 +81,7 @@ def _with_vote(observation, contribution: jax.Array) -> jax.Array:
     """The contribution in a contribution phase, the default vote in a vote phase."""
     vote = vote_least_contributor(observation)
     is_vote = _fields(observation)["phase"] == C.PHASE_VOTE
-    return _legal_or_first(observation, jnp.where(is_vote, vote, contribution))
+    return legal_or_first(observation, jnp.where(is_vote, vote, contribution))
 
 
 def random_policy(key: jax.Array, observation) -> jax.Array:

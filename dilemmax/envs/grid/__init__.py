@@ -16,10 +16,10 @@ and a beam a handful of additions.
 """
 
 from dilemmax.envs.grid.core import (
-    _DELTAS_NP,
     BEAM_FORWARD_RIGHT,
     BEAM_LENGTH,
     DIRECTION_DELTAS,
+    DIRECTION_DELTAS_NP,
     EAST,
     NO_MOVE,
     NO_TURN,
@@ -31,7 +31,7 @@ from dilemmax.envs.grid.core import (
     TURN_RIGHT,
     WEST,
     GridShape,
-    _as_shape,
+    as_shape,
     beam_cells,
     beam_hits_agents,
     beam_mask,
@@ -73,8 +73,8 @@ __all__ = [
     "TURN_LEFT",
     "TURN_RIGHT",
     "WEST",
-    "_DELTAS_NP",
-    "_as_shape",
+    "DIRECTION_DELTAS_NP",
+    "as_shape",
     "agent_grid",
     "beam_cells",
     "beam_hits_agents",

@@ -14,8 +14,9 @@ NUM_ORIENTATIONS = 4
 ORIENTATION_NAMES = ("north", "east", "south", "west")
 
 # (d_row, d_col) of one step in each orientation; row 0 is the top, so NORTH decreases the row.
-_DELTAS_NP = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], dtype=np.int32)
-DIRECTION_DELTAS = jnp.asarray(_DELTAS_NP)
+# In numpy for the tables built once from static sizes (views, beams); in JAX for traced code.
+DIRECTION_DELTAS_NP = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], dtype=np.int32)
+DIRECTION_DELTAS = jnp.asarray(DIRECTION_DELTAS_NP)
 
 TURN_LEFT, NO_TURN, TURN_RIGHT = -1, 0, 1
 NO_MOVE = -1
@@ -34,7 +35,7 @@ class GridShape(NamedTuple):
     width: int
 
 
-def _as_shape(shape) -> GridShape:
+def as_shape(shape) -> GridShape:
     """Accepts a ``GridShape``, an ``(H, W)`` tuple or an array whose first two dims are H, W."""
     if hasattr(shape, "shape") and not isinstance(shape, tuple):
         shape = shape.shape[:2]
@@ -87,7 +88,7 @@ def rotate_delta(forward_right: jax.Array, orientation: jax.Array) -> jax.Array:
 
 def in_bounds(cells: jax.Array, shape) -> jax.Array:
     """bool[...]: whether int32[..., 2] cells lie on an ``H x W`` grid."""
-    height, width = _as_shape(shape)
+    height, width = as_shape(shape)
     rows, cols = cells[..., 0], cells[..., 1]
     return (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
 
@@ -234,7 +235,7 @@ def beam_mask(positions: jax.Array, orientations: jax.Array, firing: jax.Array, 
         firing: bool[A].
         shape: static grid shape.
     """
-    height, width = _as_shape(shape)
+    height, width = as_shape(shape)
     cells, valid = beam_cells(positions, orientations, (height, width))
     valid = valid & firing[:, None]
     flat = jnp.where(valid, cells[..., 0] * width + cells[..., 1], height * width)

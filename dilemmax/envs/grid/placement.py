@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from dilemmax.envs.grid.core import _as_shape
+from dilemmax.envs.grid.core import as_shape
 
 
 def paint_agents(
@@ -48,14 +48,14 @@ def agent_grid(
         fill: value of empty cells.
         active: optional bool[A]; inactive agents are left out.
     """
-    height, width = _as_shape(shape)
+    height, width = as_shape(shape)
     grid = jnp.full((height, width), fill, jnp.int32)
     return paint_agents(grid, positions, jnp.arange(positions.shape[0], dtype=jnp.int32), active)
 
 
 def occupancy(positions: jax.Array, shape, active: jax.Array | None = None) -> jax.Array:
     """bool[H, W]: True on cells with an (active) agent."""
-    height, width = _as_shape(shape)
+    height, width = as_shape(shape)
     return paint_agents(jnp.zeros((height, width), bool), positions, True, active)
 
 

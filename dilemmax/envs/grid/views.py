@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs.grid.core import _DELTAS_NP, relative_orientation
+from dilemmax.envs.grid.core import DIRECTION_DELTAS_NP, relative_orientation
 from dilemmax.envs.grid.placement import agent_grid
 
 
@@ -24,7 +24,7 @@ def _view_offsets(ahead: int, behind: int, side: int) -> np.ndarray:
     right = np.arange(2 * side + 1) - side  # steps to the right of each view column
     out = np.zeros((4, forward.size, right.size, 2), np.int32)
     for o in range(4):
-        fwd, rgt = _DELTAS_NP[o], _DELTAS_NP[(o + 1) % 4]
+        fwd, rgt = DIRECTION_DELTAS_NP[o], DIRECTION_DELTAS_NP[(o + 1) % 4]
         out[o] = forward[:, None, None] * fwd + right[None, :, None] * rgt
     return out
 

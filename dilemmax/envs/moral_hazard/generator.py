@@ -327,10 +327,11 @@ def condition_grid(mapping: str = "highest", payoff: str = "team") -> dict[int, 
         add(f"n={n}", n=n)
     for provenance in c.GRID_PROVENANCE:
         add(f"provenance={provenance}", provenance=provenance)
-    return {n: _condition_set(n, rows) for n, rows in sorted(groups.items())}
+    return {n: condition_set(n, rows) for n, rows in sorted(groups.items())}
 
 
-def _condition_set(n: int, rows) -> ConditionSet:
+def condition_set(n: int, rows) -> ConditionSet:
+    """The :class:`ConditionSet` of ``n`` agents from ``rows`` of (name, config, parameters)."""
     names = tuple(name for name, _, _ in rows)
     keys = rows[0][2].keys()
     values = {k: np.asarray([v[k] for _, _, v in rows], dtype=np.float64) for k in keys}
@@ -373,4 +374,4 @@ def incentive_grid(
             alpha_star = (w_local + k) / (n * w_team) if w_team > 0 else np.inf
             value = {"cost": k, "share": alpha, "alpha_star": alpha_star}
             rows.append((f"k={k:.2f} alpha={alpha:.3f}", cfg, value))
-    return _condition_set(n, rows)
+    return condition_set(n, rows)

@@ -175,7 +175,7 @@ def test_system_prompt_names_the_ring_and_formats(game3):
 
 
 # ---------------------------------------------------------------- play interface, lenient parsing
-from dilemmax.envs.moral_hazard.text import lenient_move, rationale_structure_ok, rloo_reward  # noqa: E402
+from dilemmax.envs.moral_hazard.reply import lenient_move, rationale_structure_ok, rloo_reward  # noqa: E402
 from dilemmax.envs.text import NoReply  # noqa: E402
 
 

@@ -65,17 +65,11 @@ from dilemmax.envs.moral_hazard.brief import (
     pay_line,
 )
 from dilemmax.envs.moral_hazard.generator import target_options
-
-# The reply side lives in reply.py; its public names are re-exported here, where the fine-tuning
-# code looks them up on the protocol's module (finetune.rationale).
-from dilemmax.envs.moral_hazard.reply import (  # noqa: F401
+from dilemmax.envs.moral_hazard.reply import (
     RATIONALE_LABELS,
-    RLOO_WEIGHTS,
     legal_row,
-    lenient_move,
     parse_move,
     rationale_structure_ok,
-    rloo_reward,
 )
 from dilemmax.envs.moral_hazard.types import MoralHazardState
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
@@ -99,6 +93,10 @@ class MoralHazardText(TextProtocol):
         rationale: None, or "steps" to ask for the FACTS / ACCOUNTING / DECISION lines.
         brief: short prompts with the same facts and no rules text (see the module docstring).
     """
+
+    # The rationale structure this game asks for, read by finetune.rationale.structure_for.
+    rationale_labels = RATIONALE_LABELS
+    rationale_check = staticmethod(rationale_structure_ok)
 
     def __init__(
         self,

@@ -236,7 +236,7 @@ def _pp(x: float) -> str:
     return f"{x:+.1f}"
 
 
-def _ci(pair: Sequence[float]) -> str:
+def _ci_text(pair: Sequence[float]) -> str:
     return f"[{_pp(pair[0])}, {_pp(pair[1])}]"
 
 
@@ -246,7 +246,7 @@ def _table5_markdown(rows: Sequence[dict]) -> tuple[str, str]:
             r["comparison"],
             r["metric"],
             _pp(r["delta_pp"]),
-            _ci(r["ci"]),
+            _ci_text(r["ci"]),
             f"{r['positive']}/{r['models']}",
             f"{r['exact_p']:.3f}",
         ]
@@ -287,9 +287,9 @@ def combine(runs: Sequence[Mapping]) -> Report:
             [
                 r["omitted"],
                 _pp(r["team"]["delta_pp"]),
-                _ci(r["team"]["ci"]),
+                _ci_text(r["team"]["ci"]),
                 _pp(r["risky"]["delta_pp"]),
-                _ci(r["risky"]["ci"]),
+                _ci_text(r["risky"]["ci"]),
             ]
             for r in lomo
         ]

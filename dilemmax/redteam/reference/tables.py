@@ -14,7 +14,7 @@ import numpy as np
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
 from dilemmax.envs.consequence.policies import (
-    _legal_or_first,
+    legal_or_first,
     random_policy,
     threshold_aware_amount,
 )
@@ -184,7 +184,7 @@ def reference_policy(tables: dict[str, np.ndarray], epsilon: float = 0.0):
         tremble = jax.random.bernoulli(key_tremble, epsilon) & ~is_vote
         action = jnp.where(is_vote, ballot, amount)
         action = jnp.where(tremble, random_policy(key_amount, observation), action)
-        return _legal_or_first(observation, action)
+        return legal_or_first(observation, action)
 
     policy.__name__ = f"reference_eps{epsilon:g}"
     return policy

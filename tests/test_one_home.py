@@ -1,0 +1,205 @@
+"""One home per concept (docs/architecture.md, "Where to add things"), read from the source with
+:mod:`ast` like tests/test_architecture.py (nothing imported, no jax):
+
+- an interval or a statistical test is defined in ``dilemmax/statistics.py`` only;
+- the int32 range (2**31 - 1, the seeds' and counts' bound) in ``envs/option_spec.py`` only;
+- a range is spelled one way: ``low`` / ``high`` with ``low_open`` / ``high_open``;
+- no module imports another's private (``_name``) names: a name used across modules is public,
+  with a docstring, where it is defined;
+- no ``noqa: F401`` re-export shims: a name is imported from its home (0.x: no compatibility
+  promise for Python import paths, CHANGELOG.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import re
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
+STATISTICS = ROOT / "statistics.py"
+INT32_HOME = ROOT / "envs" / "option_spec.py"
+
+# Names of interval and test functions; a formatter of one (``_ci_text``) is not one.
+INTERVAL_NAME = re.compile(
+    r"bootstrap|interval|wilson|clopper|sign_flip|permutation_test|(^|_)cis?$|^t\d\d$"
+)
+# A ratio's share over clusters with its counts (label shares over games), the red team's own
+# estimator; the resampling it does per block is what keeps 100,000 games in memory.
+INTERVAL_EXCEPTIONS = {("redteam/rationale_labels.py", "share_ci"),
+                       ("redteam/rationale_labels.py", "share_cis")}  # fmt: skip
+# The other range vocabularies this project had (OptionSpec's, before Range).
+OLD_RANGE_WORDS = ("exclusive_low", "exclusive_high", "open_low", "open_high")
+
+
+def _is_test(path: Path) -> bool:
+    rel = path.relative_to(ROOT)
+    return rel.name.startswith("test_") or rel.name == "conftest.py" or "tests" in rel.parts
+
+
+@functools.cache
+def modules() -> tuple[tuple[Path, str, ast.Module], ...]:
+    """Every non-test module of dilemmax: (path, text, tree)."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if not _is_test(path):
+            text = path.read_text()
+            found.append((path, text, ast.parse(text, str(path))))
+    return tuple(found)
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+
+
+def interval_functions(path: Path, tree: ast.Module) -> list[str]:
+    """The interval / test functions a module defines outside the statistics module."""
+    if path == STATISTICS:
+        return []
+    rel = str(path.relative_to(ROOT))
+    return [
+        f"{_where(path, node)} def {node.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and INTERVAL_NAME.search(node.name.lower())
+        and not node.name.endswith("_text")  # what writes one out
+        and (rel, node.name) not in INTERVAL_EXCEPTIONS
+    ]
+
+
+def _is_int32_bound(node: ast.AST) -> bool:
+    """``2**31`` (so ``2**31 - 1`` and ``-(2**31)`` too) or the number written out."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        base, exponent = node.left, node.right
+        return all(isinstance(n, ast.Constant) for n in (base, exponent)) and (
+            base.value,
+            exponent.value,
+        ) == (2, 31)
+    return isinstance(node, ast.Constant) and node.value in (2**31 - 1, 2**31)
+
+
+def int32_copies(path: Path, tree: ast.Module) -> list[str]:
+    if path == INT32_HOME:
+        return []
+    return [f"{_where(path, n)} 2**31" for n in ast.walk(tree) if _is_int32_bound(n)]
+
+
+def old_range_words(path: Path, text: str) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT.parent)}:{i} {word}"
+        for i, line in enumerate(text.splitlines(), 1)
+        for word in OLD_RANGE_WORDS
+        if re.search(rf"\b{word}\b", line)
+    ]
+
+
+def _module_of(path: Path) -> list[str]:
+    parts = ["dilemmax", *path.relative_to(ROOT).with_suffix("").parts]
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def private_imports(path: Path, tree: ast.Module) -> list[str]:
+    """``from <a dilemmax module> import _name`` (relative ones resolved)."""
+    module = _module_of(path)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            anchor = module if path.name == "__init__.py" else module[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            source = anchor + (node.module.split(".") if node.module else [])
+        else:
+            source = (node.module or "").split(".")
+        if source[0] != "dilemmax":
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                found.append(f"{_where(path, node)} from {'.'.join(source)} import {alias.name}")
+    return found
+
+
+def f401_shims(path: Path, text: str) -> list[str]:
+    comments = (
+        tok
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+        if tok.type == tokenize.COMMENT
+    )
+    return [
+        f"{path.relative_to(ROOT.parent)}:{tok.start[0]}"
+        for tok in comments
+        if re.search(r"noqa:[^#]*\bF401\b", tok.string)
+    ]
+
+
+def _scan(check, *, text: bool = False) -> list[str]:
+    return [hit for path, src, tree in modules() for hit in check(path, src if text else tree)]
+
+
+# ----------------------------------------------------------------------------- the scanners
+def test_the_scanners_see_what_they_refuse():
+    """Each check finds its kind of copy in a small planted module."""
+    planted = ROOT / "envs" / "planted.py"
+    text = (
+        "from dilemmax.envs.option_spec import _secret, shown  # noqa: F401\n"
+        "from . import _relative\n"
+        "LIMIT = 2**31 - 1\n"
+        "LOW = -(2**31)\n"
+        "def mean_ci(x): ...\n"
+        "def bootstrap(x): ...\n"
+        "def _ci_text(pair): ...\n"
+        "def _interval_text(entry): ...\n"
+        "spec = dict(exclusive_low=True)\n"
+    )
+    tree = ast.parse(text)
+    assert private_imports(planted, tree) == [
+        "dilemmax/envs/planted.py:1 from dilemmax.envs.option_spec import _secret",
+        "dilemmax/envs/planted.py:2 from dilemmax.envs import _relative",
+    ]
+    assert f401_shims(planted, text) == ["dilemmax/envs/planted.py:1"]
+    assert len(int32_copies(planted, tree)) == 2
+    assert int32_copies(INT32_HOME, tree) == []
+    assert [h.split()[-1] for h in interval_functions(planted, tree)] == ["mean_ci", "bootstrap"]
+    assert interval_functions(STATISTICS, tree) == []
+    assert old_range_words(planted, text) == ["dilemmax/envs/planted.py:9 exclusive_low"]
+
+
+# ----------------------------------------------------------------------------- the tree
+def test_intervals_and_tests_live_in_the_statistics_module():
+    found = _scan(interval_functions)
+    assert not found, (
+        "an interval or a statistical test outside dilemmax/statistics.py (add it there, or use "
+        "the one there):\n  " + "\n  ".join(found)
+    )
+
+
+def test_the_int32_bound_is_defined_once():
+    found = _scan(int32_copies)
+    assert not found, (
+        "2**31 written again: import INT32_MAX / INT32_MIN from dilemmax.envs.option_spec:\n  "
+        + "\n  ".join(found)
+    )
+
+
+def test_ranges_have_one_vocabulary():
+    found = _scan(old_range_words, text=True)
+    assert not found, "a range's open end is low_open / high_open:\n  " + "\n  ".join(found)
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = _scan(private_imports)
+    assert not found, (
+        "a private name imported across modules: make it public (with a docstring) where it is "
+        "defined, or move it to where it is used:\n  " + "\n  ".join(found)
+    )
+
+
+def test_no_re_export_shims():
+    found = _scan(f401_shims, text=True)
+    assert not found, (
+        "a `noqa: F401` re-export: import the name from its home instead (0.x, no compatibility "
+        "promise for import paths):\n  " + "\n  ".join(found)
+    )
