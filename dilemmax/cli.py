@@ -253,9 +253,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def scenarios_alias(argv: list[str]) -> list[str]:
-    """``evaluate RUN --scenarios train|test [...]`` as ``scenarios evaluate --run RUN --set ...
-    --game <the run's game>``: a trained run scored on a scenario set (dilemmax.scenarios);
-    any other command line is returned as it is."""
+    """``evaluate RUN --scenarios train|test [...]`` as ``scenarios evaluate --run RUN
+    --scenario-set ... --game <the run's game>``: a trained run scored on a scenario set
+    (dilemmax.scenarios); any other command line is returned as it is."""
     if not argv or argv[0] != "evaluate" or not any(a.split("=")[0] == "--scenarios" for a in argv):
         return argv
     rest, which, path = [], None, None
@@ -279,7 +279,7 @@ def scenarios_alias(argv: list[str]) -> list[str]:
         "evaluate",
         "--run",
         path,
-        "--set",
+        "--scenario-set",
         which,
         "--game",
         _run_game(path),

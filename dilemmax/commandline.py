@@ -121,7 +121,7 @@ def build_env(env_id: str, pairs: list[str] | None):
     """The env ``env_id`` with ``--set`` options typed by its constructor; UsageError on any
     unknown env, unknown option or bad value."""
     with user_input(env_id):
-        options = parse_assignments(pairs, "--set", env_option_specs(env_id))
+        options = parse_assignments(pairs, "--set", env_option_specs(env_id, old_names=True))
         return make(env_id, **options)
 
 

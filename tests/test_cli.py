@@ -170,8 +170,8 @@ def test_evaluate_with_scenarios_is_the_scenarios_command_on_the_run(tmp_path):
     run.mkdir()
     (run / "config.json").write_text('{"env": "open_harvest"}')
     assert scenarios_alias(["evaluate", str(run), "--scenarios", "test", "--episodes", "2"]) == [
-        "scenarios", "evaluate", "--run", str(run), "--set", "test", "--game", "open_harvest",
-        "--episodes", "2",
+        "scenarios", "evaluate", "--run", str(run), "--scenario-set", "test",
+        "--game", "open_harvest", "--episodes", "2",
     ]  # fmt: skip
     (run / "config.json").write_text('{"env": "scenarios", "env_kwargs": {"game": "consequence"}}')
     ckpt = run / "checkpoints" / "ckpt_000001.msgpack"

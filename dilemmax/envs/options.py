@@ -232,9 +232,16 @@ def check_env_options(env_id: str, env_cls: type, values: Mapping[str, Any]) -> 
     return checked
 
 
-def env_option_specs(env_id: str) -> dict[str, OptionSpec]:
-    """option -> spec of a registered env (for typing its ``--set`` values)."""
-    return constructor_specs(env_spec(env_id).load())
+def env_option_specs(env_id: str, old_names: bool = False) -> dict[str, OptionSpec]:
+    """option -> spec of a registered env (for typing its ``--set`` values); with ``old_names``
+    also each renamed option's old name, typed as the option (``dilemmax.make`` then renames it,
+    with one deprecation line)."""
+    env_cls = env_spec(env_id).load()
+    specs = constructor_specs(env_cls)
+    if old_names:
+        renamed = getattr(env_cls, "renamed_options", {})
+        specs.update({old: specs[new] for old, new in renamed.items() if new in specs})
+    return specs
 
 
 def parse_env_options(env_id: str, pairs: Mapping[str, str]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
     dilemmax scenarios list [--game moral_hazard] [--json sets.json]
     dilemmax scenarios evaluate --game open_harvest --run runs/oh-ippo,seed=1 --out runs/oh-test
-    dilemmax scenarios evaluate --game consequence --zoo consequence/ippo_s0 --set train
+    dilemmax scenarios evaluate --game consequence --zoo consequence/ippo_s0 --scenario-set train
     dilemmax scenarios evaluate --game moral_hazard --scripted teacher --episodes 32
     dilemmax scenarios evaluate --game moral_hazard --seats openai:my-model \\
         --base-url http://localhost:8000/v1 --episodes 8 --out runs/mh-model   # then --resume
@@ -38,7 +38,7 @@ from dilemmax.commandline import (
 from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
-from dilemmax.errors import UsageError
+from dilemmax.errors import UsageError, deprecated
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.seats import add_model_arguments
@@ -273,11 +273,21 @@ def _cmd_evaluate(args) -> int:
         raise UsageError(str(error)) from error
 
 
+def _scenario_set_name(args) -> str:
+    """``--scenario-set``, or its old spelling ``--set train|test`` (``--set`` means key=value
+    options in every other command), with one deprecation line."""
+    if args.old_set is not None:
+        deprecated("scenarios evaluate --set train|test is now --scenario-set train|test")
+        return args.old_set
+    return args.scenario_set
+
+
 def _evaluate(args) -> int:
+    args.scenario_set = _scenario_set_name(args)
     source = _check_evaluate(args)
     if args.out:
         _check_out_is_ours(Path(args.out))
-    scenarios = scenario_set(args.game, args.set)
+    scenarios = scenario_set(args.game, args.scenario_set)
     env = scenarios.build()
     _check_size(args, env, source)
     key = jax.random.key(args.seed)
@@ -338,7 +348,9 @@ def add_commands(subparsers) -> None:
 
     q = sub.add_parser("evaluate", help="a focal population's score on a scenario set")
     q.add_argument("--game", required=True, help=f"the game ({', '.join(GAMES)})")
-    q.add_argument("--set", choices=SCENARIO_SETS, default="test", help="default: test")
+    q.add_argument("--scenario-set", choices=SCENARIO_SETS, default="test",
+                   help="which of the game's scenario sets to play (default: test)")  # fmt: skip
+    q.add_argument("--set", dest="old_set", choices=SCENARIO_SETS, help=argparse.SUPPRESS)
     q.add_argument("--run", help="a `dilemmax train` run folder: DIR[,seed=<k>][,greedy]")
     q.add_argument("--zoo", help="a zoo population, e.g. open_harvest/ippo_s0")
     q.add_argument("--scripted", help="a scripted policy of the game in every focal seat")

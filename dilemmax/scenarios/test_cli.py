@@ -42,8 +42,8 @@ def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, 
     (tmp_path / "empty_zoo" / "manifest.json").write_text("{}")
     monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path / "empty_zoo"))  # one reference compile only
     out = tmp_path / "eval"
-    argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
-            "--episodes", "2", "--seed", "4", "--out", str(out)]  # fmt: skip
+    argv = ["evaluate", "--game", "moral_hazard", "--scenario-set", "train", "--scripted",
+            "teacher", "--episodes", "2", "--seed", "4", "--out", str(out)]  # fmt: skip
     assert scenarios(argv) == 0
     results = json.loads((out / "results.json").read_text())
     digests = SETS["moral_hazard/train"].digests()
@@ -125,3 +125,19 @@ def test_a_run_trained_on_the_train_set_sits_in_the_test_set_and_nowhere_else(tm
     assert len(scores) == test_env.num_scenarios
     with pytest.raises(TrainedRunError, match="cannot play this game"):
         TrainedPolicy.load(run, env=built("consequence/test"))
+
+
+def test_the_old_set_spelling_of_the_scenario_set_still_works(tmp_path, capsys, monkeypatch):
+    """``--set train|test`` (``--set`` means key=value options everywhere else) still chooses the
+    scenario set, with one deprecation line naming ``--scenario-set``."""
+    from dilemmax import errors
+
+    monkeypatch.setattr(errors, "_SAID", set())  # said once per process: this test sees it
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
+            "--episodes", "1", "--references", "none", "--out", str(out)]  # fmt: skip
+    assert scenarios(argv) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line]
+    assert err == ["dilemmax: deprecated: scenarios evaluate --set train|test is now "
+                   "--scenario-set train|test"]  # fmt: skip
+    assert json.loads((out / "results.json").read_text())["set"] == "moral_hazard/train"
