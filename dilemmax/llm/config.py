@@ -38,24 +38,27 @@ class GenerateConfig:
 
     base_url: tuple[str, ...] | None = option(
         None,
-        "OpenAI-compatible server, e.g. http://localhost:8000/v1; replicas of one model joined "
-        "by | (http://a/v1|http://b/v1)",
+        "the OpenAI-compatible server, e.g. http://localhost:8000/v1; several joined by | "
+        "(http://a/v1|http://b/v1) are replicas of one model, each call going to the one with "
+        "the fewest calls outstanding",
         sampling.URLS,
     )
     api_key_env: str = option(
-        "OPENAI_API_KEY", "environment variable holding the API key", sampling.ENV_NAME
+        "OPENAI_API_KEY", "the environment variable the API key is read from", sampling.ENV_NAME
     )
     temperature: float = option(0.0, "sampling temperature", sampling.OPENAI["temperature"])
     top_p: float | None = option(None, "nucleus sampling mass", sampling.OPENAI["top_p"])
     top_k: int | None = option(
-        None, "top-k sampling (vLLM, SGLang, Inspect's providers)", sampling.OPENAI["top_k"]
+        None,
+        "top-k sampling (vLLM, SGLang and Inspect's providers take it; not OpenAI's own)",
+        sampling.OPENAI["top_k"],
     )
     presence_penalty: float | None = option(
-        None, "penalty on tokens already in the reply", sampling.OPENAI["presence_penalty"]
+        None, "penalty on tokens already present", sampling.OPENAI["presence_penalty"]
     )
     max_tokens: int = option(512, "reply length cap, in tokens", sampling.OPENAI["max_tokens"])
     seed: int | None = option(
-        None, "sampling seed sent to models", sampling.OPENAI["seed"], flag="--model-seed"
+        None, "the sampling seed sent to the server", sampling.OPENAI["seed"], flag="--model-seed"
     )
     reasoning_effort: str | None = option(
         None,
@@ -63,19 +66,26 @@ class GenerateConfig:
         sampling.Choice(sampling.REASONING_EFFORTS),
     )
     reasoning_tokens: int | None = option(
-        None, "thinking budget in tokens (inspect seats)", sampling.REASONING_TOKENS
+        None,
+        "a thinking budget in tokens, mapped by Inspect onto each provider's own (inspect: seats)",
+        sampling.REASONING_TOKENS,
     )
     output: str = option(
         "json_schema",
-        "how replies are asked for: the prompt's JSON schema, JSON mode, or text the game's "
-        "parser reads",
+        "how a reply is asked for: the prompt's JSON schema as structured output, JSON mode (any "
+        "JSON object), or text the game's parser reads",
         sampling.Choice(sampling.OUTPUT_MODES),
         flag="--output-mode",
     )
     timeout: float = option(60.0, "seconds per request attempt", sampling.CLIENT["timeout"])
-    max_attempts: int = option(6, "attempts per request", sampling.CLIENT["max_attempts"])
+    max_attempts: int = option(
+        6,
+        "attempts per request (rate limits, 5xx, timeouts and broken replies are retried with "
+        "jittered exponential backoff)",
+        sampling.CLIENT["max_attempts"],
+    )
     concurrency: int = option(
-        16, "requests in flight per model (over all its base URLs)", sampling.CLIENT["concurrency"]
+        16, "requests in flight per model, over all its base URLs", sampling.CLIENT["concurrency"]
     )
 
     def __post_init__(self) -> None:

@@ -1,6 +1,8 @@
 """The model clients' options checked before any call: sampling, endpoints, timeouts, attempts.
 
-Every option a model seat takes, as a flag (``--temperature``) or inside a seat spec
+The ranges of :class:`~dilemmax.llm.config.GenerateConfig`'s fields and of the seat kinds' own
+options. Every option a model seat takes, as a flag (``--temperature``), a field
+(``GenerateConfig(temperature=0.7)``) or inside a seat spec
 (``openai:m,temperature=0.7,base_url=http://a/v1|http://b/v1``), goes through
 :func:`check_option`, which parses text totally and refuses a value outside its range with an
 :class:`~dilemmax.envs.options.OptionError` naming the option, the value and what is allowed.
@@ -163,21 +165,6 @@ def sampling_options(**given: Any) -> dict:
     return {k: check_option(v, checks[k], k) for k, v in given.items() if v is not None}
 
 
-# The flags of add_model_arguments and the range each must fit (None values mean "the server's
-# default" and are not checked).
-FLAGS = {
-    "--temperature": OPENAI["temperature"],
-    "--top-p": OPENAI["top_p"],
-    "--max-tokens": OPENAI["max_tokens"],
-    "--top-k": OPENAI["top_k"],
-    "--presence-penalty": OPENAI["presence_penalty"],
-    "--model-seed": OPENAI["seed"],
-    "--timeout": CLIENT["timeout"],
-    "--max-attempts": CLIENT["max_attempts"],
-    "--concurrency": CLIENT["concurrency"],
-}
-
-
 def check_option(value: Any, allowed, option: str):
     """``value`` (a number, or text from a seat spec) as ``allowed``'s kind, within its range
     (``allowed``: a :class:`Range`, or a :class:`Choice`, :class:`Urls` or :class:`EnvName`).
@@ -223,27 +210,3 @@ def _named(option: str, value: Any) -> str:
 def _show(value: Any, limit: int = 40) -> str:
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def check_flags(args) -> None:
-    """Every model flag of ``args`` (an ``add_model_arguments`` namespace) within its range."""
-    for flag, allowed in FLAGS.items():
-        value = getattr(args, flag[2:].replace("-", "_"), None)
-        if value is not None:
-            check_option(value, allowed, flag)
-    url = getattr(args, "base_url", None)
-    if url is not None and parse_urls(url) is None:
-        raise OptionError(
-            f"--base-url {_show(url)}: expected http://host:port/v1 or https://..., several "
-            "joined by | (each once)"
-        )
-    if getattr(args, "api_key_env", None) is not None:
-        ENV_NAME.check(args.api_key_env, "--api-key-env")
-
-
-def seat_options(spec: str, options: dict[str, str], ranges: dict[str, Any]) -> dict:
-    """A seat spec's options with a range parsed and checked (other options are left as text)."""
-    return {
-        name: check_option(text, ranges[name], f"seat {spec!r}: {name}") if name in ranges else text
-        for name, text in options.items()
-    }
