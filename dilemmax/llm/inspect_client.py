@@ -40,6 +40,7 @@ from typing import Any
 from dilemmax.llm import aio, sampling
 from dilemmax.llm.chat_http import Replicas
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, asked_output
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.inspect_messages import (
     chat_messages,
     completion_from_output,
@@ -62,6 +63,9 @@ TOP_K_IN_BODY = frozenset(
      "llama-cpp-python"}
 )  # fmt: skip
 FATAL_STATUS = (401, 403, 404)
+
+# The defaults of the options a client shares with a model seat, declared by GenerateConfig.
+DEFAULT = GenerateConfig()
 
 
 class InspectClient(aio.BatchedClient):
@@ -103,13 +107,13 @@ class InspectClient(aio.BatchedClient):
         seed: int | None = None,
         reasoning_effort: str | None = None,
         reasoning_tokens: int | None = None,
-        output: str = "json_schema",
-        timeout: float = 60.0,
-        max_attempts: int = 6,
+        output: str = DEFAULT.output,
+        timeout: float = DEFAULT.timeout,
+        max_attempts: int = DEFAULT.max_attempts,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_retry_after: float = 60.0,
-        concurrency: int = 16,
+        concurrency: int = DEFAULT.concurrency,
         model_args: dict[str, Any] | None = None,
     ):
         options = sampling.sampling_options(

@@ -43,12 +43,16 @@ from dilemmax.llm.client import (
     asked_output,
     token_count,
 )
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.retrying import (  # noqa: F401 (parse_retry_after, retry_after: re-exported)
     RetryPolicy,
     describe_error,
     parse_retry_after,
     retry_after,
 )
+
+# The defaults of the options a client shares with a model seat, declared by GenerateConfig.
+DEFAULT = GenerateConfig()
 
 
 class NoChoices(ValueError):
@@ -103,22 +107,22 @@ class OpenAIClient(aio.BatchedClient):
         self,
         model: str,
         base_url: str | Sequence[str] | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        temperature: float | None = 0.0,
+        api_key_env: str = DEFAULT.api_key_env,
+        temperature: float | None = DEFAULT.temperature,
         top_p: float | None = None,
-        max_tokens: int | None = 512,
+        max_tokens: int | None = DEFAULT.max_tokens,
         seed: int | None = None,
         structured_output: bool = True,
         top_k: int | None = None,
         presence_penalty: float | None = None,
         reasoning_effort: str | None = None,
-        output: str = "json_schema",
-        timeout: float = 60.0,
-        max_attempts: int = 6,
+        output: str = DEFAULT.output,
+        timeout: float = DEFAULT.timeout,
+        max_attempts: int = DEFAULT.max_attempts,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         max_retry_after: float = 60.0,
-        concurrency: int = 16,
+        concurrency: int = DEFAULT.concurrency,
     ):
         api_key = os.environ.get(api_key_env)
         if not api_key:
