@@ -22,7 +22,6 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from dilemmax.agents import zoo
 from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
     SCENARIO_SETS,
@@ -45,7 +44,7 @@ from dilemmax.envs.memory import (
     human_size,
 )
 from dilemmax.envs.options import OptionSpec
-from dilemmax.envs.policies import policies_for
+from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat
 from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.errors import UsageError
 
@@ -100,17 +99,14 @@ def _format_metric(value) -> str:
     return text.replace("\n", "\n" + " " * 35)
 
 
-def _rollout_policy(env, env_id: str, name: str, choices: dict):
-    """A rollout seat: a scripted policy's name, or ``zoo:<game>/<population>`` (the shipped
-    zoo, its digest verified and its network checked against this env)."""
-    if name.startswith("zoo:"):
-        return zoo.load(name[len("zoo:") :], env=env)
-    if name not in choices:
-        raise UsageError(
-            f"unknown policy {name!r} for {env_id}; choose from {sorted(choices)} "
-            f"or zoo:<game>/<population>"
-        )
-    return choices[name]
+def _rollout_policies(env, seats: dict[str, str]) -> dict:
+    """agent -> the policy its seat spec names (any seat kind: scripted, trained, zoo, or a model
+    seat, which the arena plays step by step through the game's text protocol). Every spec is
+    checked before any is loaded, so a mistake in the last costs no load of the first."""
+    context = SeatContext()  # model seats: GenerateConfig's defaults under each seat's own options
+    for spec in dict.fromkeys(seats.values()):
+        check_seat(spec, env, context)
+    return {agent: resolve_seat(spec, env, context) for agent, spec in seats.items()}
 
 
 def _check_rollout_fits(arena: Arena, args, compiled: bool) -> None:
@@ -135,14 +131,11 @@ def _cmd_rollout(args) -> int:
         raise UsageError(
             f"--gif: {args.env} has no frames to draw (render modes {env.render_modes})"
         )
-    choices = policies_for(env)
     seats = {agent: args.policy for agent in env.agents}
     seats.update(
         parse_assignments(args.seat, "--seat", dict.fromkeys(env.agents, OptionSpec("str")))
     )
-    policies = {
-        agent: _rollout_policy(env, args.env, name, choices) for agent, name in seats.items()
-    }
+    policies = _rollout_policies(env, seats)
     # Every file the rollout writes is checked now, not after the episodes are played.
     for option in ("out", "gif", "json"):
         if getattr(args, option):
@@ -209,10 +202,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="registered environments")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("rollout", help="play episodes with scripted, random or zoo policies")
+    p = sub.add_parser("rollout", help="play episodes with scripted, trained, zoo or model seats")
     p.add_argument("env", help="environment id (see `dilemmax list`)")
-    p.add_argument("--policy", default="random", help="policy of every seat (default: random)")
-    p.add_argument("--seat", action="append", help="agent=policy for one seat (repeatable)")
+    p.add_argument("--policy", default="random",
+                   help="seat spec of every seat: <kind>:<target> or a scripted name "
+                   "(default: random)")  # fmt: skip
+    p.add_argument("--seat", action="append", help="agent=<seat spec> for one seat (repeatable)")
     p.add_argument("--episodes", type=positive_int, default=10, help="episodes (>= 1)")
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--set", action="append", help="env option key=value (repeatable)")

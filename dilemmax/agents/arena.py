@@ -17,7 +17,7 @@ identical metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from dilemmax.envs.rollout import (  # PolicyError, policy_action: re-exported, 
     seat_policies,
     step_parts,
 )
+from dilemmax.envs.seat_spec import SeatContext, seat_policy
 
 __all__ = ["Arena", "ArenaResult", "PolicyError", "policy_action", "save_gif"]
 
@@ -64,19 +65,31 @@ def _to_json(tree) -> Any:
     return jax.tree.map(lambda x: np.asarray(x).tolist(), tree)
 
 
+def _resolved(env: MultiAgentEnv, policies):
+    """``policies`` with every seat spec among them resolved (model seats share one client)."""
+    context = SeatContext()
+    if isinstance(policies, Mapping):
+        return {agent: seat_policy(p, env, context) for agent, p in policies.items()}
+    if isinstance(policies, list | tuple):
+        return [seat_policy(p, env, context) for p in policies]
+    return seat_policy(policies, env, context)
+
+
 class Arena:
     """Seats ``policies`` (one for all, a list per seat, or a dict by agent) in ``env``.
 
     Args:
         env: a dilemmax env.
-        policies: policies following :class:`dilemmax.agents.policy.Policy`.
+        policies: policies following :class:`dilemmax.agents.policy.Policy`, or seat specs
+            (:mod:`dilemmax.envs.seat_spec`: ``"teacher"``, ``"zoo:<game>/<population>"``,
+            ``"openai:<model>,base_url=..."``, ...) resolved against ``env``.
         text_protocol: the game's text protocol whose ``render`` backs ``observation.text()`` in the
             Python path (default: ``env.text_protocol()`` when the game has one).
     """
 
     def __init__(self, env: MultiAgentEnv, policies, text_protocol=None):
         self.env = env
-        self.seats = seat_policies(env, policies)
+        self.seats = seat_policies(env, _resolved(env, policies))
         self.jittable = all(is_jittable(p) for p in self.seats)
         if text_protocol is None:
             try:

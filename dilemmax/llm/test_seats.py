@@ -11,18 +11,19 @@ import pytest
 import dilemmax
 from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
-from dilemmax.llm.seats import add_model_arguments, build_seat, check_specs
+from dilemmax.commandline import add_model_arguments, generate_config
+from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.seats import build_seat, check_specs
 from dilemmax.llm.server import LocalChatServer
 
 SCHEMA = {"type": "object", "properties": {"action": {"type": "string"}}}
 PROMPT = Prompt("rules", "your move", json_schema=SCHEMA)
 
 
-def model_args(*argv: str) -> argparse.Namespace:
+def model_args(*argv: str) -> GenerateConfig:
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
-    parser.add_argument("--protocol", action="append")
-    return parser.parse_args(["--timeout", "5", *argv])
+    return generate_config(parser.parse_args(["--timeout", "5", *argv]))
 
 
 class RoleGame:
@@ -48,9 +49,9 @@ def test_each_seats_options_reach_its_own_server_and_the_flags_fill_the_rest(har
         )
         args = model_args("--base-url", first.base_url, "--temperature", "0.2")
         cache: dict = {}
-        plain = build_seat("openai:glm", harvest, args, cache)
-        tuned = build_seat(own, harvest, args, cache)
-        text = build_seat("openai:claude,output=text", harvest, args, cache)
+        plain = build_seat("openai:glm", harvest, args, cache=cache)
+        tuned = build_seat(own, harvest, args, cache=cache)
+        text = build_seat("openai:claude,output=text", harvest, args, cache=cache)
         assert [c.text for c in plain.policy.ask([PROMPT])] == ["a"]
         assert [c.text for c in tuned.policy.ask([PROMPT])] == ["b"]
         text.policy.ask([PROMPT])
@@ -69,14 +70,14 @@ def test_each_seats_options_reach_its_own_server_and_the_flags_fill_the_rest(har
 def test_seats_differing_only_in_role_share_one_client(harvest):
     args = model_args("--base-url", "http://127.0.0.1:9/v1")
     cache: dict = {}
-    cooperator = build_seat("openai:luna,role=cooperator", harvest, args, cache)
-    defector = build_seat("openai:luna,role=defector", harvest, args, cache)
-    other = build_seat("openai:luna,role=defector,temperature=0.5", harvest, args, cache)
+    cooperator = build_seat("openai:luna,role=cooperator", harvest, args, cache=cache)
+    defector = build_seat("openai:luna,role=defector", harvest, args, cache=cache)
+    other = build_seat("openai:luna,role=defector,temperature=0.5", harvest, args, cache=cache)
     assert cooperator.policy is defector.policy is not other.policy
     assert cooperator.protocol_options == {"role": "cooperator"}
     assert defector.protocol_options == {"role": "defector"} and defector.name.endswith("defector")
-    assert build_seat("openai:luna", harvest, args, cache).protocol_options == {}
-    informed = build_seat("openai:luna,reveal=true,role=defector", harvest, args, cache)
+    assert build_seat("openai:luna", harvest, args, cache=cache).protocol_options == {}
+    informed = build_seat("openai:luna,reveal=true,role=defector", harvest, args, cache=cache)
     assert informed.protocol_options == {"role": "defector", "reveal": True}
     assert informed.policy is defector.policy
 
@@ -136,12 +137,12 @@ def test_replicas_of_one_model_share_the_calls_by_outstanding_requests(harvest):
     prompts = [Prompt("rules", f"turn {i}") for i in range(40)]
     with LocalChatServer(lambda body: "a") as a, LocalChatServer(lambda body: "b") as b:
         args = model_args("--concurrency", "8")
-        seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args, {})
+        seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args)
         replies = [c.text for c in seat.policy.ask(prompts)]
         assert a.answered + b.answered == 40 and 12 <= a.answered <= 28
         assert sorted(set(replies)) == ["a", "b"] and replies.count("a") == a.answered
     with LocalChatServer(slow) as a, LocalChatServer(lambda body: "fast") as b:
-        seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args, {})
+        seat = build_seat(f"openai:m,base_url={a.base_url}|{b.base_url}", harvest, args)
         seat.policy.ask(prompts)
         assert a.answered + b.answered == 40 and 2 * a.answered <= b.answered
 

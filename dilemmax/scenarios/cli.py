@@ -22,29 +22,29 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import jax
 
-from dilemmax.agents import zoo
-from dilemmax.agents.trained import TrainedPolicy, run_config
 from dilemmax.commandline import (
     SCENARIO_SETS,
+    add_model_arguments,
     output_file,
     output_folder,
     positive_int,
     seed_int,
 )
 from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
-from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
+from dilemmax.envs.seat_spec import is_model_seat, parse_seat
 from dilemmax.errors import UsageError, deprecated
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.policy import CallStats
-from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios.focal import focal_policy, zoo_populations
 from dilemmax.scenarios.play import play_scenarios
 from dilemmax.scenarios.registry import SETS, scenario_set
 
@@ -95,89 +95,54 @@ def _cmd_list(args) -> int:
 
 
 # --------------------------------------------------------------------------- focal populations
-SOURCES = ("run", "zoo", "scripted", "seats")
+SOURCES = ("run", "zoo", "scripted", "focal", "seats")
+# The focal-population flags from before seat specs: each is the seat spec it builds, with a
+# one-line deprecation on stderr (a user's script keeps working).
+OLD_SOURCES = {"run": "trained", "zoo": "zoo", "scripted": "scripted"}
 
 
 def _source(args) -> str:
-    """Which focal population the flags name: exactly one of --run, --zoo, --scripted, seats."""
-    given = [name for name in SOURCES[:3] if getattr(args, name)]
+    """Which focal population the flags name: exactly one of --focal (or an old --run, --zoo,
+    --scripted) and --seat/--seats; a model seat given to --focal plays as --seats does."""
+    given = [name for name in SOURCES[:4] if getattr(args, name)]
     if args.seat or args.seats:
         given.append("seats")
     if len(given) != 1:
         shown = ", ".join(f"--{g}" if g != "seats" else "--seat/--seats" for g in given)
         raise UsageError(
-            "name one focal population: --run DIR, --zoo NAME, --scripted NAME or "
-            f"--seat/--seats (got {shown or 'none'})"
+            "name one focal population: --focal SPEC (--run DIR, --zoo NAME, --scripted NAME) "
+            f"or --seat/--seats (got {shown or 'none'})"
         )
-    return given[0]
+    args.focal_flag = f"--{given[0]}"  # how the user named it (errors and the deprecation say)
+    if given[0] in OLD_SOURCES:
+        args.focal = _old_source_spec(given[0], getattr(args, given[0]), args.greedy)
+    elif given[0] == "focal" and args.greedy:
+        args.focal = _with_greedy(args.focal)
+    if given[0] != "seats" and is_model_seat(args.focal):
+        args.seats, args.focal = args.focal, None  # a model plays through the batched harness
+        return "seats"
+    return "seats" if given[0] == "seats" else "focal"
 
 
-def parse_run(text: str) -> tuple[Path, int, bool]:
-    """``DIR[,seed=k][,greedy]`` -> (folder, seed, greedy); a one-line error otherwise."""
-    target, *flags = str(text).split(",")
-    seed, greedy = 0, False
-    for flag in flags:
-        name, sep, value = flag.strip().partition("=")
-        if name == "seed" and sep and value.isdigit() and len(value) <= 9:
-            seed = int(value)
-        elif name == "greedy" and not sep:
-            greedy = True
-        else:
-            raise UsageError(f"--run {text[:120]!r}: expected DIR[,seed=<k>][,greedy]")
-    if not target or not Path(target).exists():
-        raise UsageError(f"--run {target[:120]!r}: no such run folder or checkpoint")
-    return Path(target), seed, greedy
+def _old_source_spec(flag: str, value: str, greedy: bool) -> str:
+    """The seat spec of ``--run DIR[,seed=k][,greedy]``, ``--zoo NAME`` or ``--scripted NAME``,
+    parsed now: a mistake is one line naming the flag."""
+    spec = f"{OLD_SOURCES[flag]}:{value}"
+    try:
+        parse_seat(spec)
+    except UsageError as error:
+        form = {"run": "DIR[,seed=<k>][,greedy]", "zoo": "<game>/<population>"}.get(flag, "NAME")
+        raise UsageError(f"--{flag} {str(value)[:120]!r}: expected {form} ({error})") from None
+    return _with_greedy(spec) if greedy else spec
 
 
-def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str):
-    """A training run as a focal population, checked against the seats it must play: a run of
-    the full game must have learned the focal seats; one trained on a scenario set (``dilemmax
-    train scenarios``) must be of this game. ``what`` names it in errors."""
-    config = run_config(path)  # which env it trained on decides what it is checked against
-    if config["env"] == "scenarios":
-        trained_game = (config.get("env_kwargs") or {}).get("game", "open_harvest")
-        if trained_game != game:
-            raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
-        # Checked against the scenario env itself: its focal seats' observations and actions.
-        return TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env)
-    policy = TrainedPolicy.load(path, seed=seed, greedy=greedy, env=env.game)
-    learners = list(getattr(policy, "learners", range(env.game.num_agents)))
-    missing = [env.game.agents[i] for i in env.focal if i not in learners]
-    if missing:
-        raise UsageError(
-            f"{what}: it learned seats {[env.game.agents[i] for i in learners]}, not the "
-            f"focal seat(s) {missing} of these scenarios"
-        )
-    return policy
-
-
-def load_zoo(name: str, env, game: str, greedy: bool):
-    """Zoo population ``name`` (digest verified) as a focal population, as :func:`load_trained`."""
-    path = zoo.verify(name)
-    seed = int(zoo.manifest()[name].get("seed", 0))
-    return load_trained(path, seed, greedy, env, game, f"zoo:{name}")
-
-
-def focal_policy(args, env, source: str):
-    """(label, jittable policy) of the --run, --zoo or --scripted population."""
-    if source == "run":
-        path, seed, greedy = parse_run(args.run)
-        policy = load_trained(path, seed, greedy or args.greedy, env, args.game,
-                              f"--run {path}")  # fmt: skip
-        return f"run:{args.run}", policy
-    if source == "zoo":
-        return f"zoo:{args.zoo}", load_zoo(args.zoo, env, args.game, args.greedy)
-    choices = policies_for(env.game)
-    if args.scripted not in choices:
-        raise UsageError(f"--scripted {str(args.scripted)[:80]!r}: known: {sorted(choices)}")
-    return f"scripted:{args.scripted}", choices[args.scripted]
-
-
-def zoo_populations(env, game: str) -> dict[str, object]:
-    """name -> policy (greedy) of every zoo population of ``game`` (the references' candidates)."""
-    entries = zoo.manifest()
-    names = [n for n in sorted(entries) if entries[n].get("game", n.split("/")[0]) == game]
-    return {f"zoo:{n}": load_zoo(n, env, game, True) for n in names}
+def _with_greedy(spec: str) -> str:
+    """``--greedy`` as the spec's own ``,greedy`` (a trained or zoo population's; a kind
+    without it, a scripted policy, plays as it always does)."""
+    seat = parse_seat(spec)
+    if seat.options.get("greedy") or "greedy" not in seat.seat_kind.options:
+        return spec
+    return f"{spec},greedy"
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -299,7 +264,7 @@ def _evaluate(args) -> int:
         scores, played = play_scenarios(scenarios, env, args)
         calls = call_summary(played)
     else:
-        label, policy = focal_policy(args, env, source)
+        label, policy = args.focal, _focal_policy(args, env)
         _check_outputs(args)
         scores = E.score_policy(scenarios, policy, key, args.episodes, env, None, args.max_steps)
     refs = {}
@@ -317,7 +282,18 @@ def _evaluate(args) -> int:
         **({"calls": calls} if calls is not None else {}),
     }
     write_outputs(args, payload, rows, f"{scenarios.name}: {label}")
+    if args.focal_flag[2:] in OLD_SOURCES:  # said last, so a mistake stays one line
+        print(f"dilemmax: {args.focal_flag} is deprecated; use --focal {label}", file=sys.stderr)
     return 0
+
+
+def _focal_policy(args, env):
+    """The --focal population, a mistake naming the flag the user gave it with."""
+    try:
+        return focal_policy(args.focal, env, args.game)
+    except UsageError as error:
+        given = str(getattr(args, args.focal_flag[2:]))[:120]
+        raise UsageError(f"{args.focal_flag} {given!r}: {error}") from error
 
 
 def call_summary(results) -> dict:
@@ -351,10 +327,14 @@ def add_commands(subparsers) -> None:
     q.add_argument("--scenario-set", choices=SCENARIO_SETS, default="test",
                    help="which of the game's scenario sets to play (default: test)")  # fmt: skip
     q.add_argument("--set", dest="old_set", choices=SCENARIO_SETS, help=argparse.SUPPRESS)
-    q.add_argument("--run", help="a `dilemmax train` run folder: DIR[,seed=<k>][,greedy]")
-    q.add_argument("--zoo", help="a zoo population, e.g. open_harvest/ippo_s0")
-    q.add_argument("--scripted", help="a scripted policy of the game in every focal seat")
-    q.add_argument("--greedy", action="store_true", help="--run / --zoo: most likely action")
+    q.add_argument("--focal", help="the focal population's seat spec, in every focal seat: "
+                   "trained:DIR[,seed=<k>][,greedy], zoo:<game>/<population>[,greedy], "
+                   "scripted:NAME (or a bare NAME); a model seat plays as --seats")  # fmt: skip
+    q.add_argument("--run", help="deprecated: --focal trained:DIR[,seed=<k>][,greedy]")
+    q.add_argument("--zoo", help="deprecated: --focal zoo:<game>/<population>")
+    q.add_argument("--scripted", help="deprecated: --focal scripted:NAME")
+    q.add_argument("--greedy", action="store_true",
+                   help="a trained or zoo population's most likely action (,greedy)")  # fmt: skip
     q.add_argument("--seat", action="append", help="focal agent=<kind>:<target> (repeatable)")
     q.add_argument("--seats", help="<kind>:<target> for every focal seat not given by --seat")
     add_model_arguments(q)

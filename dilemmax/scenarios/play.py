@@ -33,10 +33,10 @@ from collections.abc import Mapping, Sequence
 import jax
 import numpy as np
 
-from dilemmax.agents import zoo
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
 from dilemmax.llm.cli import MODEL_DEFAULTS
+from dilemmax.envs.seat_spec import parse_seat
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.seats import check_specs, seat_specs
 from dilemmax.llm.session import (
@@ -85,16 +85,14 @@ def focal_specs(env: ScenarioEnv, args) -> dict[str, str]:
 
 
 def seat_spec(background: str, resolve_zoo: ZooResolver | None = None) -> str:
-    """The play seat of a background spec: ``scripted:`` and ``trained:`` specs are seat specs
-    already; ``zoo:<name>[,greedy]`` becomes the ``trained:`` seat of the run it names (digest
-    verified), with the seed the zoo's manifest gives it, which is what ``zoo.load`` plays."""
-    kind, _, rest = background.partition(":")
-    if kind != "zoo":
+    """The play seat of a background spec: the spec itself (every seat kind seats in play, a
+    ``zoo:`` one as the run and seed the zoo's manifest names, digest verified); with a caller's
+    ``resolve_zoo``, a ``zoo:`` spec is the ``trained:`` seat of the folder it resolves to."""
+    seat = parse_seat(background)
+    if seat.kind != "zoo" or resolve_zoo is None:
         return background
-    name, *flags = rest.split(",")
-    path = zoo.verify(name) if resolve_zoo is None else resolve_zoo(name)
-    seed = int(zoo.manifest().get(name, {}).get("seed", 0)) if resolve_zoo is None else 0
-    return ",".join([f"trained:{path}", f"seed={seed}", *flags])
+    greedy = ",greedy" if seat.options.get("greedy") else ""
+    return f"trained:{resolve_zoo(seat.target)},seed=0{greedy}"
 
 
 def scenario_parts(

@@ -11,9 +11,10 @@ seats and each background spec, with the file digest of every checkpoint a train
 loads, and the game's version from version 1 on. Results carry the hash, so a score is never
 compared with one of a changed scenario or of another version of its game.
 
-Background specs: ``scripted:<name>`` (any name of :func:`dilemmax.envs.policies.policies_for`,
-``random`` included), ``trained:<run folder or checkpoint>[,seed=<k>][,greedy]``, or
-``zoo:<game>/<name>`` (a trained population shipped with the package).
+Background specs are seat specs (:mod:`dilemmax.envs.seat_spec`) of a kind that plays inside
+JAX: ``scripted:<name>`` (any name of :func:`dilemmax.envs.policies.policies_for`, ``random``
+included), ``trained:<run folder or checkpoint>[,seed=<k>][,greedy]``, or ``zoo:<game>/<name>``
+(a trained population shipped with the package).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 
 from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy
-from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import env_spec, make
+from dilemmax.envs.seat_spec import parse_seat, resolve_seat
 from dilemmax.errors import UsageError
 from dilemmax.scenarios.env import ScenarioEnv
 
@@ -71,7 +72,7 @@ class Scenario:
             "checkpoints": {
                 str(i): checkpoint_digest(spec, resolve_zoo)
                 for i, spec in sorted(self.background.items())
-                if spec.split(":", 1)[0] in ("trained", "zoo")
+                if _loads_a_run(spec)
             },
         }
 
@@ -133,35 +134,31 @@ def background_seats(game, scenario: Scenario, resolve_zoo: ZooResolver | None) 
         elif i not in scenario.background:
             raise UsageError(f"scenario {scenario.name}: seat {i} is neither focal nor background")
         else:
-            seats.append(background_policy(game, scenario.background[i], resolve_zoo))
+            try:
+                seats.append(background_policy(game, scenario.background[i], resolve_zoo))
+            except UsageError as error:
+                raise UsageError(f"scenario {scenario.name}: {error}") from error
     return seats
 
 
 def background_policy(game, spec: str, resolve_zoo: ZooResolver | None = None):
-    """The jittable policy a background spec names, checked against ``game``."""
-    kind, _, rest = spec.partition(":")
-    target, *flags = rest.split(",")
-    if kind == "scripted":
-        choices = policies_for(game)
-        if target not in choices:
-            raise UsageError(
-                f"background {spec!r}: no scripted policy {target!r}: {sorted(choices)}"
-            )
-        return choices[target]
-    if kind == "zoo" and resolve_zoo is None:  # the manifest names the run and its seed
-        return zoo.load(target, env=game, greedy="greedy" in flags)
-    if kind in ("trained", "zoo"):
-        path = _trained_path(kind, target, resolve_zoo)
-        options = dict(flag.partition("=")[::2] for flag in flags)
-        seed = int(options.get("seed") or 0)
-        return TrainedPolicy.load(path, seed=seed, greedy="greedy" in options, env=game)
-    raise UsageError(f"background {spec!r}: expected scripted:<name>, trained:<run> or zoo:<name>")
+    """The jittable policy a background spec names (any seat kind that plays inside JAX),
+    checked against ``game``."""
+    seat = parse_seat(spec)
+    if seat.kind == "zoo" and resolve_zoo is not None:  # the caller's zoo: seed 0 of its run
+        greedy = bool(seat.options.get("greedy"))
+        return TrainedPolicy.load(resolve_zoo(seat.target), seed=0, greedy=greedy, env=game)
+    return resolve_seat(seat, game, where="scenario backgrounds")
 
 
 def checkpoint_digest(spec: str, resolve_zoo: ZooResolver | None = None) -> str:
     """sha256 (hex) of every file of the run a trained or zoo background loads."""
-    kind, _, rest = spec.partition(":")
-    return zoo.run_digest(_trained_path(kind, rest.split(",")[0], resolve_zoo))
+    seat = parse_seat(spec)
+    return zoo.run_digest(_trained_path(seat.kind, seat.target, resolve_zoo))
+
+
+def _loads_a_run(spec: str) -> bool:
+    return parse_seat(spec).kind in ("trained", "zoo")
 
 
 def _trained_path(kind: str, target: str, resolve_zoo: ZooResolver | None) -> Path:
@@ -169,7 +166,9 @@ def _trained_path(kind: str, target: str, resolve_zoo: ZooResolver | None) -> Pa
         return (zoo.resolve if resolve_zoo is None else resolve_zoo)(target)
     path = Path(target)
     if not path.exists():
-        raise UsageError(f"trained:{target}: no such run folder or checkpoint")
+        raise UsageError(
+            f"cannot load trained seat {target[:200]!r}: no such run folder or checkpoint"
+        )
     return path
 
 

@@ -9,12 +9,14 @@ import jax.numpy as jnp
 import pytest
 
 from dilemmax.agents import zoo
+from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.commandline import run_parsed
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.observation import decode
 from dilemmax.envs.moral_hazard.policies import by_stage
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
+from dilemmax.llm.seats import build_seat
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.scenarios import cli
 from dilemmax.scenarios import evaluate as E
@@ -100,10 +102,16 @@ def test_a_zoo_background_is_seated_as_the_run_and_seed_the_zoo_names(tmp_path, 
     entry = {"run": "consequence/ippo", "seed": 1, "digest": zoo.run_digest(run)}
     (tmp_path / zoo.MANIFEST).write_text(json.dumps({"consequence/ippo_s1": entry}))
     monkeypatch.setenv("DILEMMAX_ZOO", str(tmp_path))
-    assert P.seat_spec("zoo:consequence/ippo_s1,greedy") == f"trained:{run},seed=1,greedy"
+    loaded = []  # what the play seat loads: the zoo's run folder, at the zoo's seed
+    monkeypatch.setattr(
+        TrainedPolicy, "load", lambda path, seed, greedy, env: loaded.append((path, seed, greedy))
+    )
+    assert P.seat_spec("zoo:consequence/ippo_s1,greedy") == "zoo:consequence/ippo_s1,greedy"
+    build_seat(P.seat_spec("zoo:consequence/ippo_s1,greedy"), None)
+    assert loaded == [(run, 1, True)]
     assert P.seat_spec("scripted:all_zero") == "scripted:all_zero"
     with pytest.raises(UsageError, match="not in the zoo"):
-        P.seat_spec("zoo:consequence/ippo_s7")
+        build_seat(P.seat_spec("zoo:consequence/ippo_s7"), None)
     (run / "config.json").write_text('{"changed": 1}')
     with pytest.raises(UsageError, match="do not match"):
-        P.seat_spec("zoo:consequence/ippo_s1")
+        build_seat(P.seat_spec("zoo:consequence/ippo_s1"), None)

@@ -35,6 +35,7 @@ from dilemmax.envs.registry import (
     env_version,
     renamed_option,
 )
+from dilemmax.envs.seat_spec import parse_seat
 from dilemmax.train.envs import check_override_ranges
 
 
@@ -53,7 +54,9 @@ class TrainConfig:
         (leading axis C) to sample training configurations from, or to evaluate on; None samples
         with ``env.sample_config``.
         learners: indices of the seats that learn (None: all); the other seats play
-        ``partner_policy`` (a name in ``env.scripted_policies()`` or "random"/"first_legal").
+        ``partner_policy``, a seat spec that plays inside JAX (docs/seats.md): a scripted name
+        ("random", "first_legal" or one of the game's), ``scripted:<name>``,
+        ``trained:<run folder>[,seed=<k>][,greedy]`` or ``zoo:<game>/<population>``.
         learner_transform: "module:function" of a policy transformer (policy -> policy) that
         scripts some of a learner's decisions, e.g. the moral-hazard
         ``dilemmax.envs.moral_hazard.policies:with_scripted_followup`` (only the work move is
@@ -185,6 +188,7 @@ class TrainConfig:
                 )
         if self.learners is not None and len(set(self.learners)) != len(self.learners):
             raise OptionError(f"TrainConfig: learners {self.learners} repeat a seat")
+        parse_seat(self.partner_policy)  # its grammar now; the policy is loaded with the env
         if self.recurrent and self.learner_transform:
             raise OptionError(
                 "TrainConfig: recurrent=True does not combine with learner_transform: a scripted "

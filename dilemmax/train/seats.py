@@ -2,7 +2,8 @@
 
 The learning seats play the trained policy, possibly through a ``learner_transform`` (a policy
 transformer that scripts some of the learner's steps, say the moral-hazard follow-up); the other
-seats play a partner policy by name (the env's scripted policies, then the generic ones). The
+seats play the partner policy its seat spec names (a scripted name, ``trained:<run>`` or
+``zoo:<game>/<population>``: any seat that acts inside JAX). The
 trainer asks :meth:`Seats.actions` for every seat's action of a step and learns nothing else
 about the seats.
 """
@@ -16,17 +17,24 @@ import jax.numpy as jnp
 
 from dilemmax.agents.transforms import resolve_learner_transform
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.policies import policies_for
-from dilemmax.envs.rollout import Observation
+from dilemmax.envs.rollout import Observation, is_carried
+from dilemmax.envs.seat_spec import resolve_seat
+from dilemmax.errors import UsageError
 from dilemmax.train.config import TrainConfig
 
 
-def resolve_policy(env: MultiAgentEnv, name: str) -> Callable:
-    """A partner policy by name, from :func:`~dilemmax.envs.policies.policies_for`."""
-    policies = policies_for(env)
-    if name not in policies:
-        raise ValueError(f"unknown partner policy {name!r}; available: {sorted(policies)}")
-    return policies[name]
+def resolve_policy(env: MultiAgentEnv, spec: str) -> Callable:
+    """The partners' policy from its seat spec (:mod:`dilemmax.envs.seat_spec`): a scripted
+    name, ``trained:<run>`` or ``zoo:<game>/<population>``, loaded against ``env``. A seat that
+    cannot act inside the jitted update (a model) or that keeps a memory the trainer does not
+    carry (a recurrent run) is refused in one line."""
+    policy = resolve_seat(spec, env, where="training partners")
+    if is_carried(policy):
+        raise UsageError(
+            f"partner_policy {spec!r}: a recurrent policy keeps a memory that training partners "
+            "do not carry; seat a feed-forward run"
+        )
+    return policy
 
 
 def _batched(policy: Callable, seat: int, key, obs, mask, env_states) -> jax.Array:

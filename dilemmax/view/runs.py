@@ -28,9 +28,9 @@ import numpy as np
 import dilemmax
 from dilemmax.agents.trained import TrainedPolicy, run_config
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.policies import policies_for
 from dilemmax.envs.replay import start_config, start_key
 from dilemmax.envs.rollout import episode_jobs, run_episodes
+from dilemmax.envs.seat_spec import parse_seat, resolve_seat
 from dilemmax.errors import UsageError
 
 TRANSCRIPT = "transcript.jsonl"
@@ -259,14 +259,17 @@ def _play_trained(path: Path, num_episodes: int, seed: int) -> Run:
     learners = config.get("learners")
     learners = range(env.num_agents) if learners is None else learners
     partner = config.get("partner_policy") or "random"
-    scripted = policies_for(env)
-    if partner not in scripted:
-        raise UsageError(f"{path}: its partner policy {partner!r} is not one of {sorted(scripted)}")
-    seats = [policy if i in learners else scripted[partner] for i in range(env.num_agents)]
+    try:  # any seat spec a training run's partners may be (a bare name: scripted)
+        partner_policy = resolve_seat(partner, env, where="training partners")
+    except UsageError as error:
+        raise UsageError(f"{path}: its partner policy: {error}") from error
+    seats = [policy if i in learners else partner_policy for i in range(env.num_agents)]
+    if parse_seat(partner).shorthand:
+        partner = f"scripted:{partner}"
     key = jax.random.key(seed)
     rollouts, metrics = run_episodes(env, seats, key, num_episodes)
     names = {
-        a: ("trained" if i in learners else f"scripted:{partner}") for i, a in enumerate(env.agents)
+        a: ("trained" if i in learners else partner) for i, a in enumerate(env.agents)
     }
     episodes = played_episodes(env, key, rollouts, metrics, names, config["env"])
     return Run(f"trained {config.get('algo', '')} run {path.name} (seed {seed})", "train", episodes)

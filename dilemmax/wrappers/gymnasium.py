@@ -2,7 +2,9 @@
 
 For single-agent RL code (Stable-Baselines3 and the like): the learner controls ``agent``, every
 other seat is filled by a jittable policy (scripted or trained) following the policy protocol, or
-by name: ``"random"``, ``"first_legal"`` or one of the game's ``scripted_policies()``.
+by its seat spec: a scripted name (``"random"``, ``"first_legal"`` or one of the game's
+``scripted_policies()``, or ``"scripted:<name>"``), ``"trained:<run folder>[,seed=k][,greedy]"`` or
+``"zoo:<game>/<population>"``.
 
 The legal-action mask is in ``info["action_mask"]`` (``np.int8``) and from ``action_masks()``
 (the method name sb3-contrib's MaskablePPO calls). Illegal actions follow ``illegal_action``:
@@ -28,9 +30,9 @@ import numpy as np
 from gymnasium.vector.vector_env import AutoresetMode
 
 from dilemmax.envs.option_spec import INT32_MAX
-from dilemmax.envs.policies import policies_for
 from dilemmax.envs.registry import make
 from dilemmax.envs.rollout import act, seat_policies, step_parts
+from dilemmax.envs.seat_spec import seat_policy
 from dilemmax.wrappers.legal import (
     MAX_NUM_ENVS,
     LegalDiscrete,
@@ -45,15 +47,12 @@ from dilemmax.wrappers.legal import (
 
 
 def resolve_policies(env, others, agent: str):
-    """Policies for every seat: names are looked up among the generic and the game's scripts."""
-    named = policies_for(env)
+    """Policies for every seat: a policy as it is, or a seat spec (:mod:`dilemmax.envs.seat_spec`:
+    ``scripted:<name>`` or a bare scripted name, ``trained:<run>``, ``zoo:<game>/<population>``)
+    resolved against ``env``; a seat that cannot play inside JAX (a model) is refused."""
 
     def lookup(policy):
-        if not isinstance(policy, str):
-            return policy
-        if policy not in named:
-            raise ValueError(f"unknown policy {policy!r}; known: {', '.join(sorted(named))}")
-        return named[policy]
+        return seat_policy(policy, env, where="the Gymnasium view's other seats")
 
     if isinstance(others, dict):
         others = {a: lookup(p) for a, p in others.items()}
@@ -68,7 +67,7 @@ class SingleSeatEnv(gymnasium.Env):
 
     Args:
         env_id: a registered env id.
-        others: a policy (or policy name) for every other seat, or a dict of them by agent name.
+        others: a policy (or seat spec) for every other seat, or a dict of them by agent name.
         agent: the seat the learner plays (default: the first agent).
         render_mode: ``"ansi"``, ``"human"`` (prints the text view) or ``"rgb_array"`` where the
             game supports it.
