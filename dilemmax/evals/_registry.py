@@ -19,11 +19,15 @@ Parameters every task takes: ``seed`` (the run seed), ``max_steps`` (stop each e
 ``json_object`` or ``text``, as ``dilemmax play --output-mode``). A game task
 also takes ``episodes``, ``options`` (env options, ``"num_agents=3"``), ``grid`` and ``rotate``
 (every seating rotation: the roles move round the agents); a design
-task takes its design's own options (``-T episodes=2 -T conditions=k=0.10``).
+task takes its design's own parameters, the fields of its ``Design.params`` dataclass, which
+also give ``dilemmax experiment <design>`` its options (``-T episodes=2 -T conditions=k=0.10``
+is ``--episodes 2 --conditions k=0.10``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -58,7 +62,7 @@ def _game_task(game: str) -> Callable[..., Task]:
     ) -> Task:
         plan = plans.game_plan(game, episodes, options, grid, rotate)
         return plan_task(
-            plan, game, seed, max_steps, _options(protocol), seats, output_mode,
+            plan, game, seed, max_steps, plans.protocol_options(protocol), seats, output_mode,
             {"game": game, "episodes": episodes, "grid": grid, "rotate": rotate},
         )  # fmt: skip
 
@@ -66,35 +70,40 @@ def _game_task(game: str) -> Callable[..., Task]:
     return game_task
 
 
+# The parameters every design task takes beside its design's own, with their defaults.
+RUN_DEFAULTS = {"seed": 0, "max_steps": None, "seats": None, "protocol": None}
+
+
 def _design_task(design_name: str, name: str) -> Callable[..., Task]:
-    def design_task(
-        seed: int = 0,
-        max_steps: int | None = None,
-        seats: str | dict | None = None,
-        protocol: str | dict | None = None,
-        output_mode: str = "json_schema",
-        **params: Any,
-    ) -> Task:
-        design = plans.designs()[design_name]
-        run = {"seed": seed, "max_steps": max_steps, "protocol": _entries(protocol)}
-        plan, _ = plans.design_plan(design, {**run, **params})
+    design = plans.designs()[design_name]
+
+    def design_task(**params: Any) -> Task:
+        given = {**RUN_DEFAULTS, "output_mode": "json_schema", **params}
+        seats, output_mode = given.pop("seats"), given.pop("output_mode")
+        plan, own, run = plans.design_plan(design, given)
         return plan_task(
-            plan, name, seed, max_steps, _options(protocol), seats, output_mode,
+            plan, name, run.seed, run.max_steps, dict(run.protocol), seats, output_mode,
             {"design": design.name, "section": design.section, "parameters": params},
         )  # fmt: skip
 
+    # The task's -T parameters are the design's own fields (the same declaration as the
+    # command line's options), after the ones every task takes.
+    design_task.__signature__ = task_signature(design.params)
     design_task.__doc__ = f"{design_name}: the plan of `dilemmax experiment {design_name}`."
     return design_task
 
 
-def _entries(value) -> list[str]:
-    """Protocol options ``"a=1 b=2"`` or {a: 1, b: 2} as ``--protocol`` entries."""
-    return plans.assignments(value, "protocol")
-
-
-def _options(value) -> dict[str, str]:
-    """Protocol options from ``"a=1 b=2"`` or a mapping."""
-    return dict(entry.split("=", 1) for entry in _entries(value))
+def task_signature(params: type) -> inspect.Signature:
+    """The keyword parameters of a design's task: seed, max_steps, seats, protocol and
+    output_mode, then every field of its ``params`` dataclass with its default."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    common = {**RUN_DEFAULTS, "output_mode": "json_schema"}
+    parameters = [inspect.Parameter(n, keyword, default=d) for n, d in common.items()]
+    parameters += [
+        inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
+        for f in dataclasses.fields(params)
+    ]
+    return inspect.Signature(parameters, return_annotation=Task)
 
 
 def _registered(name: str, function: Callable[..., Task]) -> Callable[..., Task]:

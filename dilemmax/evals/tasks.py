@@ -20,26 +20,41 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import jax
 import numpy as np
 from inspect_ai import Task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import GenerateConfig
+from inspect_ai.model import GenerateConfig as InspectGenerateConfig
 
 from dilemmax.envs.rollout import episode_jobs, num_configs_of
+from dilemmax.envs.seat_spec import is_model_seat  # a model seat: an Inspect role here
 from dilemmax.errors import UsageError
 from dilemmax.evals.scoring import episode_metrics
 from dilemmax.evals.solver import OUTPUT_MODES, Episode, EpisodeSeat, play_episode
 from dilemmax.experiments.design import Plan
 from dilemmax.llm import sampling
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.play import protocol_with, rotate_seats
-from dilemmax.llm.seats import MODEL_KINDS, build_seat  # a model kind: an Inspect role here
+from dilemmax.llm.seats import build_seat
 from dilemmax.llm.session import PLAY_SEED
 
-PLAY_SAMPLING = GenerateConfig(temperature=0.0, max_tokens=512)  # dilemmax play's defaults
+# The sampling options Inspect passes on to its providers, by our field's name.
+SAMPLING_FIELDS = (
+    "temperature", "top_p", "top_k", "presence_penalty", "max_tokens", "seed",
+    "reasoning_effort", "reasoning_tokens",
+)  # fmt: skip
+
+
+def inspect_sampling(generate: GenerateConfig) -> InspectGenerateConfig:
+    """Inspect's generation config of our :class:`~dilemmax.llm.config.GenerateConfig` (its
+    sampling fields; None, the provider's default, is left out)."""
+    values = {name: getattr(generate, name) for name in SAMPLING_FIELDS}
+    return InspectGenerateConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+PLAY_SAMPLING = inspect_sampling(GenerateConfig())  # dilemmax play's defaults
 STEPS = sampling.Range("int", 1)  # max_steps
 
 
@@ -96,13 +111,13 @@ def _part_seats(part, user_seats: Mapping[str, str], cache: dict) -> list[_Seat]
             seats.append(_Seat(role_of(i), role=role_of(i), protocol_options=options))
             continue
         # Scripted and trained seats as dilemmax play builds them (checked, one-line errors).
-        seat = build_seat(spec, env, SimpleNamespace(env=env.name), cache)
+        seat = build_seat(spec, env, cache=cache)
         seats.append(_Seat(spec, seat.policy, protocol_options=options))
     return seats
 
 
 def _is_model(spec: str) -> bool:
-    return spec.split(":", 1)[0].strip() in MODEL_KINDS
+    return is_model_seat(spec)
 
 
 def _episode_seats(env, seats: Sequence[_Seat], run_options, made) -> tuple[EpisodeSeat, ...]:

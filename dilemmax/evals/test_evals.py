@@ -5,12 +5,14 @@ metrics for the same planted replies and seed, model roles per seat, and the wri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -23,13 +25,14 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from dilemmax.cli import main
+from dilemmax.commandline import add_config_arguments
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
 from dilemmax.evals import plans
-from dilemmax.evals._registry import REQUIRED, TASKS
+from dilemmax.evals._registry import REQUIRED, RUN_DEFAULTS, TASKS
 from dilemmax.evals.scoring import score_values
 from dilemmax.evals.tasks import plan_task
-from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
 from dilemmax.llm.client import ChatRequest, ScriptedClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -101,6 +104,23 @@ def test_the_registry_lists_every_task():
         registered = registry_lookup("task", f"dilemmax/{name}")
         assert registered is not None, name
         assert common <= set(inspect.signature(registered).parameters), name
+
+
+def test_a_design_s_options_and_its_task_parameters_are_one_declaration():
+    """Every design's ``dilemmax experiment`` options and its Inspect task's parameters are
+    generated from its ``Design.params`` fields: the same names and the same defaults."""
+    for name, design in plans.designs().items():
+        fields = {f.name: f.default for f in dataclasses.fields(design.params)}
+        assert fields, name
+        parser = argparse.ArgumentParser()
+        add_config_arguments(parser, design.params)
+        options = vars(parser.parse_args([]))
+        listed = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+        assert listed == fields, name
+        task = inspect.signature(registry_lookup("task", f"dilemmax/{plans.task_name(name)}"))
+        own = {n: p.default for n, p in task.parameters.items() if n in fields}
+        assert own == fields, name
+        assert set(task.parameters) == {*fields, *RUN_DEFAULTS, "output_mode"}, name
 
 
 # --------------------------------------------------------------------------- mock model
@@ -218,30 +238,32 @@ def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_pl
 
 
 # --------------------------------------------------------------------------- designs
+@dataclass(frozen=True)
+class ToyParams(DesignParams):
+    episodes: int | None = param(None, "episodes")
+    partner: str = param("teacher", "the partner's scripted policy")
+    quick: bool = param(False, "a switch")
+    names: tuple[str, ...] | None = param(None, "repeatable", append=True)
+    costs: str | None = param(None, "comma-separated", list=True)
+
+
 def _toy_design() -> Design:
-    def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--episodes", type=int, default=None)
-        parser.add_argument("--partner", default="teacher")
-        parser.add_argument("--quick", action="store_true")
-        parser.add_argument("--names", action="append")
-        parser.add_argument("--costs", default=None)
-
-    def plan(args) -> Plan:
+    def plan(params, run) -> Plan:
         env = plans.game_plan("moral_hazard").parts[0].env
-        seats = {"agent_1": f"scripted:{args.partner}"}
-        return Plan([Part("cell", env, seats=seats, episodes=args.episodes or 5)])
+        seats = {"agent_1": f"scripted:{params.partner}"}
+        return Plan([Part("cell", env, seats=seats, episodes=params.episodes or 5)])
 
-    return Design("moral_hazard/toy", "test", "a toy", add_arguments, plan, lambda *a: Report({}))
+    return Design("moral_hazard/toy", "test", "a toy", ToyParams, plan, lambda *a: Report({}))
 
 
 def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
     design = _toy_design()
-    plan, args = plans.design_plan(design, {"episodes": 2, "partner": "always_local"})
-    assert args.seed == 0 and plan.parts[0].episodes == 2 and not args.quick
-    _, args = plans.design_plan(
+    plan, args, run = plans.design_plan(design, {"episodes": 2, "partner": "always_local"})
+    assert run.seed == 0 and plan.parts[0].episodes == 2 and not args.quick
+    _, args, run = plans.design_plan(
         design, {"quick": True, "names": ["a", "b"], "costs": [0.1, 0.2], "seed": 4}
     )
-    assert args.quick and args.names == ["a", "b"] and args.costs == "0.1,0.2" and args.seed == 4
+    assert args.quick and args.names == ("a", "b") and args.costs == "0.1,0.2" and run.seed == 4
     task = plan_task(plan, "toy", seed=1)
     assert [s.id for s in task.dataset] == ["cell|e0", "cell|e1"]
     assert task.dataset[0].metadata["seats"] == {

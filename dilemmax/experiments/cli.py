@@ -20,6 +20,13 @@ import argparse
 import importlib
 import sys
 
+from dilemmax.commandline import (
+    add_config_arguments,
+    add_model_arguments,
+    config_from_namespace,
+    generate_config,
+    parse_assignments,
+)
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 
@@ -38,16 +45,74 @@ def _guarded(command):
         from dilemmax.llm.transcript import TranscriptMismatch
 
         try:
-            return command(args)
+            command(args)
         except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
             print(f"dilemmax experiment: error: {' '.join(str(error).split())}", file=sys.stderr)
             return 2
+        return 0
 
     return run
 
 
 def _runner():
     return importlib.import_module(RUNNER)
+
+
+def add_play_arguments(p: argparse.ArgumentParser) -> None:
+    """The seat, model and run options of ``dilemmax play`` an experiment takes (the fields of
+    :class:`~dilemmax.llm.session.SessionOptions`)."""
+    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
+    p.add_argument("--seats", help="<kind>:<target> for every seat the design leaves open")
+    add_model_arguments(p)
+    p.add_argument("--protocol", action="append", help="text protocol option key=value")
+    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    p.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
+                   help="a call that failed after its retries: stop (resume later) or play "
+                   "the invalid move")  # fmt: skip
+    p.add_argument("--out", help="run folder (transcript, results.json, tables, figures)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
+
+
+def session_options(args: argparse.Namespace):
+    """The :class:`~dilemmax.llm.session.SessionOptions` of the parsed play options."""
+    from dilemmax.llm.seats import seat_entries  # the run stack: loaded when a design runs
+    from dilemmax.llm.session import SessionOptions
+
+    return SessionOptions(
+        seats=seat_entries(args.seat),
+        default_seat=args.seats,
+        generate=generate_config(args),
+        protocol=parse_assignments(args.protocol, "--protocol"),
+        envs=args.envs,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        on_call_error=args.on_call_error,
+        out=args.out,
+        resume=args.resume,
+        progress=not args.no_progress,
+        shard=args.shard,
+    )
+
+
+def parse_design_argv(design, argv: list[str]):
+    """(the design's parameters, the run's SessionOptions) of a ``dilemmax experiment
+    <design>`` command line (``argv`` after the design's name), parsed as the command parses it."""
+    parser = argparse.ArgumentParser(prog=f"dilemmax experiment {design.name}")
+    add_play_arguments(parser)
+    add_config_arguments(parser, design.params)
+    args = parser.parse_args(argv)
+    return config_from_namespace(design.params, args), session_options(args)
+
+
+def _run(design, args: argparse.Namespace) -> None:
+    if not args.out:  # the command line always writes its run (Python may keep it in memory)
+        raise UsageError(f"{design.name} needs --out DIR (results.json, tables, figures)")
+    params = config_from_namespace(design.params, args)
+    _runner().run_design(design, params, session_options(args))
 
 
 class _DesignParser(argparse.ArgumentParser):
@@ -77,12 +142,12 @@ class _DesignParser(argparse.ArgumentParser):
 
 
 def _fill_design(d: argparse.ArgumentParser, name: str) -> None:
-    """Design ``name``'s options (``dilemmax play``'s and its own) and its command."""
-    runner = _runner()
-    design = runner.registry.find(name)
-    runner.add_play_arguments(d)
-    design.add_arguments(d)
-    d.set_defaults(func=_guarded(lambda args: runner.run(design, args)))
+    """Design ``name``'s options (``dilemmax play``'s, then its own parameters, generated from
+    their declaration) and its command."""
+    design = _runner().registry.find(name)
+    add_play_arguments(d)
+    add_config_arguments(d, design.params)
+    d.set_defaults(func=_guarded(lambda args: _run(design, args)))
 
 
 def add_commands(subparsers) -> None:

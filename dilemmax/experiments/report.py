@@ -50,16 +50,26 @@ def write_report(out: Path, header: Mapping[str, Any], report: Report) -> list[P
         for name, markdown in report.tables.items()
     ]
     drawn, failed = _draw_figures(out, report.figures)
-    payload = {
+    payload = _payload(header, report, sorted(path.stem for path in drawn), failed)
+    return [_write_text(out / "results.json", _dumps(payload)), *tables, *drawn]
+
+
+def results_payload(header: Mapping[str, Any], report: Report) -> dict:
+    """What ``results.json`` would hold for a run written nowhere (no figure drawn), as it reads
+    back from the file."""
+    return json.loads(_dumps(_payload(header, report, [], {})))
+
+
+def _payload(header, report: Report, figures: list[str], failed: dict[str, str]) -> dict:
+    return {
         "format": FORMAT,
         "version": VERSION,
         **header,
         "tables": sorted(report.tables),
-        "figures": sorted(path.stem for path in drawn),
+        "figures": figures,
         **({"figures_failed": failed} if failed else {}),
         "results": report.results,
     }
-    return [_write_text(out / "results.json", _dumps(payload)), *tables, *drawn]
 
 
 def _draw_figures(out: Path, figures: Mapping[str, Any]) -> tuple[list[Path], dict[str, str]]:

@@ -1,99 +1,186 @@
 """Running a design: its plan played through one play session, then analysed and written.
 
-:func:`run` builds the design's :class:`~dilemmax.experiments.design.Plan` from the user's
-options, plays every part under one transcript (:func:`dilemmax.llm.session.play_parts`: resume,
-progress bar, the seat and model options of ``dilemmax play``), runs the design's ``extra`` (what
-is asked of a model outside the game), then ``analyse``, and writes the report
-(:mod:`dilemmax.experiments.report`). A shard (``--shard i/N``) plays its share and writes its
-record instead (shard 0 also runs ``extra``); :func:`merge` joins the shards and analyses them as
-the whole run. :func:`combine` reads several finished runs for the cross-run tables.
+:func:`run_design` plans the design from its typed parameters (``Design.params``) and the run's
+:class:`~dilemmax.llm.session.SessionOptions`, plays every part under one transcript
+(:func:`dilemmax.llm.session.play_parts`: resume, progress bar, the seat and model options of
+``dilemmax play``), runs the design's ``extra`` (what is asked of a model outside the game), then
+``analyse``, and writes the report (:mod:`dilemmax.experiments.report`). A shard
+(``shard="i/N"``) plays its share and writes its record instead (shard 0 also runs ``extra``);
+:func:`merge` joins the shards and analyses them as the whole run. :func:`combine` reads several
+finished runs for the cross-run tables. The command line (:mod:`dilemmax.experiments.cli`) and
+the Python API (:func:`run`, also ``dilemmax.experiments.run``) both end in :func:`run_design`,
+so the same options give the same ``results.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dilemmax.commandline import output_folder, parse_assignments, read_json_file
+from dilemmax.commandline import flag_of, output_folder, parse_assignments, read_json_file
+from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import (
+    Design,
+    DesignParams,
+    ParamError,
+    Plan,
+    Report,
+    make_params,
+    param_names,
+    param_values,
+)
 from dilemmax.experiments.report import (
     MAX_RESULTS_BYTES,
     ResultsError,
     read_results,
+    results_payload,
     write_report,
 )
 from dilemmax.llm import shards
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.results import format_calls, seat_stats, unreadable_replies
-from dilemmax.llm.seats import add_model_arguments
-from dilemmax.llm.session import Shard, model_identity, play_parts
+from dilemmax.llm.seats import seat_entries
+from dilemmax.llm.session import (
+    SessionOptions,
+    model_identity,
+    play_parts,
+    sampling_identity,
+)
 from dilemmax.runlock import RunLock, refuse_other_writer
 
-# Seat kinds that are no language model (a run's "models" are the others).
-NOT_MODELS = ("scripted", "trained")
+COMMAND = "experiment"  # what a run's folder lock and shard records name
+ON_CALL_ERROR = ("stop", "invalid")
 
 
-def _model_defaults() -> dict:
-    parser = argparse.ArgumentParser(add_help=False)
-    add_model_arguments(parser)
-    return vars(parser.parse_args([]))
+@dataclass(frozen=True)
+class ExperimentResult:
+    """What a run of a design gives back.
+
+    Attributes:
+        design: the design's name.
+        out: the folder written (None: nothing written).
+        results: ``results.json``'s contents (the design's own under ``"results"``); None for a
+            shard, whose record is merged later.
+        tables: table name -> markdown.
+        files: the files written (results.json, tables, figures).
+    """
+
+    design: str
+    out: Path | None
+    results: dict | None
+    tables: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
 
 
-MODEL_DEFAULTS = _model_defaults()
+# --------------------------------------------------------------------------- the run's record
+def _dest(spec: dataclasses.Field) -> str:
+    """A GenerateConfig field as its flag names it (``seed`` -> ``model_seed``)."""
+    return flag_of(spec)[2:].replace("-", "_")
 
 
-def add_play_arguments(p: argparse.ArgumentParser) -> None:
-    """The seat, model and run options of ``dilemmax play`` an experiment takes."""
-    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
-    p.add_argument("--seats", help="<kind>:<target> for every seat the design leaves open")
-    add_model_arguments(p)
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
-    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
-    p.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
-                   help="a call that failed after its retries: stop (resume later) or play "
-                   "the invalid move")  # fmt: skip
-    p.add_argument("--out", help="run folder (transcript, results.json, tables, figures)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
-    p.set_defaults(grid=False, json=None)  # what the play session reads beside these
+def options_record(design: Design, params: DesignParams, options: SessionOptions) -> dict:
+    """The run's options as ``results.json`` and a shard's record hold them: one flat dict
+    keyed as the command line's options are (``seat`` and ``protocol`` as their ``key=value``
+    words, the model options by their flags, the design's parameters by name), what
+    :func:`options_from_record` reads back for a merge (records of earlier versions too)."""
+    generate = {}
+    for spec in dataclasses.fields(options.generate):
+        value = getattr(options.generate, spec.name)
+        generate[_dest(spec)] = "|".join(value) if isinstance(value, tuple) else value
+    record = {
+        "command": COMMAND,
+        "design": design.name,
+        "seat": [f"{agent}={spec}" for agent, spec in options.seats.items()] or None,
+        "seats": options.default_seat,
+        **generate,
+        "protocol": [f"{k}={v}" for k, v in options.protocol.items()] or None,
+        "envs": options.envs,
+        "seed": options.seed,
+        "max_steps": options.max_steps,
+        "on_call_error": options.on_call_error,
+        "out": None if options.out is None else str(options.out),
+        "resume": options.resume,
+        "no_progress": not options.progress,
+        "shard": str(options.shard) if options.shard.sharded else None,
+        **param_values(params),
+    }
+    return shards.as_json(record)
 
 
-def design_options(design: Design, args) -> dict[str, Any]:
-    """The design's own options (those its ``add_arguments`` adds) and their values."""
-    parser = argparse.ArgumentParser(add_help=False)
-    design.add_arguments(parser)
-    return {dest: getattr(args, dest, None) for dest in sorted(vars(parser.parse_args([])))}
+# Recorded run options and the type the command line gives each.
+_RECORD_KINDS = {"envs": int, "seed": int, "max_steps": int, "resume": bool, "no_progress": bool}
 
 
-def plan_of(design: Design, args) -> Plan:
-    plan = design.plan(args)
+def options_from_record(record: Mapping[str, Any]) -> tuple[Design, DesignParams, SessionOptions]:
+    """(design, parameters, run options) of a recorded options dict (:func:`options_record`),
+    each value checked as the command line checks it: a one-line UsageError naming the option
+    (``recorded option --episodes: 'x' is not a whole number``) otherwise."""
+    design = registry.find(str(record.get("design", "")))
+    try:
+        names = param_names(design.params)
+        params = make_params(design.params, {k: v for k, v in record.items() if k in names})
+    except ParamError as error:
+        spec = {f.name: f for f in dataclasses.fields(design.params)}[error.name]
+        raise UsageError(f"recorded option {flag_of(spec)}: {error.problem}") from None
+    for name, kind in _RECORD_KINDS.items():
+        value = record.get(name)
+        if value is not None and type(value) is not kind:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(
+                f"recorded option {flag}: {str(value)[:40]!r} is not a {kind.__name__}"
+            )
+    if record.get("on_call_error", "stop") not in ON_CALL_ERROR:
+        raise UsageError(f"recorded option --on-call-error: not one of {list(ON_CALL_ERROR)}")
+    names = {_dest(f): f.name for f in dataclasses.fields(GenerateConfig)}
+    given = {name: record[dest] for dest, name in names.items() if record.get(dest) is not None}
+    if record.get("no_structured_output") and "output" not in given:  # before GenerateConfig
+        given["output"] = "text"
+    options = SessionOptions(
+        seats=seat_entries(record.get("seat")),
+        default_seat=record.get("seats"),
+        generate=GenerateConfig().merged(given),
+        protocol=parse_assignments(record.get("protocol"), "--protocol"),
+        envs=record.get("envs", 16),
+        seed=record.get("seed", 0),
+        max_steps=record.get("max_steps"),
+        on_call_error=record.get("on_call_error", "stop"),
+        out=record.get("out"),
+        resume=bool(record.get("resume")),
+        progress=not record.get("no_progress", True),
+        shard=record.get("shard"),
+    )
+    return design, params, options
+
+
+# --------------------------------------------------------------------------- identity
+def plan_of(design: Design, params: DesignParams, run: SessionOptions) -> Plan:
+    plan = design.plan(params, run)
     if not plan.parts:
         raise UsageError(f"{design.name}: these options leave nothing to play")
     return plan
 
 
-def identity(design: Design, args, plan: Plan) -> dict:
+def identity(design: Design, params: DesignParams, options: SessionOptions, plan: Plan) -> dict:
     """What decides the run's calls: the design and its options, the plan's parts, the seats,
     the seed, the batch (it fixes each episode's env slot) and what changes replies."""
     return {
         "design": design.name,
-        "design_options": design_options(design, args),
+        "design_options": param_values(params),
         "parts": [_part_identity(p) for p in plan.parts],
-        "seats": _seat_entries(args),
-        "default_seat": args.seats,
-        "protocol": parse_assignments(args.protocol, "--protocol"),
-        "seed": args.seed,
-        "envs": args.envs,
-        "max_steps": args.max_steps,
-        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
-        "model_options": model_identity(args, MODEL_DEFAULTS),
-        "on_call_error": args.on_call_error,
+        "seats": dict(options.seats),
+        "default_seat": options.default_seat,
+        "protocol": dict(options.protocol),
+        "seed": options.seed,
+        "envs": options.envs,
+        "max_steps": options.max_steps,
+        "sampling": sampling_identity(options.generate),
+        "model_options": model_identity(options.generate),
+        "on_call_error": options.on_call_error,
     }
 
 
@@ -111,23 +198,22 @@ def _part_identity(part) -> dict:
     }
 
 
-def _seat_entries(args) -> dict[str, str]:
-    entries = {}
-    for entry in args.seat or []:
-        agent, _, spec = entry.partition("=")
-        entries[agent.strip()] = spec.strip()
-    return entries
-
-
-def header(design: Design, args, plan: Plan, results: Sequence, run_key: str | None) -> dict:
+def header(
+    design: Design,
+    options: SessionOptions,
+    record: dict,
+    plan: Plan,
+    results: Sequence,
+    run_key: str | None,
+) -> dict:
     """results.json's fields beside the design's results: ``calls`` the model calls the run
     made (every seat, every part; on a resume those replayed from the transcript count, since
     they were made before), ``calls_planned`` the plan's upper bound, ``seat_calls`` each
     seat's calls, validity, errors, retries and tokens (``dilemmax play``'s), ``run`` the
     transcript's run key (what ``combine`` tells two runs apart by)."""
-    specs = [*_seat_entries(args).values(), *([args.seats] if args.seats else [])]
+    specs = [*options.seats.values(), *([options.default_seat] if options.default_seat else [])]
     specs += [spec for part in plan.parts for spec in part.seats.values()]
-    models = sorted({s for s in specs if s.partition(":")[0] not in NOT_MODELS})
+    models = sorted({s for s in specs if is_model_seat(s)})
     stats = seat_stats(results)
     return {
         "design": design.name,
@@ -138,120 +224,138 @@ def header(design: Design, args, plan: Plan, results: Sequence, run_key: str | N
         "seat_calls": {
             seat: {**s.summary(), "unreadable": unreadable_replies(s)} for seat, s in stats.items()
         },
-        "seats": {"by_agent": _seat_entries(args), "default": args.seats, "models": models},
-        "options": shards.options_of(args),
+        "seats": {
+            "by_agent": dict(options.seats),
+            "default": options.default_seat,
+            "models": models,
+        },
+        "options": record,
     }
 
 
-# --------------------------------------------------------------------------- commands
-def run(design: Design, args) -> int:
-    """``dilemmax experiment <design>``: play, analyse, write (or write a shard's record)."""
-    if not args.out:
-        raise UsageError(f"{design.name} needs --out DIR (results.json, tables, figures)")
-    plan = plan_of(design, args)
-    ident = identity(design, args, plan)
-    shard = Shard.parse(args.shard)
+# --------------------------------------------------------------------------- running
+def run(
+    design: str | Design,
+    *,
+    seats: str | None = None,
+    seat: Mapping[str, str] | None = None,
+    generate: GenerateConfig | None = None,
+    protocol: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    envs: int = 16,
+    max_steps: int | None = None,
+    on_call_error: str = "stop",
+    resume: bool = False,
+    progress: bool = True,
+    shard: str | None = None,
+    **params: Any,
+) -> ExperimentResult:
+    """``dilemmax experiment <design>`` from Python, shaped like ``inspect_ai.eval``.
+
+    Args:
+        design: its name (``"moral_hazard/isolation"``) or the :class:`Design` itself.
+        seats: the seat spec of every seat the design and ``seat`` leave open (``--seats``).
+        seat: agent -> seat spec (``--seat agent_1=openai:m``).
+        generate: the model and generation options (a seat's own options over them).
+        protocol: text-protocol options under each part's own (``--protocol``).
+        out: the run folder; None writes nothing (the results come back only).
+        seed, envs, max_steps, on_call_error, resume, progress, shard: as ``dilemmax play``'s.
+        **params: the design's own parameters (its ``Design.params`` fields; the paper's sizes
+            by default), e.g. ``replicates=1, episodes=2``.
+    """
+    found = registry.find(design) if isinstance(design, str) else design
+    options = SessionOptions(
+        seats=dict(seat or {}),
+        default_seat=seats,
+        generate=generate if generate is not None else GenerateConfig(),
+        protocol=dict(protocol or {}),
+        envs=envs,
+        seed=seed,
+        max_steps=max_steps,
+        on_call_error=on_call_error,
+        out=out,
+        resume=resume,
+        progress=progress,
+        shard=shard,
+    )
+    return run_design(found, make_params(found.params, params, found.name), options)
+
+
+def run_design(design: Design, params: DesignParams, options: SessionOptions) -> ExperimentResult:
+    """Plays, analyses and writes one run of ``design`` (or a shard's record)."""
+    if options.on_call_error not in ON_CALL_ERROR:
+        raise UsageError(f"on_call_error {options.on_call_error!r}: not one of {ON_CALL_ERROR}")
+    plan = plan_of(design, params, options)
+    ident = identity(design, params, options, plan)
+    record = options_record(design, params, options)
     print(f"{design.name} ({design.section}): {len(plan.parts)} part(s), ~{plan.calls:,.0f} calls")
-    session = play_parts(plan.parts, args, ident, "experiment")
+    session = play_parts(plan.parts, options, ident, COMMAND)
     out = session.out
-    with RunLock(out, "experiment"):  # the session's lock is released: taken again till the end
+    if out is None:
+        extra = design.extra(plan, params, options) if design.extra is not None else {}
+        return _analysed(design, params, options, record, plan, session.results, extra, None, None)
+    with RunLock(out, COMMAND):  # the session's lock is released: taken again till the end
         extra = {}
-        if design.extra is not None and shard.index == 0:
-            extra = design.extra(plan, args, out, bool(args.resume))
-        if shard.sharded:
-            shards.write_record(session, "experiment", ident, args, extra)
-            print(f"shard {shard}: {out}; merge the shards with `dilemmax experiment merge DIR...`")
-            return 0
-        _analysed(design, plan, session.results, args, extra, out, session.transcript_run)
-    return 0
+        if design.extra is not None and options.shard.index == 0:
+            extra = design.extra(plan, params, options)
+        if options.shard.sharded:
+            shards.write_record(session, COMMAND, ident, record, extra)
+            print(f"shard {options.shard}: {out}; merge the shards: `dilemmax experiment merge`")
+            return ExperimentResult(design.name, out, None)
+        return _analysed(design, params, options, record, plan, session.results, extra, out,
+                         session.transcript_run)  # fmt: skip
 
 
-def _analysed(design, plan, results, args, extra, out: Path, run_key: str | None) -> None:
-    """The design's report of ``results``, written into ``out`` (whose lock the caller holds),
-    after the seats' calls as ``dilemmax play`` prints them."""
+def _analysed(design, params, options, record, plan, results, extra, out, run_key):
+    """The design's report of ``results``, written into ``out`` (whose lock the caller holds)
+    unless it is None, after the seats' calls as ``dilemmax play`` prints them."""
     calls = format_calls(seat_stats(results))
     if calls:
         print(calls)
-    report = design.analyse(plan, list(results), args, extra)
-    written = write_report(out, header(design, args, plan, results, run_key), report)
+    report = design.analyse(plan, list(results), params, options, extra)
+    fields = header(design, options, record, plan, results, run_key)
+    if out is None:
+        return ExperimentResult(design.name, None, results_payload(fields, report), report.tables)
+    written = write_report(out, fields, report)
     print(f"{design.name}: wrote {', '.join(str(p) for p in written)}")
+    payload = read_json_file(written[0], MAX_RESULTS_BYTES, ResultsError, "", "")
+    return ExperimentResult(design.name, Path(out), payload, dict(report.tables), written)
 
 
-def design_parser(design: Design) -> argparse.ArgumentParser:
-    """The command line of ``dilemmax experiment <design>``: play's options and the design's."""
-    parser = argparse.ArgumentParser(prog=f"dilemmax experiment {design.name}")
-    add_play_arguments(parser)
-    design.add_arguments(parser)
-    return parser
-
-
-def merge(dirs: Sequence[str], out: str | None) -> int:
+def merge(dirs: Sequence[str | Path], out: str | Path | None) -> ExperimentResult:
     """``dilemmax experiment merge SHARD_DIR... --out DIR``: the shards analysed as one run.
 
     Everything the shards hold is checked before anything is written: their records and steps
-    files (:func:`dilemmax.llm.shards.merge`), their recorded options by the checks of the
-    command line they came from, and the plan those options give. A merge refused, or one whose
-    analysis fails, leaves ``--out`` as it was, so the corrected merge may use it."""
+    files (:func:`dilemmax.llm.shards.merge`), their recorded options as the command line
+    checks them, and the plan those options give. A merge refused, or one whose analysis fails,
+    leaves ``--out`` as it was, so the corrected merge may use it."""
     planned: dict[str, Any] = {}
 
-    def check(args: argparse.Namespace, recorded: dict) -> None:
-        design = registry.find(str(getattr(args, "design", "")))
-        check_options(design_parser(design), vars(args))
-        plan = plan_of(design, args)
-        if shards.as_json(identity(design, args, plan)) != recorded:
+    def check(recorded_options: dict, recorded_identity: dict) -> None:
+        design, params, options = options_from_record(recorded_options)
+        plan = plan_of(design, params, options)
+        if shards.as_json(identity(design, params, options, plan)) != recorded_identity:
             raise shards.ShardError(
                 f"the shards' run is not what {design.name} plans from their options now (the "
                 "design changed since they ran?)"
             )
         planned.update(design=design, plan=plan)
 
-    merged = shards.merge(dirs, out, "experiment", check)
+    where = None if out is None else str(out)
+    merged = shards.merge([str(d) for d in dirs], where, COMMAND, check)
     try:
-        with RunLock(merged.out, "experiment merge"):
-            _analysed(planned["design"], planned["plan"], merged.results, merged.args,
-                      merged.extra, merged.out, merged.run)  # fmt: skip
+        with RunLock(merged.out, f"{COMMAND} merge"):
+            design, params, options = options_from_record(merged.options)
+            record = options_record(design, params, options)
+            return _analysed(design, params, options, record, planned["plan"], merged.results,
+                             merged.extra, merged.out, merged.run)  # fmt: skip
     except BaseException:
         merged.undo()
         raise
-    return 0
 
 
-def check_options(parser: argparse.ArgumentParser, options: dict[str, Any]) -> None:
-    """Options read back from a file (a shard's record) checked as the command line checks
-    them: each value one its option's type and choices take (a one-line UsageError naming the
-    option otherwise). Options the parser does not know are left to the identity check."""
-    for action in parser._actions:  # argparse keeps no public list of its options
-        if action.dest not in options or not action.option_strings:
-            continue
-        problem = _option_problem(action, options[action.dest])
-        if problem:
-            raise UsageError(f"recorded option {action.option_strings[0]}: {problem}")
-
-
-def _option_problem(action: argparse.Action, value: Any) -> str:
-    if value is None or value == action.default:
-        return ""
-    if action.nargs == 0:  # a flag (store_true / store_false)
-        return "" if isinstance(value, bool) else f"{str(value)[:40]!r} is not true or false"
-    many = action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction)
-    if many and not isinstance(value, list):
-        return f"{str(value)[:40]!r} is not a list"
-    for item in value if many else [value]:
-        if isinstance(item, bool | dict | list):
-            return f"{str(item)[:40]!r} is not a value of the option"
-        try:
-            parsed = action.type(str(item)) if action.type is not None else str(item)
-        except (TypeError, ValueError, argparse.ArgumentTypeError):
-            parsed = None
-        if parsed is None or parsed != item:
-            kind = getattr(action.type, "__name__", "text") if action.type else "text"
-            return f"{str(item)[:40]!r} is not a valid {kind}"
-        if action.choices is not None and parsed not in action.choices:
-            return f"{str(item)[:40]!r} is not one of {list(action.choices)}"
-    return ""
-
-
-def combine(name: str, dirs: Sequence[str], out: str | None) -> int:
+def combine(name: str, dirs: Sequence[str | Path], out: str | Path | None) -> ExperimentResult:
     """``dilemmax experiment combine <design> RUN_DIR... --out DIR``: the cross-run report.
 
     Refused: a run given twice (the same folder, or two folders of one run: the same
@@ -272,14 +376,15 @@ def combine(name: str, dirs: Sequence[str], out: str | None) -> int:
     with RunLock(folder, "experiment combine"):
         written = write_report(folder, fields, report)
     print(f"{name}: combined {len(runs)} run(s); wrote {', '.join(str(p) for p in written)}")
-    return 0
+    payload = read_json_file(written[0], MAX_RESULTS_BYTES, ResultsError, "", "")
+    return ExperimentResult(name, folder, payload, dict(report.tables), written)
 
 
 def _resolved(folder: str | Path) -> Path:
     return Path(folder).expanduser().resolve()
 
 
-def _check_distinct_folders(dirs: Sequence[str]) -> None:
+def _check_distinct_folders(dirs: Sequence[str | Path]) -> None:
     seen: dict[Path, str] = {}
     for folder in dirs:
         where = _resolved(folder)

@@ -4,7 +4,6 @@ listing imports nothing a design needs (it took minutes when it planned every de
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 from dilemmax.envs.open_cleanup import constants as cleanup
 from dilemmax.envs.open_harvest import constants as harvest
 from dilemmax.experiments import catalogue, registry, runner
+from dilemmax.experiments.cli import parse_design_argv
 from dilemmax.experiments.open_grid import common as open_grid
 
 CHEAP = ("moral_hazard/", "consequence/")  # planned for real; the grid games' envs are stubbed
@@ -27,17 +27,15 @@ def test_every_design_has_its_entry_and_nothing_else_does():
         assert (design.section, design.summary) == (entries[name].section, entries[name].summary)
 
 
-def _defaults(design) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    runner.add_play_arguments(parser)
-    design.add_arguments(parser)
-    return parser.parse_args([])
+def _defaults(design) -> tuple:
+    """(params, run options) of ``dilemmax experiment <design>`` with no options."""
+    return parse_design_argv(design, [])
 
 
 @pytest.mark.parametrize("name", [n for n in catalogue.entries() if n.startswith(CHEAP)])
 def test_listed_calls_are_the_plans_at_the_paper_sizes(name):
     design = registry.designs()[name]
-    assert catalogue.entries()[name].calls == runner.plan_of(design, _defaults(design)).calls
+    assert catalogue.entries()[name].calls == runner.plan_of(design, *_defaults(design)).calls
 
 
 def test_listed_calls_of_the_grid_games_are_their_plans(monkeypatch):
@@ -51,12 +49,12 @@ def test_listed_calls_of_the_grid_games_are_their_plans(monkeypatch):
             trial_steps=c.TRIAL_STEPS,
             agents=[f"agent_{i}" for i in range(c.NUM_AGENTS)],
         )
-        monkeypatch.setattr(open_grid, "design_env", lambda game, args, env=env: env)
+        monkeypatch.setattr(open_grid, "design_env", lambda game, params, env=env: env)
         monkeypatch.setattr(open_grid, "seed_configs", lambda *args, **kwargs: None)
         for name, entry in catalogue.entries().items():
             if name.startswith(game):
                 design = registry.designs()[name]
-                assert entry.calls == runner.plan_of(design, _defaults(design)).calls, name
+                assert entry.calls == runner.plan_of(design, *_defaults(design)).calls, name
 
 
 def _modules_after(argv: list[str]) -> set[str]:

@@ -5,6 +5,7 @@ resume replays every call, --list, combine, shards and merge work, and mistakes 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import dilemmax
 from dilemmax.cli import main
 from dilemmax.experiments import catalogue, registry
-from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
 from dilemmax.llm.server import LocalChatServer
 
 
@@ -27,24 +28,25 @@ def planted(body) -> str:
     return "FINAL D"
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--episodes", type=int, default=2, help="episodes per part")
+@dataclass(frozen=True)
+class TinyParams(DesignParams):
+    episodes: int = param(2, "episodes per part")
 
 
 # Built once: batched play keeps one compiled loop per env, so every run of this test shares them.
 TWO, THREE = dilemmax.make("moral_hazard"), dilemmax.make("moral_hazard", num_agents=3)
 
 
-def plan(args) -> Plan:
+def plan(params, run) -> Plan:
     partner = {"agent_1": "scripted:teacher"}
     return Plan(
         [
-            Part("pair", TWO, seats=partner, episodes=args.episodes, calls_per_episode=2.5),
+            Part("pair", TWO, seats=partner, episodes=params.episodes, calls_per_episode=2.5),
             Part(
                 "trio",
                 THREE,
                 seats=partner,
-                episodes=args.episodes,
+                episodes=params.episodes,
                 calls_per_episode=2.5,
                 keep_steps=True,
             ),
@@ -53,7 +55,7 @@ def plan(args) -> Plan:
     )
 
 
-def analyse(plan, results, args, extra) -> Report:
+def analyse(plan, results, params, run, extra) -> Report:
     query = {
         part.name: np.asarray(r.metrics["query_by_agent"]).mean(axis=0).tolist()
         for part, r in zip(plan.parts, results, strict=True)
@@ -92,15 +94,15 @@ def combine(runs) -> Report:
     return Report({"rows": rows}, {"by_seed": "\n".join(f"{s} {q}" for s, q in rows)})
 
 
-def extra(plan, args, out, resume) -> dict:
-    return {"probe": len(plan.parts), "resumed": resume}
+def extra(plan, params, run) -> dict:
+    return {"probe": len(plan.parts), "resumed": run.resume}
 
 
 TINY = Design(
     "moral_hazard/tiny",
     "this test, Section 0",
     "a planted model and a teacher",
-    add_arguments,
+    TinyParams,
     plan,
     analyse,
     combine,

@@ -16,8 +16,8 @@ per arm (the paper's 65% of RP traces under repeated anonymization).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,8 +25,7 @@ import dilemmax
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
-from dilemmax.experiments.consequence.common import add_option
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions, param
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import ablations as A
 from dilemmax.redteam import figures, paper_tables
@@ -35,20 +34,20 @@ from dilemmax.redteam.populations import arm_protocol_flags
 PAPER_CONTEXTS = 16  # sampled from the grid; the canonical instance is added
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_common_options(parser)
-    add_option(
-        parser,
-        "--contexts",
-        type=int,
-        default=None,
-        help=f"contexts sampled from the grid (default {PAPER_CONTEXTS}) besides the "
-        "canonical w=(1,5,6) T=10",
+@dataclass(frozen=True)
+class AblationsParams(common.CommonParams):
+    """``consequence/ablations``' parameters (the paper's suite by default)."""
+
+    contexts: int | None = param(
+        None,
+        f"contexts sampled from the grid (default {PAPER_CONTEXTS}) besides the canonical "
+        "w=(1,5,6) T=10",
     )
-    add_option(parser, "--context-seed", type=int, default=0, help="seed of the context sample")
-    add_option(parser, "--rules", nargs="+", default=None, help="rules (default RP PP)")
-    add_option(parser, "--ablations", nargs="+", default=None,
-               help=f"ablations to run (default all: {', '.join(A.ABLATIONS)})")  # fmt: skip
+    context_seed: int = param(0, "seed of the context sample")
+    rules: tuple[str, ...] | None = param(None, "rules (default RP PP)")
+    ablations: tuple[str, ...] | None = param(
+        None, f"ablations to run (default all: {', '.join(A.ABLATIONS)})"
+    )
 
 
 def arm_name(arm: A.Arm) -> str:
@@ -56,8 +55,8 @@ def arm_name(arm: A.Arm) -> str:
     return f"R={arm.num_rounds},{arm.clause},{arm.goal},{arm.endgame}"
 
 
-def chosen_ablations(args) -> list[str]:
-    names = getattr(args, "ablations", None) or list(A.ABLATIONS)
+def chosen_ablations(params: AblationsParams) -> list[str]:
+    names = params.ablations or list(A.ABLATIONS)
     names = [n for item in names for n in str(item).split(",") if n]
     bad = [n for n in names if n not in A.ABLATIONS]
     if bad or not names:
@@ -70,16 +69,15 @@ def arms_of(names: Sequence[str]) -> list[A.Arm]:
     return list(dict.fromkeys(arm for name in names for arm in A.ABLATIONS[name]))
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    names = chosen_ablations(args)
-    rules = common.rules_option(args, ("RP", "PP"))
-    count = getattr(args, "contexts", None)
-    count = PAPER_CONTEXTS if count is None else count
+def plan(params: AblationsParams, run: SessionOptions) -> Plan:
+    names = chosen_ablations(params)
+    rules = common.rules_option(params.rules, ("RP", "PP"))
+    count = PAPER_CONTEXTS if params.contexts is None else params.contexts
     if not 0 <= count <= 227:
         raise UsageError(f"--contexts must be in 0..227, got {count}")
-    contexts = A.ablation_contexts(count, getattr(args, "context_seed", 0))
-    episodes = common.replicates(args)
-    asks = common.asks_rationales(args)
+    contexts = A.ablation_contexts(count, params.context_seed)
+    episodes = common.replicates(params)
+    asks = common.asks_rationales(params)
     parts = []
     for arm in arms_of(names):
         env = dilemmax.make("consequence", **arm.env_kwargs())
@@ -100,7 +98,13 @@ def plan(args: argparse.Namespace) -> Plan:
     return Plan(parts, context)
 
 
-def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Report:
+def analyse(
+    plan: Plan,
+    results: Sequence[PlayResult],
+    params: AblationsParams,
+    run: SessionOptions,
+    extra: dict,
+) -> Report:
     names, rules = plan.context["ablations"], list(plan.context["rules"])
     contexts = np.asarray(plan.context["contexts"])
     arms = arms_of(names)
@@ -108,12 +112,12 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
     for a, arm in enumerate(arms):
         mine = results[a * len(rules) : (a + 1) * len(rules)]
         played[arm] = common.population_from(arm_name(arm), mine, rules, len(contexts))
-    seed, draws = getattr(args, "analysis_seed", 0), common.resamples(args)
+    seed, draws = params.analysis_seed, common.resamples(params)
     report = A.ablation_report(
         played, names, rules, contexts, plan.context["replicates"], seed, draws
     )
-    report["population"] = common.population_name(args, results)
-    labelled = common.label_rationales(plan, args)
+    report["population"] = common.population_name(results)
+    labelled = common.label_rationales(plan, params, run)
     tables = {
         "table4": paper_tables.table4(report),
         "ablations": figures.markdown_table(*A.ablation_table(report)),
@@ -128,7 +132,7 @@ def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Rep
 DESIGN = Design(
     name="consequence/ablations",
     **catalogue.described("consequence/ablations"),
-    add_arguments=add_arguments,
+    params=AblationsParams,
     plan=plan,
     analyse=analyse,
 )

@@ -10,10 +10,10 @@ so the arms of an ablation see the same episode keys (paired).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +21,7 @@ import numpy as np
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import (
-    Part,
-    add_option,
-)
+from dilemmax.experiments.design import DesignParams, Part, SessionOptions, param
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import rationale_labels as RL
 from dilemmax.redteam import reference as ref
@@ -42,52 +39,39 @@ ONE_SHOT_CALLS = {"AON": 3.0, "RE": 3.0, "RP": 3.0, "PP": 3.0, "DV": 6.0}
 
 
 # ---------------------------------------------------------------------------- options
-def add_common_options(parser: argparse.ArgumentParser) -> None:
-    add_option(
-        parser,
-        "--replicates",
-        type=int,
-        default=None,
-        help=f"episodes per (context, rule) cell (default {PAPER_REPLICATES})",
+@dataclass(frozen=True)
+class CommonParams(DesignParams):
+    """The parameters both consequence designs take (the paper's sizes by default)."""
+
+    replicates: int | None = param(
+        None, f"episodes per (context, rule) cell (default {PAPER_REPLICATES})"
     )
-    add_option(
-        parser,
-        "--no-rationales",
-        action="store_true",
-        help="do not ask for reasoning before each move (no rationale labels)",
+    no_rationales: bool = param(
+        False, "do not ask for reasoning before each move (no rationale labels)"
     )
-    add_option(
-        parser,
-        "--resamples",
-        type=int,
-        default=None,
-        help="bootstrap and permutation draws (default 10,000, the paper's)",
+    resamples: int | None = param(
+        None, "bootstrap and permutation draws (default 10,000, the paper's)"
     )
-    add_option(parser, "--analysis-seed", type=int, default=0, help="seed of the resampling")
-    # fmt: skip
+    analysis_seed: int = param(0, "seed of the resampling")
 
 
-def replicates(args) -> int:
-    value = getattr(args, "replicates", None)
-    value = PAPER_REPLICATES if value is None else value
-    if not isinstance(value, int) or value < 1:
+def replicates(params: CommonParams) -> int:
+    value = PAPER_REPLICATES if params.replicates is None else params.replicates
+    if value < 1:
         raise UsageError(f"--replicates must be a whole number >= 1, got {value}")
     return value
 
 
-def resamples(args) -> int:
-    value = getattr(args, "resamples", None)
-    value = 10_000 if value is None else value
-    if not isinstance(value, int) or not 1 <= value <= 100_000:
+def resamples(params: CommonParams) -> int:
+    value = 10_000 if params.resamples is None else params.resamples
+    if not 1 <= value <= 100_000:
         raise UsageError(f"--resamples must be in 1..100000, got {value}")
     return value
 
 
-def rules_option(args, default: Sequence[str]) -> list[str]:
+def rules_option(given: Sequence[str] | None, default: Sequence[str]) -> list[str]:
     """``--rules`` (names, any case, or one comma-separated word) checked against the five."""
-    given = getattr(args, "rules", None) or list(default)
-    if isinstance(given, str):
-        given = [given]
+    given = list(given or default)
     names = [r.strip().upper() for item in given for r in str(item).split(",") if r.strip()]
     bad = [r for r in names if r not in C.RULE_NAMES]
     if bad or not names:
@@ -95,8 +79,8 @@ def rules_option(args, default: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def asks_rationales(args) -> bool:
-    return not getattr(args, "no_rationales", False)
+def asks_rationales(params: CommonParams) -> bool:
+    return not params.no_rationales
 
 
 # ---------------------------------------------------------------------------- parts
@@ -121,11 +105,8 @@ def rule_part(name: str, env, contexts, rule: str, episodes: int, options: dict,
     )
 
 
-def population_name(args, results: Sequence[PlayResult]) -> str:
-    """``--name`` if given, else the seat names the episodes were played by."""
-    name = getattr(args, "name", None)
-    if name:
-        return str(name)
+def population_name(results: Sequence[PlayResult]) -> str:
+    """The seat names the episodes were played by."""
     seats = [s for r in results for e in r.episodes[:1] for s in e.get("seats", {}).values()]
     return "+".join(dict.fromkeys(seats)) or "population"
 
@@ -141,9 +122,8 @@ def population_from(
 
 
 # ---------------------------------------------------------------------------- the reference
-def check_reference(args, num_rounds: int, endgame: str = "all"):
+def check_reference(path: str | None, num_rounds: int, endgame: str = "all"):
     """The ``--reference`` file loaded and checked (None without one)."""
-    path = getattr(args, "reference", None)
     if not path:
         return None
     table = ref.load_reference(path, "--reference")
@@ -155,11 +135,11 @@ def check_reference(args, num_rounds: int, endgame: str = "all"):
     return table
 
 
-def reference_on(args, contexts: np.ndarray, num_rounds: int, endgame: str = "all"):
+def reference_on(path: str | None, contexts: np.ndarray, num_rounds: int, endgame: str = "all"):
     """UR_ref on the played contexts (grid indices): the ``--reference`` file's columns for
     them, or solved here when no file is given."""
     resources, thresholds = context_table(C.DEFAULT_TOTAL_RESOURCES, C.DEFAULT_NUM_AGENTS)
-    table = check_reference(args, num_rounds, endgame)
+    table = check_reference(path, num_rounds, endgame)
     if table is None:
         return ref.reference_grid(
             resources[contexts], thresholds[contexts], num_rounds=num_rounds, endgame=endgame
@@ -172,7 +152,7 @@ def reference_on(args, contexts: np.ndarray, num_rounds: int, endgame: str = "al
     for c in contexts:
         key = (tuple(int(v) for v in resources[c]), int(thresholds[c]))
         if key not in where:
-            raise UsageError(f"--reference {args.reference}: has no context {key}")
+            raise UsageError(f"--reference {path}: has no context {key}")
         columns.append(where[key])
     return dataclasses.replace(
         table,
@@ -183,15 +163,15 @@ def reference_on(args, contexts: np.ndarray, num_rounds: int, endgame: str = "al
 
 
 # ---------------------------------------------------------------------------- rationales
-def label_rationales(plan, args) -> dict:
+def label_rationales(plan, params: CommonParams, run: SessionOptions) -> dict:
     """The run's rationales labelled (written to ``DIR/rationales/``), when the plan asked for
-    them and the run has a folder (``args.out``: after a shard merge, the merged run's)."""
-    out = getattr(args, "out", None)
+    them and the run has a folder (``run.out``: after a shard merge, the merged run's)."""
+    out = run.out
     if not out or not plan.context.get("rationales"):
         return {}
     traces = RL.read_traces(out)
     report = RL.write_rationale_report(
-        traces, Path(out) / "rationales", getattr(args, "analysis_seed", 0), resamples(args)
+        traces, Path(out) / "rationales", params.analysis_seed, resamples(params)
     )
     return {"rationales": report}
 

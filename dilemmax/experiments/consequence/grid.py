@@ -14,8 +14,8 @@ combine into Tables 2 and 3 with one row block per model and the population x ru
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,8 +24,7 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
-from dilemmax.experiments.consequence.common import add_option
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions, param
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import figures, paper_tables
 from dilemmax.redteam import statistics as S
@@ -36,33 +35,28 @@ from dilemmax.redteam.reference import PRIMARY_EPSILON
 NUM_ROUNDS = C.DEFAULT_NUM_ROUNDS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_common_options(parser)
-    add_option(
-        parser,
-        "--contexts",
-        type=int,
-        default=None,
-        help="play N contexts spread over the grid (default all 228)",
+@dataclass(frozen=True)
+class GridParams(common.CommonParams):
+    """``consequence/grid``'s parameters (the paper's sizes by default)."""
+
+    contexts: int | None = param(None, "play N contexts spread over the grid (default all 228)")
+    rules: tuple[str, ...] | None = param(None, "rules to play (default AON RE DV RP PP)")
+    reference: str | None = param(
+        None,
+        "UR_ref file of `dilemmax redteam reference` (default: solved on the played contexts)",
     )
-    add_option(
-        parser, "--rules", nargs="+", default=None, help="rules to play (default AON RE DV RP PP)"
-    )
-    add_option(parser, "--reference", default=None,
-               help="UR_ref file of `dilemmax redteam reference` (default: solved on the "
-               "played contexts)")  # fmt: skip
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    rules = common.rules_option(args, C.RULE_NAMES)
-    count = getattr(args, "contexts", None)
+def plan(params: GridParams, run: SessionOptions) -> Plan:
+    rules = common.rules_option(params.rules, C.RULE_NAMES)
+    count = params.contexts
     if count is not None and count < 1:
         raise UsageError(f"--contexts must be >= 1, got {count}")
     contexts = spread_contexts(count)
-    common.check_reference(args, NUM_ROUNDS)
+    common.check_reference(params.reference, NUM_ROUNDS)
     env = dilemmax.make("consequence", num_rounds=NUM_ROUNDS)
-    options = {"ask_rationale": True} if common.asks_rationales(args) else {}
-    episodes = common.replicates(args)
+    options = {"ask_rationale": True} if common.asks_rationales(params) else {}
+    episodes = common.replicates(params)
     parts = [
         common.rule_part(f"rule={r}", env, contexts, r, episodes, options, common.MAX_CALLS[r])
         for r in rules
@@ -71,20 +65,22 @@ def plan(args: argparse.Namespace) -> Plan:
         "contexts": contexts.tolist(),
         "rules": rules,
         "replicates": episodes,
-        "rationales": common.asks_rationales(args),
+        "rationales": common.asks_rationales(params),
     }
     return Plan(parts, context)
 
 
-def analyse(plan: Plan, results: Sequence[PlayResult], args, extra: dict) -> Report:
+def analyse(
+    plan: Plan, results: Sequence[PlayResult], params: GridParams, run: SessionOptions, extra: dict
+) -> Report:
     contexts = np.asarray(plan.context["contexts"])
     rules = list(plan.context["rules"])
-    name = common.population_name(args, results)
+    name = common.population_name(results)
     pop = common.population_from(name, results, rules, len(contexts))
-    reference = common.reference_on(args, contexts, NUM_ROUNDS)
-    seed, draws = getattr(args, "analysis_seed", 0), common.resamples(args)
+    reference = common.reference_on(params.reference, contexts, NUM_ROUNDS)
+    seed, draws = params.analysis_seed, common.resamples(params)
     report = gap_report([pop], reference, seed, draws)
-    labelled = common.label_rationales(plan, args)
+    labelled = common.label_rationales(plan, params, run)
     cells = {m: pop.cell_means(m) for m in S.CORE_METRICS if m in pop.metrics}
     results_json = {
         "design": "consequence/grid",
@@ -143,7 +139,7 @@ def combine(runs: Sequence[Mapping]) -> Report:
 DESIGN = Design(
     name="consequence/grid",
     **catalogue.described("consequence/grid"),
-    add_arguments=add_arguments,
+    params=GridParams,
     plan=plan,
     analyse=analyse,
     combine=combine,

@@ -3,7 +3,7 @@ experiment`` against a planted model on a local server; the ablations' analysis 
 by a planted model through the batched harness (each part as the session plays it: its protocol
 options, its name as the transcript part, the run's key)."""
 
-import argparse
+import dataclasses
 import itertools
 import json
 
@@ -14,6 +14,7 @@ import pytest
 from dilemmax.cli import main
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.errors import UsageError
+from dilemmax.experiments.cli import parse_design_argv
 from dilemmax.experiments.consequence import DESIGNS, ablations, grid
 from dilemmax.llm.client import ScriptedClient, last_user_message
 from dilemmax.llm.play import BatchedPlay, Seat
@@ -28,9 +29,8 @@ INFER = "A participant was removed, so the rule seems to remove the one holding 
 
 
 def args_for(design, argv):
-    parser = argparse.ArgumentParser()
-    design.add_arguments(parser)
-    return parser.parse_args(argv)
+    """(params, run options) of ``dilemmax experiment <design> <argv>``."""
+    return parse_design_argv(design, argv)
 
 
 def play(plan, reply, out):
@@ -69,21 +69,21 @@ def reference_file(tmp_path_factory):
 
 def test_designs_are_exported_with_the_paper_sizes():
     assert [d.name for d in DESIGNS] == ["consequence/grid", "consequence/ablations"]
-    full = grid.plan(args_for(grid.DESIGN, []))
+    full = grid.plan(*args_for(grid.DESIGN, []))
     assert [p.name for p in full.parts] == [f"rule={r}" for r in ("AON", "RE", "DV", "RP", "PP")]
     assert all(p.episodes == 4 and len(p.config_names) == 228 for p in full.parts)
     assert full.parts[0].config_names[0] == "w=(0,0,12) T=1"
     assert full.calls == 228 * 4 * (9 + 6 + 11 + 6 + 6)
-    suite = ablations.plan(args_for(ablations.DESIGN, []))
+    suite = ablations.plan(*args_for(ablations.DESIGN, []))
     assert len(suite.parts) == 7 * 2 and len(suite.context["contexts"]) == 17
     assert suite.parts[0].name == "R=1,anonymous,competitive,rule/rule=RP"
     assert suite.parts[0].protocol_options["anonymous"] is True
     assert suite.parts[0].env.num_rounds == 1 and suite.parts[0].env.endgame == "rule"
     for argv in (["--rules", "XX"], ["--replicates", "0"], ["--contexts", "0"]):
         with pytest.raises(UsageError):
-            grid.plan(args_for(grid.DESIGN, argv))
+            grid.plan(*args_for(grid.DESIGN, argv))
     with pytest.raises(UsageError, match="--ablations"):
-        ablations.plan(args_for(ablations.DESIGN, ["--ablations", "nope"]))
+        ablations.plan(*args_for(ablations.DESIGN, ["--ablations", "nope"]))
 
 
 class RPExploiter:
@@ -151,14 +151,13 @@ class NamedTargeter:
 
 
 def test_ablations_table4_and_rule_inference(tmp_path):
-    args = args_for(ablations.DESIGN, ["--contexts", "2", "--replicates", "1", "--ablations",
+    params, run = args_for(ablations.DESIGN, ["--contexts", "2", "--replicates", "1", "--ablations",
                                        "anonymous_one_shot", "anonymous_repeated",
                                        "--resamples", "200"])  # fmt: skip
-    plan = ablations.plan(args)
+    plan = ablations.plan(params, run)
     assert len(plan.parts) == 4 * 2
     results = play(plan, NamedTargeter(), tmp_path)
-    args.out = str(tmp_path)
-    report = ablations.analyse(plan, results, args, {})
+    report = ablations.analyse(plan, results, params, dataclasses.replace(run, out=tmp_path), {})
     table4 = report.tables["table4"]
     assert header(table4) == list(paper_tables.TABLE4_HEADER)
     one_shot = next(line for line in table4.splitlines() if "one-shot" in line)

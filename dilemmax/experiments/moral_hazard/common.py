@@ -11,9 +11,9 @@ above zero, independent replies.
 
 from __future__ import annotations
 
-import argparse
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -23,7 +23,7 @@ import numpy as np
 from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import add_option
+from dilemmax.experiments.design import DesignParams, param
 from dilemmax.llm.play import PlayResult
 
 PAPER_REPLICATES = 3
@@ -44,30 +44,22 @@ OUTCOMES = (
 
 
 # --------------------------------------------------------------------------- options
-def add_size_options(parser: argparse.ArgumentParser) -> None:
-    """``--replicates`` and ``--episodes`` (per replicate and cell); None: the paper's sizes."""
-    add_option(
-        parser,
-        "--replicates",
-        type=int,
-        default=None,
-        help=f"outer replicates (default {PAPER_REPLICATES}, the paper's)",
+@dataclass(frozen=True)
+class SizeParams(DesignParams):
+    """The sizes every moral-hazard design takes; None: the paper's."""
+
+    replicates: int | None = param(
+        None, f"outer replicates (default {PAPER_REPLICATES}, the paper's)"
     )
-    add_option(
-        parser,
-        "--episodes",
-        type=int,
-        default=None,
-        help=f"episodes per replicate and cell (default {PAPER_EPISODES})",
+    episodes: int | None = param(
+        None, f"episodes per replicate and cell (default {PAPER_EPISODES})"
     )
 
 
-def sizes(args: argparse.Namespace) -> tuple[int, int]:
+def sizes(params: SizeParams) -> tuple[int, int]:
     """(replicates, episodes per replicate and cell), each checked to be >= 1."""
-    replicates = getattr(args, "replicates", None)
-    episodes = getattr(args, "episodes", None)
-    replicates = PAPER_REPLICATES if replicates is None else replicates
-    episodes = PAPER_EPISODES if episodes is None else episodes
+    replicates = PAPER_REPLICATES if params.replicates is None else params.replicates
+    episodes = PAPER_EPISODES if params.episodes is None else params.episodes
     if replicates < 1 or episodes < 1:
         raise UsageError(f"--replicates and --episodes must be >= 1, got {replicates}, {episodes}")
     return int(replicates), int(episodes)

@@ -4,7 +4,6 @@ behind a LocalChatServer."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,20 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from dilemmax.cli import main
+from dilemmax.experiments.cli import parse_design_argv
 from dilemmax.experiments.moral_hazard.planted import boundary_model
-from dilemmax.llm.seats import add_model_arguments
 from dilemmax.llm.server import LocalChatServer
 
 
-def parse(design, argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seat", action="append")
-    parser.add_argument("--seats")
-    add_model_arguments(parser)
-    design.add_arguments(parser)
-    args = parser.parse_args(argv)
-    args.env, args.grid = "moral_hazard", False
-    return args
+def parse(design, argv: list[str]) -> tuple:
+    """(params, run options) of ``dilemmax experiment <design> <argv>``."""
+    return parse_design_argv(design, argv)
 
 
 def run_experiment(command: list[str], out: Path) -> SimpleNamespace:

@@ -12,17 +12,16 @@ Runs of several models (and methods: base, SFT, ...) combine into Tables 2 and 5
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import jax
 import numpy as np
 
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
 from dilemmax.experiments.moral_hazard import common
-from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.tables import (
     TABLE2_COLUMNS,
     captioned,
@@ -51,27 +50,26 @@ def condition_names() -> list[str]:
     return [name for conditions in condition_grid().values() for name in conditions.names]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_size_options(parser)
-    add_option(
-        parser,
-        "--conditions",
-        help="comma-separated subset of the 15 conditions (k=0.10, w_T=0.50, n=3, "
+@dataclass(frozen=True)
+class GridParams(common.SizeParams):
+    """``moral_hazard/grid``'s parameters (the paper's sizes by default)."""
+
+    conditions: str | None = param(
+        None,
+        "comma-separated subset of the 15 conditions (k=0.10, w_T=0.50, n=3, "
         "provenance=visible, ...)",
+        list=True,
     )
-    add_option(parser, "--no-random", action="store_true", help="leave out the random control")
-    add_option(parser, "--model-label", help="the model's name in the tables (default its seat)")
-    add_option(
-        parser,
-        "--method",
-        default="Base",
-        help="what this run is (Base, SFT, RLOO, SFT+RLOO, GEPA, ...) for Table 5",
+    no_random: bool = param(False, "leave out the random control")
+    model_label: str | None = param(None, "the model's name in the tables (default its seat)")
+    method: str = param(
+        "Base", "what this run is (Base, SFT, RLOO, SFT+RLOO, GEPA, ...) for Table 5"
     )
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    replicates, episodes = common.sizes(args)
-    keep = common.name_list(getattr(args, "conditions", None), "--conditions", condition_names())
+def plan(params: GridParams, run: SessionOptions) -> Plan:
+    replicates, episodes = common.sizes(params)
+    keep = common.name_list(params.conditions, "--conditions", condition_names())
     parts = []
     for n, conditions in condition_grid().items():
         chosen = [i for i, name in enumerate(conditions.names) if keep is None or name in keep]
@@ -91,7 +89,7 @@ def plan(args: argparse.Namespace) -> Plan:
                 calls_per_episode=common.CALLS_PER_SEAT * n,
             )
         )
-        if not getattr(args, "no_random", False):
+        if not params.no_random:
             seats = {agent: RANDOM_SEAT for agent in env.agents}
             parts.append(Part(f"random/n={n}", env, tiled, config_names, seats, episodes))
     context = {"replicates": replicates, "episodes": episodes, "conditions": keep}
@@ -124,16 +122,18 @@ def _per_condition(rows: Sequence[Mapping]) -> dict:
     return {name: summary([r for r in rows if r["condition"] == name]) for name in names}
 
 
-def analyse(plan_: Plan, results: Sequence[PlayResult], args, extra: dict) -> Report:
+def analyse(
+    plan_: Plan, results: Sequence[PlayResult], params: GridParams, run: SessionOptions, extra: dict
+) -> Report:
     model_rows = _rows(plan_, results, random=False)
     random_rows = _rows(plan_, results, random=True)
     model_results = [r for p, r in zip(plan_.parts, results, strict=True) if not _is_random(p)]
     seat = common.model_label(model_results[0]) if model_results else "model"
-    label = getattr(args, "model_label", None) or seat
+    label = params.model_label or seat
     payload = {
         "design": "moral_hazard/grid",
         "model": label,
-        "method": getattr(args, "method", None) or "Base",
+        "method": params.method or "Base",
         "seat": seat,
         "replicates": plan_.context["replicates"],
         "episodes_per_condition": plan_.context["episodes"],
@@ -168,7 +168,7 @@ def _figure(payload: Mapping, path: str) -> None:
 DESIGN = Design(
     name="moral_hazard/grid",
     **catalogue.described("moral_hazard/grid"),
-    add_arguments=add_arguments,
+    params=GridParams,
     plan=plan,
     analyse=analyse,
     combine=combine,

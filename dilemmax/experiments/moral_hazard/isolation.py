@@ -27,8 +27,8 @@ Estimates.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -41,12 +41,12 @@ from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import incentive_grid
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
 from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
-from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.experiments.moral_hazard.figures import draw_figure3
-from dilemmax.llm.play import CallsFailed, PlayResult
-from dilemmax.llm.seats import build_seat, seat_specs
+from dilemmax.llm.model_seats import CallsFailed
+from dilemmax.llm.play import PlayResult
+from dilemmax.llm.seats import build_seat
 
 FOCAL = "agent_0"
 PARTNER_SEAT = "scripted:isolation_partner"
@@ -62,24 +62,19 @@ BOUNDARY_METHOD = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_size_options(parser)
-    add_option(parser, "--costs", help="query costs (default the nine: 0, 0.05, ..., 0.40)")
-    add_option(
-        parser,
-        "--shares",
-        default="paper",
-        help="'paper' (the 67 cells), 'grid' (0, 0.05, ..., 1 at every cost) or a list",
+@dataclass(frozen=True)
+class IsolationParams(common.SizeParams):
+    """``moral_hazard/isolation``'s parameters (the paper's 67 cells by default)."""
+
+    costs: str | None = param(None, "query costs (default the nine: 0, 0.05, ..., 0.40)", list=True)
+    shares: str = param(
+        "paper",
+        "'paper' (the 67 cells), 'grid' (0, 0.05, ..., 1 at every cost) or a list",
+        list=True,
     )
-    add_option(
-        parser,
-        "--boundary-offset",
-        type=float,
-        default=0.05,
-        help="distance of the below / above cells from alpha*(k)",
-    )
-    add_option(parser, "--num-agents", type=int, default=2, help="n (the partners fill the rest)")
-    add_option(parser, "--no-probes", action="store_true", help="skip the probes")
+    boundary_offset: float = param(0.05, "distance of the below / above cells from alpha*(k)")
+    num_agents: int = param(2, "n (the partners fill the rest)")
+    no_probes: bool = param(False, "skip the probes")
 
 
 def _round(x: float) -> float:
@@ -98,18 +93,18 @@ def shares_for(cost: float, spec: str, offset: float, n: int) -> list[float]:
     return sorted({_round(s) for s in chosen if -1e-9 <= s <= 1 + 1e-9})
 
 
-def cells(args: argparse.Namespace) -> list[dict]:
+def cells(params: IsolationParams) -> list[dict]:
     """Every (k, alpha) cell: cost, share, alpha_star, margin and its name."""
-    n = int(getattr(args, "num_agents", 2))
+    n = params.num_agents
     if not c.MIN_AGENTS <= n <= c.MAX_AGENTS:
         raise UsageError(f"--num-agents must be in {c.MIN_AGENTS}..{c.MAX_AGENTS}, got {n}")
-    offset = float(getattr(args, "boundary_offset", 0.05))
+    offset = params.boundary_offset
     if not 0.0 < offset < 1.0:
         raise UsageError(f"--boundary-offset must lie in (0, 1), got {offset}")
-    costs = common.number_list(getattr(args, "costs", None), "--costs", 0.0, 1.0)
+    costs = common.number_list(params.costs, "--costs", 0.0, 1.0)
     out = []
     for k in costs or c.ISOLATION_COSTS:
-        for share in shares_for(k, getattr(args, "shares", "paper") or "paper", offset, n):
+        for share in shares_for(k, params.shares or "paper", offset, n):
             star = _round(theory.alpha_star(n, k))
             margin = _round(theory.private_margin(n, share, k))
             out.append(
@@ -124,10 +119,10 @@ def cells(args: argparse.Namespace) -> list[dict]:
     return out
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    replicates, episodes = common.sizes(args)
-    grid = cells(args)
-    n = int(getattr(args, "num_agents", 2))
+def plan(params: IsolationParams, run: SessionOptions) -> Plan:
+    replicates, episodes = common.sizes(params)
+    grid = cells(params)
+    n = params.num_agents
     sets = [incentive_grid([cell["cost"]], [cell["share"]], num_agents=n) for cell in grid]
     configs = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[s.configs for s in sets])
     tiled, names = common.replicate_configs(configs, [cell["name"] for cell in grid], replicates)
@@ -147,27 +142,22 @@ def plan(args: argparse.Namespace) -> Plan:
         "replicates": replicates,
         "episodes": episodes,
         "num_agents": n,
-        "offset": float(getattr(args, "boundary_offset", 0.05)),
-        "probe_items": 0 if getattr(args, "no_probes", False) else 16 * len(grid),
+        "offset": params.boundary_offset,
+        "probe_items": 0 if params.no_probes else 16 * len(grid),
     }
     return Plan([part], context)
 
 
 # --------------------------------------------------------------------------- probes
-def _focal_spec(args) -> str | None:
-    env = common.env_for(int(getattr(args, "num_agents", 2)), "private")
-    return seat_specs(env, args).get(FOCAL) or getattr(args, "seats", None)
-
-
-def extra(plan_: Plan, args, out: str | Path | None, resume: bool) -> dict:
+def extra(plan_: Plan, params: IsolationParams, run: SessionOptions) -> dict:
     """The probes, through the focal seat's client; recorded to ``out/probes.jsonl``. A call
     that failed after its retries stops the run (``--on-call-error stop``, the default) or
     counts as a wrong answer (``invalid``)."""
-    if getattr(args, "no_probes", False):
+    if params.no_probes:
         return {"probes": None, "reason": "--no-probes"}
-    spec = _focal_spec(args)
+    spec = run.seats.get(FOCAL) or run.default_seat
     env = plan_.parts[0].env
-    seat = build_seat(spec, env, args, {}) if spec else None
+    seat = build_seat(spec, env, run.generate) if spec else None
     if seat is None or not seat.is_model:
         return {"probes": None, "reason": f"the focal seat {spec!r} is not a model"}
     system = env.text_protocol().system_prompt(FOCAL)
@@ -178,10 +168,10 @@ def extra(plan_: Plan, args, out: str | Path | None, resume: bool) -> dict:
             (i, probes.prompt(i, contract, system))
             for i in probes.items_for(cell["name"], contract)
         ]
-    path = None if out is None else Path(out) / probes.PROBE_FILE
-    rows = probes.ask_items(seat.policy, asks, path, resume)
+    path = None if run.out is None else Path(run.out) / probes.PROBE_FILE
+    rows = probes.ask_items(seat.policy, asks, path, run.resume)
     failed = [r for r in rows if r["error"]]
-    if failed and getattr(args, "on_call_error", "stop") == "stop":
+    if failed and run.on_call_error == "stop":
         raise CallsFailed(
             f"{len(failed)} probe call(s) failed (first: {failed[0]['key']}: {failed[0]['error']})"
             "; the answered ones are in probes.jsonl, so the same command with --resume asks "
@@ -309,7 +299,13 @@ def contrasts(grid: Sequence[dict], decisions: Sequence[dict]) -> dict:
     return {"cost": cost and {**cost, "high": high_k, "low": low_k}, "share": share}
 
 
-def analyse(plan_: Plan, results: Sequence[PlayResult], args, extra_: dict) -> Report:
+def analyse(
+    plan_: Plan,
+    results: Sequence[PlayResult],
+    params: IsolationParams,
+    run: SessionOptions,
+    extra_: dict,
+) -> Report:
     grid = plan_.context["cells"]
     decisions = _decisions(plan_, results[0])
     cell_stats = _cell_stats(grid, decisions)
@@ -380,7 +376,7 @@ def _tables(payload: Mapping) -> dict[str, str]:
 DESIGN = Design(
     name="moral_hazard/isolation",
     **catalogue.described("moral_hazard/isolation"),
-    add_arguments=add_arguments,
+    params=IsolationParams,
     plan=plan,
     analyse=analyse,
     combine=isolation_combine.combine,

@@ -9,8 +9,8 @@ primary setting is played once in each sweep, as the paper's tables list it in e
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,9 +18,8 @@ from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import make_config, stack_configs
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
 from dilemmax.experiments.moral_hazard import common
-from dilemmax.experiments.moral_hazard.common import add_option
 from dilemmax.llm.play import PlayResult
 
 SWEEPS = ("k", "w_T", "n")
@@ -35,21 +34,27 @@ _TABLE_OUTCOMES = ("query_rate", "team_success", "local_reward", "unsafe_choice"
 _PANEL_OUTCOMES = (("query_rate", "Query"), ("team_success", "Team"), ("local_reward", "Local"))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_size_options(parser)
-    add_option(parser, "--sweeps", help="comma-separated subset of k, w_T, n (default all three)")
-    add_option(parser, "--k-values", help="query costs of the k sweep (default 0, 0.05, .., 0.40)")
-    add_option(parser, "--w-team-values", help="team rewards of the w_T sweep")
-    add_option(parser, "--n-values", help="group sizes of the n sweep (default 2..9)")
+@dataclass(frozen=True)
+class SweepsParams(common.SizeParams):
+    """``moral_hazard/sweeps``' parameters (the paper's sweeps by default)."""
+
+    sweeps: str | None = param(
+        None, "comma-separated subset of k, w_T, n (default all three)", list=True
+    )
+    k_values: str | None = param(
+        None, "query costs of the k sweep (default 0, 0.05, .., 0.40)", list=True
+    )
+    w_team_values: str | None = param(None, "team rewards of the w_T sweep", list=True)
+    n_values: str | None = param(None, "group sizes of the n sweep (default 2..9)", list=True)
 
 
-def sweep_values(args: argparse.Namespace) -> dict[str, list]:
+def sweep_values(params: SweepsParams) -> dict[str, list]:
     """sweep -> its values, from the options (the paper's by default)."""
-    chosen = common.name_list(getattr(args, "sweeps", None), "--sweeps", SWEEPS) or list(SWEEPS)
+    chosen = common.name_list(params.sweeps, "--sweeps", SWEEPS) or list(SWEEPS)
     given = {
-        "k": common.number_list(getattr(args, "k_values", None), "--k-values", 0.0, 1.0),
-        "w_T": common.number_list(getattr(args, "w_team_values", None), "--w-team-values", 0, 1),
-        "n": common.number_list(getattr(args, "n_values", None), "--n-values", 2, 9),
+        "k": common.number_list(params.k_values, "--k-values", 0.0, 1.0),
+        "w_T": common.number_list(params.w_team_values, "--w-team-values", 0, 1),
+        "n": common.number_list(params.n_values, "--n-values", 2, 9),
     }
     out = {}
     for sweep in SWEEPS:
@@ -70,9 +75,9 @@ def _condition(sweep: str, value) -> tuple[int, dict, str]:
     return int(value), {}, f"n={int(value)}"
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    replicates, episodes = common.sizes(args)
-    values = sweep_values(args)
+def plan(params: SweepsParams, run: SessionOptions) -> Plan:
+    replicates, episodes = common.sizes(params)
+    values = sweep_values(params)
     groups: dict[tuple[str, int], list[tuple[str, object]]] = {}
     for sweep, points in values.items():
         for value in points:
@@ -98,7 +103,13 @@ def plan(args: argparse.Namespace) -> Plan:
     return Plan(parts, context)
 
 
-def analyse(plan_: Plan, results: Sequence[PlayResult], args, extra: dict) -> Report:
+def analyse(
+    plan_: Plan,
+    results: Sequence[PlayResult],
+    params: SweepsParams,
+    run: SessionOptions,
+    extra: dict,
+) -> Report:
     by_sweep: dict[str, dict[str, dict]] = {}
     for part, result in zip(plan_.parts, results, strict=True):
         sweep = part.name.split("/")[0]
@@ -174,7 +185,7 @@ def _figure(payload: Mapping, path: str) -> None:
 DESIGN = Design(
     name="moral_hazard/sweeps",
     **catalogue.described("moral_hazard/sweeps"),
-    add_arguments=add_arguments,
+    params=SweepsParams,
     plan=plan,
     analyse=analyse,
 )

@@ -35,7 +35,7 @@ SEEDS = st.integers(0, 10**6)
 
 @functools.cache
 def planned(design, argv: tuple[str, ...]):
-    return design.plan(parse(design, list(argv)))
+    return design.plan(*parse(design, list(argv)))
 
 
 def _values(pattern: str, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -93,7 +93,7 @@ ISOLATION_PLANS = [
 def test_isolation_reports_every_edge(tmp_path_factory, argv, pattern, keep, seed):
     plan = planned(isolation.DESIGN, argv)
     result = result_of(plan.parts[0], pattern, keep, seed)
-    report = isolation.analyse(plan, [result], parse(isolation.DESIGN, list(argv)), {})
+    report = isolation.analyse(plan, [result], *parse(isolation.DESIGN, list(argv)), {})
     whole = written(report, tmp_path_factory.mktemp("isolation"))
     for bar in whole["results"]["bars"].values():
         if bar["decisions"]:
@@ -114,7 +114,7 @@ def test_grid_and_its_cross_model_tables_report_every_edge(
 ):
     plan = planned(grid.DESIGN, argv)
     results = [result_of(part, pattern, keep, seed) for part in plan.parts]
-    report = grid.analyse(plan, results, parse(grid.DESIGN, list(argv)), {})
+    report = grid.analyse(plan, results, *parse(grid.DESIGN, list(argv)), {})
     whole = written(report, tmp_path_factory.mktemp("grid"))
     caption = report.tables["table2"]
     assert "15-condition grid" not in caption  # one or two conditions played
@@ -136,5 +136,5 @@ def test_sweeps_report_every_edge(tmp_path_factory, pattern, keep, seed):
             "--replicates", "1")  # fmt: skip
     plan = planned(sweeps.DESIGN, argv)
     results = [result_of(part, pattern, keep, seed) for part in plan.parts]
-    written(sweeps.analyse(plan, results, parse(sweeps.DESIGN, list(argv)), {}),
+    written(sweeps.analyse(plan, results, *parse(sweeps.DESIGN, list(argv)), {}),
             tmp_path_factory.mktemp("sweeps"))  # fmt: skip

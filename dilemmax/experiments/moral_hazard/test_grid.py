@@ -28,7 +28,7 @@ def grid_run(planted_server, tmp_path_factory):
 
 
 def test_grid_sizes_and_call_counts():
-    plan = grid.DESIGN.plan(parse(grid.DESIGN, []))
+    plan = grid.DESIGN.plan(*parse(grid.DESIGN, []))
     assert [len(p.config_names) for p in plan.parts] == [39, 39, 3, 3, 3, 3]  # 15 x 3 replicates
     assert all(p.episodes == 15 for p in plan.parts)
     # 13 two-agent, one three- and one four-agent condition, x 45 episodes, <= 3 calls per seat.
@@ -62,7 +62,7 @@ def test_sweeps_recover_the_planted_cost_cut(planted_server, tmp_path):
     assert k40["unsafe_choice"]["mean"] == 1.0  # unwarned, it takes the top (unsafe) option
     assert f"| $w_T$ | 0.50 | {PERFECT} | {PERFECT} | 0.0 ± 0.0 | 0.0 ± 0.0 |" in table7
     assert (report.out / "figure2.png").stat().st_size > 1000
-    full = sweeps.DESIGN.plan(parse(sweeps.DESIGN, []))
+    full = sweeps.DESIGN.plan(*parse(sweeps.DESIGN, []))
     assert full.calls == 45 * 3 * (2 * 9 + 2 * 7 + sum(range(2, 10)))
 
 

@@ -3,11 +3,13 @@ the boundaries, bars, contrasts and probes the pipeline recovers are the planted
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import pytest
 
+from dilemmax.errors import UsageError
 from dilemmax.experiments.moral_hazard import isolation, probes
 from dilemmax.experiments.moral_hazard.common import table_columns
 from dilemmax.experiments.moral_hazard.conftest import run_experiment
@@ -31,7 +33,7 @@ def run(planted_server, tmp_path_factory):
 def test_the_paper_cells_and_call_counts():
     from dilemmax.experiments.moral_hazard.conftest import parse
 
-    plan = isolation.DESIGN.plan(parse(isolation.DESIGN, []))
+    plan = isolation.DESIGN.plan(*parse(isolation.DESIGN, []))
     assert len(plan.context["cells"]) == 67  # the paper's 67 cells, 45 decisions each
     assert len(plan.parts[0].config_names) == 67 * 3 and plan.parts[0].episodes == 15
     assert plan.calls == 67 * 45 * 3  # at most work, note and final per decision
@@ -46,7 +48,7 @@ def test_the_paper_cells_and_call_counts():
 def plan_of(argv):
     from dilemmax.experiments.moral_hazard.conftest import parse
 
-    return isolation.DESIGN.plan(parse(isolation.DESIGN, argv))
+    return isolation.DESIGN.plan(*parse(isolation.DESIGN, argv))
 
 
 def test_boundary_mae_and_bars_recover_the_planted_threshold(run):
@@ -162,20 +164,21 @@ def test_combine_puts_models_side_by_side(run, tmp_path):
 def test_failed_probe_calls_stop_and_resume_asks_only_them(tmp_path):
     from dilemmax.experiments.moral_hazard.conftest import parse
     from dilemmax.experiments.moral_hazard.planted import boundary_model
-    from dilemmax.llm.play import CallsFailed
+    from dilemmax.llm.model_seats import CallsFailed
     from dilemmax.llm.server import LocalChatServer
 
     argv = ["--costs", "0.10", "--shares", "0.5", "--max-attempts", "1", "--seats", "openai:p"]
     reply = boundary_model()
     with LocalChatServer(reply, faults={i: "500" for i in range(4)}) as server:
-        args = parse(isolation.DESIGN, [*argv, "--base-url", server.base_url])
-        plan = isolation.DESIGN.plan(args)
+        params, run = parse(isolation.DESIGN, [*argv, "--base-url", server.base_url])
+        run = dataclasses.replace(run, out=tmp_path)
+        plan = isolation.DESIGN.plan(params, run)
         with pytest.raises(CallsFailed, match="4 probe call"):
-            isolation.extra(plan, args, tmp_path, resume=False)
+            isolation.extra(plan, params, run)
         kept = (tmp_path / probes.PROBE_FILE).read_text().splitlines()
         assert len(kept) == 12  # the answered ones, none of the failed
         before = server.answered
-        done = isolation.extra(plan, args, tmp_path, resume=True)
+        done = isolation.extra(plan, params, dataclasses.replace(run, resume=True))
         assert server.answered - before == 4
     assert done["probes"]["comprehension_items"] == 15
 
@@ -208,3 +211,48 @@ def test_a_model_at_ceiling_finishes_and_resumes_with_no_call(tmp_path):
     assert "| above | 100.0 | [" in first.tables["boundary_bars"]
     assert first.whole["calls"] == 3 * 13 * 3  # work, note, final in every decision
     assert again.results == first.results
+
+
+def test_the_python_api_writes_the_results_json_of_the_command(planted_server, tmp_path):
+    """A notebook's run of the smallest paper design (one cell, one episode, the probes) against
+    the planted model: ``dilemmax.experiments.run`` writes the results.json the command writes
+    for the same seeds, and with no folder gives the same results back without writing."""
+    import dilemmax.experiments
+    from dilemmax.llm.config import GenerateConfig
+
+    sizes = {"costs": "0.10", "shares": "0.5", "replicates": 1, "episodes": 1}
+    cli = run_experiment([
+        "moral_hazard/isolation", "--costs", "0.10", "--shares", "0.5", "--replicates", "1",
+        "--episodes", "1", "--seats", "openai:planted", "--base-url", planted_server.base_url,
+        "--seed", "3",
+    ], tmp_path / "cli")  # fmt: skip
+    model = GenerateConfig(base_url=planted_server.base_url)
+    run = dilemmax.experiments.run(
+        "moral_hazard/isolation", seats="openai:planted", generate=model, seed=3,
+        out=tmp_path / "py", progress=False, **sizes,
+    )  # fmt: skip
+    written = json.loads((tmp_path / "py" / "results.json").read_text())
+    assert written == run.results and run.out == tmp_path / "py"
+    report = {*(tmp_path / "py").glob("*.md"), *(tmp_path / "py").glob("*.png")}
+    assert set(run.files) == {tmp_path / "py" / "results.json", *report}
+    assert {name: text.rstrip("\n") for name, text in run.tables.items()} == {
+        name: text.rstrip("\n") for name, text in cli.tables.items()
+    }
+    # Equal but for the folder each was written to and the calls' measured latency.
+    assert written["options"].pop("out") == str(tmp_path / "py")
+    assert cli.whole["options"].pop("out") == str(tmp_path / "cli")
+    for whole in (written, cli.whole):
+        assert whole["seat_calls"]["openai:planted"].pop("mean_latency_s") > 0
+    assert written == cli.whole
+    assert written["results"]["cells"][0]["decisions"] == 1 and written["calls"] > 0
+    in_memory = dilemmax.experiments.run(
+        "moral_hazard/isolation", seats="openai:planted", generate=model, seed=3, progress=False,
+        no_probes=True, **sizes,
+    )  # fmt: skip
+    assert in_memory.out is None and in_memory.files == []
+    no_probes = {k: v for k, v in cli.results.items() if k != "probes"}
+    assert {k: v for k, v in in_memory.results["results"].items() if k != "probes"} == no_probes
+    with pytest.raises(UsageError, match="no parameter 'cost'"):
+        dilemmax.experiments.run("moral_hazard/isolation", seats="openai:p", cost=0.1)
+    with pytest.raises(UsageError, match="parameter episodes: 'two' is not a whole number"):
+        dilemmax.experiments.run("moral_hazard/isolation", seats="openai:p", episodes="two")

@@ -17,18 +17,19 @@ import numpy as np
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.tables import model_label
-from dilemmax.llm.seats import seat_specs
 from dilemmax.redteam.figures import markdown_table
 
 
-def arena_specs(env, args) -> list[str] | None:
+def arena_specs(env, run: SessionOptions) -> list[str] | None:
     """The spec of each seat in the user's order (``--seat`` over ``--seats``); None when the
     user named no seat at all (``--list`` plans without seats: the session then asks for them)."""
-    given = seat_specs(env, args)
-    default = getattr(args, "seats", None)
+    given, default = dict(run.seats), run.default_seat
+    unknown = sorted(set(given) - set(env.agents))
+    if unknown:
+        raise UsageError(f"--seat names unknown agent(s) {unknown}; agents: {env.agents}")
     if not given and not default:
         return None
     missing = [a for a in env.agents if a not in given and not default]
@@ -40,14 +41,14 @@ def arena_specs(env, args) -> list[str] | None:
     return [given.get(a, default) for a in env.agents]
 
 
-def plan_arena(game: str, args) -> Plan:
-    env = common.design_env(game, args)
-    specs = arena_specs(env, args)
+def plan_arena(game: str, params: common.OpenGridParams, run: SessionOptions) -> Plan:
+    env = common.design_env(game, params)
+    specs = arena_specs(env, run)
     n = env.num_agents
     parts = []
-    for seed in range(common.seeds_of(args)):
+    for seed in range(common.seeds_of(params)):
         seating = {env.agents[(i + seed) % n]: spec for i, spec in enumerate(specs or [])}
-        parts.append(common.seed_part(f"seed{seed}", env, args, seed, seats=seating))
+        parts.append(common.seed_part(f"seed{seed}", env, run, seed, seats=seating))
     return Plan(parts, {"game": game, "specs": specs})
 
 
@@ -74,7 +75,7 @@ def per_model(game: str, results) -> tuple[dict, dict]:
     return models, {k: v for k, v in team.items() if v}
 
 
-def analyse_arena(game: str, plan: Plan, results, args, extra) -> Report:
+def analyse_arena(game: str, plan: Plan, results) -> Report:
     models, team = per_model(game, results)
     trials = plan.parts[0].env.num_trials
     columns = [f"T{k + 1}" for k in range(trials)]
@@ -136,7 +137,7 @@ def arena_design(game: str) -> Design:
     return Design(
         name=f"{game}/arena",
         **catalogue.described(f"{game}/arena"),
-        add_arguments=common.add_arguments,
-        plan=lambda args: plan_arena(game, args),
-        analyse=lambda plan, results, args, extra: analyse_arena(game, plan, results, args, extra),
+        params=common.OpenGridParams,
+        plan=lambda params, run: plan_arena(game, params, run),
+        analyse=lambda plan, results, params, run, extra: analyse_arena(game, plan, results),
     )

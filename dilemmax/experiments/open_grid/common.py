@@ -8,8 +8,8 @@ share their seeds (as the paper's experiments do) and each part can carry its ow
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -18,45 +18,42 @@ from dilemmax import make
 from dilemmax.commandline import parse_assignments
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import (
-    Part,
-    add_option,
-)
+from dilemmax.experiments.design import DesignParams, Part, SessionOptions, param
 
 GAMES = ("open_cleanup", "open_harvest")
 SEEDS = 3  # [paper] Table 2: seeds per environment (and per team composition)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+@dataclass(frozen=True)
+class OpenGridParams(DesignParams):
     """The sizes of every open_grid design (the paper's by default) to shrink for a quick look."""
-    add_option(p, "--seeds", type=int, default=SEEDS,
-               help=f"seeds (one configuration and episode each; paper {SEEDS})")  # fmt: skip
-    add_option(p, "--trials", type=int, default=None, help="trials per episode (paper 5)")
-    add_option(p, "--trial-steps", type=int, default=None, help="steps per trial (paper 400)")
-    add_option(p, "--set", action="append", help="env option key=value (repeatable)")
+
+    seeds: int = param(SEEDS, f"seeds (one configuration and episode each; paper {SEEDS})")
+    trials: int | None = param(None, "trials per episode (paper 5)")
+    trial_steps: int | None = param(None, "steps per trial (paper 400)")
+    set: tuple[str, ...] | None = param(None, "env option key=value (repeatable)", append=True)
 
 
-def _positive(args, name: str, flag: str) -> int | None:
-    value = getattr(args, name, None)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+def _positive(value: int | None, flag: str) -> int | None:
+    if value is not None and value < 1:
         raise UsageError(f"{flag} must be a positive integer, got {value!r}")
     return value
 
 
-def seeds_of(args) -> int:
-    return _positive(args, "seeds", "--seeds") or SEEDS
+def seeds_of(params: OpenGridParams) -> int:
+    return _positive(params.seeds, "--seeds") or SEEDS
 
 
 _ENVS: dict[tuple, object] = {}
 
 
-def design_env(game: str, args):
+def design_env(game: str, params: OpenGridParams):
     """The game's env with the user's ``--set`` options and the design's sizes; one env per
     option set in a process, so every part (and every design of one run) shares its compiled
     steps."""
-    options = parse_assignments(getattr(args, "set", None), "--set")
-    trials = _positive(args, "trials", "--trials")
-    steps = _positive(args, "trial_steps", "--trial-steps")
+    options = parse_assignments(list(params.set or []), "--set")
+    trials = _positive(params.trials, "--trials")
+    steps = _positive(params.trial_steps, "--trial-steps")
     options.update({"num_trials": trials} if trials else {})
     options.update({"trial_steps": steps} if steps else {})
     key = (game, tuple(sorted((k, repr(v)) for k, v in options.items())))
@@ -96,24 +93,24 @@ KEEP_STEPS = (
 )
 
 
-def team_part(name: str, env, args, **kwargs) -> Part:
+def team_part(name: str, env, params: OpenGridParams, **kwargs) -> Part:
     """One part playing every seed once: episode ``s`` samples seed ``s``'s configuration."""
     return Part(
         name,
         env,
-        episodes=seeds_of(args),
+        episodes=seeds_of(params),
         calls_per_episode=calls_per_episode(env),
         **KEEP_STEPS,
         **kwargs,
     )
 
 
-def seed_part(name: str, env, args, seed: int, **kwargs) -> Part:
+def seed_part(name: str, env, run: SessionOptions, seed: int, **kwargs) -> Part:
     """One part playing seed ``seed`` alone (its configuration given, one episode)."""
     return Part(
         name,
         env,
-        configs=seed_configs(env, args.seed, 1, first=seed),
+        configs=seed_configs(env, run.seed, 1, first=seed),
         config_names=seed_names(1, first=seed),
         episodes=1,
         calls_per_episode=calls_per_episode(env),
@@ -122,9 +119,9 @@ def seed_part(name: str, env, args, seed: int, **kwargs) -> Part:
     )
 
 
-def transcript_of(args) -> Path | None:
+def transcript_of(run: SessionOptions) -> Path | None:
     """The run's transcript (where the replies' modes are read from), if it was written."""
-    out = getattr(args, "out", None)
+    out = run.out
     path = Path(out) / "transcript.jsonl" if out else None
     return path if path is not None and path.is_file() else None
 

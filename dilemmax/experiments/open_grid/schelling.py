@@ -22,7 +22,7 @@ import numpy as np
 from dilemmax.commandline import headless_pyplot
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions
 from dilemmax.experiments.open_grid import common
 from dilemmax.redteam.figures import markdown_table
 
@@ -35,18 +35,18 @@ def roles_for(num_agents: int, cooperators: int, seed: int) -> list[str]:
     return [COOPERATOR if i in chosen else DEFECTOR for i in range(num_agents)]
 
 
-def plan_schelling(game: str, args) -> Plan:
-    env = common.design_env(game, args)
+def plan_schelling(game: str, params: common.OpenGridParams, run: SessionOptions) -> Plan:
+    env = common.design_env(game, params)
     n = env.num_agents
     if n < 2:
         raise UsageError("the Schelling design needs at least two agents (--set num_agents)")
     parts, roles = [], {}
     for k in range(n + 1):
-        for seed in range(common.seeds_of(args)):
+        for seed in range(common.seeds_of(params)):
             name = f"k={k}/seed{seed}"
             seat_roles = roles_for(n, k, seed)
             options = {a: {"role": r} for a, r in zip(env.agents, seat_roles, strict=True)}
-            parts.append(common.seed_part(name, env, args, seed, seat_protocol_options=options))
+            parts.append(common.seed_part(name, env, run, seed, seat_protocol_options=options))
             roles[name] = {"cooperators": k, "seed": seed, "roles": seat_roles}
     return Plan(parts, {"game": game, "roles": roles})
 
@@ -110,7 +110,7 @@ def _flag(value) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
-def analyse_schelling(game: str, plan: Plan, results, args, extra) -> Report:
+def analyse_schelling(game: str, plan: Plan, results) -> Report:
     found = curves(plan, results)
     ssd = conditions(found["C"], found["D"])
     columns = zip(found["x"], found["C"], found["D"], ssd["defecting_pays"], strict=True)
@@ -154,9 +154,7 @@ def schelling_design(game: str) -> Design:
     return Design(
         name=f"{game}/schelling",
         **catalogue.described(f"{game}/schelling"),
-        add_arguments=common.add_arguments,
-        plan=lambda args: plan_schelling(game, args),
-        analyse=lambda plan, results, args, extra: analyse_schelling(
-            game, plan, results, args, extra
-        ),
+        params=common.OpenGridParams,
+        plan=lambda params, run: plan_schelling(game, params, run),
+        analyse=lambda plan, results, params, run, extra: analyse_schelling(game, plan, results),
     )

@@ -17,7 +17,7 @@ import numpy as np
 
 from dilemmax.commandline import headless_pyplot
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Plan, Report
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions
 from dilemmax.experiments.open_grid import common
 from dilemmax.experiments.open_grid.events import episodes_of
 from dilemmax.experiments.open_grid.tables import (
@@ -117,13 +117,13 @@ def _added(a: Sequence[float], b: Sequence[float]) -> list[float]:
 
 
 def homogeneous_design(game: str) -> Design:
-    def plan(args) -> Plan:
-        env = common.design_env(game, args)
-        return Plan([common.team_part("team", env, args)], {"game": game})
+    def plan(params: common.OpenGridParams, run: SessionOptions) -> Plan:
+        env = common.design_env(game, params)
+        return Plan([common.team_part("team", env, params)], {"game": game})
 
-    def analyse(plan: Plan, results, args, extra) -> Report:
+    def analyse(plan: Plan, results, params, run: SessionOptions, extra) -> Report:
         env = plan.parts[0].env
-        episodes = episodes_of(results[0], env, common.transcript_of(args))
+        episodes = episodes_of(results[0], env, common.transcript_of(run))
         return _report(game, _model_results(game, episodes))
 
     def combine(runs: Sequence[Mapping]) -> Report:
@@ -143,7 +143,7 @@ def homogeneous_design(game: str) -> Design:
     return Design(
         name=f"{game}/homogeneous",
         **catalogue.described(f"{game}/homogeneous"),
-        add_arguments=common.add_arguments,
+        params=common.OpenGridParams,
         plan=plan,
         analyse=analyse,
         combine=combine,
@@ -155,16 +155,16 @@ REVEAL_PARTS = (("hidden", False), ("revealed", True))
 
 
 def reveal_design(game: str) -> Design:
-    def plan(args) -> Plan:
-        env = common.design_env(game, args)
+    def plan(params: common.OpenGridParams, run: SessionOptions) -> Plan:
+        env = common.design_env(game, params)
         parts = [
-            common.team_part(name, env, args, protocol_options={"reveal": on})
+            common.team_part(name, env, params, protocol_options={"reveal": on})
             for name, on in REVEAL_PARTS
         ]
         return Plan(parts, {"game": game})
 
-    def analyse(plan: Plan, results, args, extra) -> Report:
-        transcript = common.transcript_of(args)
+    def analyse(plan: Plan, results, params, run: SessionOptions, extra) -> Report:
+        transcript = common.transcript_of(run)
         conditions = {}
         for (name, _), part, result in zip(REVEAL_PARTS, plan.parts, results, strict=True):
             conditions[name] = _model_results(game, episodes_of(result, part.env, transcript))
@@ -194,7 +194,7 @@ def reveal_design(game: str) -> Design:
     return Design(
         name=f"{game}/reveal",
         **catalogue.described(f"{game}/reveal"),
-        add_arguments=common.add_arguments,
+        params=common.OpenGridParams,
         plan=plan,
         analyse=analyse,
     )

@@ -6,7 +6,6 @@ is drawn."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from types import SimpleNamespace
 
@@ -19,6 +18,7 @@ from dilemmax.experiments.design import Part, Plan, Report
 from dilemmax.experiments.open_grid import arena, common, schelling, teams
 from dilemmax.experiments.report import write_report
 from dilemmax.llm.play import PlayResult
+from dilemmax.llm.session import SessionOptions
 
 FUZZ = settings(
     max_examples=4,
@@ -38,7 +38,7 @@ def stub_env(game: str):
 
 @pytest.fixture(autouse=True)
 def no_env_built(monkeypatch):
-    monkeypatch.setattr(common, "design_env", lambda game, args: stub_env(game))
+    monkeypatch.setattr(common, "design_env", lambda game, params: stub_env(game))
     monkeypatch.setattr(common, "seed_configs", lambda *args, **kwargs: None)
 
 
@@ -83,29 +83,29 @@ def written(report: Report, folder) -> dict:
     return whole
 
 
-ARGS = argparse.Namespace(out=None, seeds=1, seed=0)
+PARAMS, RUN = common.OpenGridParams(seeds=1), SessionOptions()
 
 
 @FUZZ
 @given(GAMES, PATTERNS, st.sampled_from([0, 1, 3]), st.integers(0, 10**6))
 def test_homogeneous_and_reveal_report_every_edge(tmp_path_factory, game, pattern, n, seed):
     design = teams.homogeneous_design(game)
-    plan = design.plan(ARGS)
-    whole = written(design.analyse(plan, [result_of(game, n, pattern, seed)], ARGS, {}),
+    plan = design.plan(PARAMS, RUN)
+    whole = written(design.analyse(plan, [result_of(game, n, pattern, seed)], PARAMS, RUN, {}),
                     tmp_path_factory.mktemp("homogeneous"))  # fmt: skip
     written(design.combine([whole]), tmp_path_factory.mktemp("one_model"))
     reveal = teams.reveal_design(game)
     results = [result_of(game, n, pattern, seed + i) for i in range(2)]
-    written(reveal.analyse(reveal.plan(ARGS), results, ARGS, {}),
+    written(reveal.analyse(reveal.plan(PARAMS, RUN), results, PARAMS, RUN, {}),
             tmp_path_factory.mktemp("reveal"))  # fmt: skip
 
 
 @FUZZ
 @given(GAMES, PATTERNS, st.integers(0, 10**6))
 def test_schelling_reports_every_edge(tmp_path_factory, game, pattern, seed):
-    plan = schelling.plan_schelling(game, ARGS)
+    plan = schelling.plan_schelling(game, PARAMS, RUN)
     results = [result_of(game, 1, pattern, seed + i) for i in range(len(plan.parts))]
-    report = schelling.analyse_schelling(game, plan, results, ARGS, {})
+    report = schelling.analyse_schelling(game, plan, results)
     whole = written(report, tmp_path_factory.mktemp("schelling"))
     if pattern != "mixed":  # every return equal: no condition holds strictly
         assert whole["results"]["conditions"]["sequential_social_dilemma"] is False
@@ -119,4 +119,4 @@ def test_arena_reports_every_edge(tmp_path_factory, game, pattern, n, seed):
     plan = Plan([Part("seed0", env)], {"game": game, "specs": specs})
     seats = dict(zip(env.agents, specs, strict=True))
     result = result_of(game, n, pattern, seed, seats)
-    written(arena.analyse_arena(game, plan, [result], ARGS, {}), tmp_path_factory.mktemp("arena"))
+    written(arena.analyse_arena(game, plan, [result]), tmp_path_factory.mktemp("arena"))

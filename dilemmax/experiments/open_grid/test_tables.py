@@ -3,7 +3,6 @@ paper's columns in the paper's order; the modes read from replies or from a tran
 
 from __future__ import annotations
 
-import argparse
 import json
 from types import SimpleNamespace
 
@@ -11,8 +10,10 @@ import numpy as np
 
 from dilemmax.experiments.design import Part, Plan
 from dilemmax.experiments.open_grid import DESIGNS
+from dilemmax.experiments.open_grid.common import OpenGridParams
 from dilemmax.experiments.open_grid.events import episodes_of, recrafts
 from dilemmax.experiments.open_grid.tables import model_sums, table_rows
+from dilemmax.llm.session import SessionOptions
 
 STEPS, TRIALS, AGENTS = 6, 2, 2
 T = STEPS * TRIALS
@@ -95,7 +96,7 @@ def test_tables_3_and_4_exact(tmp_path):
     # The design's analyse writes both tables with the paper's columns, and combine adds runs.
     design = {d.name: d for d in DESIGNS}["open_cleanup/homogeneous"]
     plan = Plan([Part("team", ENV, episodes=1)])
-    report = design.analyse(plan, [_result(True)], argparse.Namespace(out=None), {})
+    report = design.analyse(plan, [_result(True)], OpenGridParams(), SessionOptions(), {})
     assert report.tables["table3"].splitlines()[0] == TABLE3
     assert report.tables["table4"].splitlines()[0] == TABLE4
     assert (
