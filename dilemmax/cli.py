@@ -23,7 +23,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dilemmax.agents.arena import Arena, save_gif
-from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-exported)
+from dilemmax.commandline import (
     SCENARIO_SETS,
     build_env,
     int_in,
@@ -32,7 +32,6 @@ from dilemmax.commandline import (  # noqa: F401 (user_input: its old home, re-e
     positive_int,
     run_parsed,
     seed_int,
-    user_input,
     writing,
 )
 from dilemmax.envs.memory import (
@@ -44,8 +43,8 @@ from dilemmax.envs.memory import (
     human_size,
 )
 from dilemmax.envs.options import OptionSpec
-from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat
 from dilemmax.envs.registry import env_spec, registered_envs
+from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat
 from dilemmax.errors import UsageError
 
 # Rollouts whose episodes are at least this long play step by step with a progress bar.

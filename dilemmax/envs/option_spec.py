@@ -40,13 +40,62 @@ def shown(value: Any, limit: int = 60) -> str:
 
 
 @dataclass(frozen=True)
+class Range:
+    """The numbers an option allows: ``low <= value <= high``, an end left out where it is open.
+
+    The one range vocabulary of dilemmax: env options (:class:`OptionSpec`), training fields,
+    model and generation options (``dilemmax.llm``) and the commands' number arguments.
+
+    Attributes:
+        kind: "int" or "float".
+        low, high: the bounds (None: unbounded).
+        low_open, high_open: the bound itself is not allowed (a learning rate in (0, 1]).
+    """
+
+    kind: str = "float"
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, number: float) -> bool:
+        """Whether ``number`` lies in the range (a NaN in no bounded one)."""
+        low, high = self.low, self.high
+        if low is not None and not (number > low if self.low_open else number >= low):
+            return False
+        if high is not None:
+            return number < high if self.high_open else number <= high
+        return True
+
+    def text(self, interval: bool = False) -> str:
+        """The range in words after a noun: " in 0..2", " >= 1", " > 0 and <= 86400" ("" when
+        unbounded); with ``interval``, bounded at both ends, in interval notation: " in [0, 1]",
+        " in (0, 1]" (how env and training options have always named their float ranges)."""
+        low = high = ""
+        if self.low is not None:
+            low = ("> " if self.low_open else ">= ") + _number(self.low)
+        if self.high is not None:
+            high = ("< " if self.high_open else "<= ") + _number(self.high)
+        if low and high and interval:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f" in {left}{_number(self.low)}, {_number(self.high)}{right}"
+        if low and high and not (self.low_open or self.high_open):
+            return f" in {_number(self.low)}..{_number(self.high)}"
+        return " " + " and ".join(x for x in (low, high) if x) if low or high else ""
+
+    def describe(self) -> str:
+        """The allowed values in words, e.g. "an integer >= 1" or "a number in 0..2"."""
+        return ("an integer" if self.kind == "int" else "a number") + self.text()
+
+
+@dataclass(frozen=True)
 class OptionSpec:
     """What one option accepts.
 
     Attributes:
         kind: "int", "float", "bool", "str", "choice", "list", "dict" or "any".
-        low, high: inclusive bounds of an int or float (None: unbounded; floats must be finite
-            unless ``finite`` is False).
+        low, high: bounds of an int or float (None: unbounded; floats must be finite unless
+            ``finite`` is False), inclusive unless ``low_open`` / ``high_open`` (:class:`Range`).
         choices: the allowed values of a "str" or "choice" option (strings compare
             case-insensitively when ``casefold``).
         optional: None is allowed.
@@ -54,7 +103,8 @@ class OptionSpec:
         min_len, max_len: allowed lengths of a "list".
         finite: a "float" must be finite (NaN and infinities refused).
         casefold: string choices compare case-insensitively.
-        exclusive_low: ``low`` itself is not allowed (a learning rate in (0, 1]).
+        low_open, high_open: ``low`` / ``high`` itself is not allowed (a learning rate in
+            (0, 1]).
     """
 
     kind: str = "any"
@@ -67,7 +117,13 @@ class OptionSpec:
     max_len: int | None = None
     finite: bool = True
     casefold: bool = False
-    exclusive_low: bool = False
+    low_open: bool = False
+    high_open: bool = False
+
+    @property
+    def range(self) -> Range:
+        """The numbers an int or float option allows."""
+        return Range(self.kind, self.low, self.high, self.low_open, self.high_open)
 
     # ------------------------------------------------------------------ description
     def describe(self) -> str:
@@ -75,31 +131,14 @@ class OptionSpec:
         text = self._describe_kind()
         return f"{text}, or None" if self.optional else text
 
-    def _range_text(self, lo_default: str = "", hi_default: str = "") -> str:
-        if self.low is None and self.high is None:
-            return ""
-        lo = lo_default if self.low is None else _number(self.low)
-        hi = hi_default if self.high is None else _number(self.high)
-        if self.kind == "int":
-            if self.high is None:
-                return f" >= {lo}"
-            if self.low is None:
-                return f" <= {hi}"
-            return f" in {lo}..{hi}"
-        if self.high is None:
-            return f" > {lo}" if self.exclusive_low else f" >= {lo}"
-        if self.low is None:
-            return f" <= {hi}"
-        return f" in {'(' if self.exclusive_low else '['}{lo}, {hi}]"
-
     def _describe_kind(self) -> str:
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "int":
-            return "an integer" + self._range_text()
+            return "an integer" + self.range.text()
         if self.kind == "float":
             finite = "a finite number" if self.finite else "a number"
-            return finite + self._range_text()
+            return finite + self.range.text(interval=True)
         if self.kind == "bool":
             return "true or false"
         if self.kind == "str":
@@ -148,13 +187,7 @@ class OptionSpec:
     def _in_range(self, number: Any) -> Any:
         if number is NOT_ALLOWED:
             return NOT_ALLOWED
-        if self.low is not None and not number >= self.low:
-            return NOT_ALLOWED
-        if self.exclusive_low and not number > self.low:
-            return NOT_ALLOWED
-        if self.high is not None and not number <= self.high:
-            return NOT_ALLOWED
-        return number
+        return number if self.range.admits(number) else NOT_ALLOWED
 
     def _choice(self, value: Any) -> Any:
         if self.kind == "str" and not isinstance(value, str):

@@ -28,6 +28,7 @@ from inspect_ai import Task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig as InspectGenerateConfig
 
+from dilemmax.envs.option_spec import Range
 from dilemmax.envs.rollout import episode_jobs, num_configs_of
 from dilemmax.envs.seat_spec import is_model_seat  # a model seat: an Inspect role here
 from dilemmax.errors import UsageError
@@ -55,7 +56,7 @@ def inspect_sampling(generate: GenerateConfig) -> InspectGenerateConfig:
 
 
 PLAY_SAMPLING = inspect_sampling(GenerateConfig())  # dilemmax play's defaults
-STEPS = sampling.Range("int", 1)  # max_steps
+STEPS = Range("int", 1)  # max_steps
 
 
 @dataclass(frozen=True)

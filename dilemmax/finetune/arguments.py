@@ -8,7 +8,7 @@ import argparse
 import math
 
 from dilemmax.commandline import positive_int, seed_int
-from dilemmax.envs.option_spec import INT32_MAX
+from dilemmax.envs.option_spec import INT32_MAX, Range
 
 
 def comma_list(cast, what: str):
@@ -29,21 +29,17 @@ floats = comma_list(float, "numbers")
 ints = comma_list(int, "integers")
 
 
-def number(low: float, high: float = math.inf, low_open: bool = False, high_open: bool = False):
-    """An argparse type: a finite number in the range given (open where asked), else an error
-    naming the range (a NaN learning rate would otherwise train on, silently)."""
-    left, right = "(" if low_open else "[", ")" if high_open or high == math.inf else "]"
+def number(allowed: Range):
+    """An argparse type: a finite number in the range ``allowed``, else an error naming the range
+    (a NaN learning rate would otherwise train on, silently)."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        inside = (low < value if low_open else low <= value) and (
-            value < high if high_open else value <= high
-        )
-        if not (math.isfinite(value) and inside):
-            raise argparse.ArgumentTypeError(f"must be a number in {left}{low}, {high}{right}")
+        if not (math.isfinite(value) and allowed.admits(value)):
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}, got {text!r}")
         return value
 
     return parse
@@ -61,10 +57,10 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
-positive = number(0.0, low_open=True)
-nonnegative = number(0.0)
-top_p = number(0.0, 1.0, low_open=True)
-dropout = number(0.0, 1.0, high_open=True)
+positive = number(Range("float", 0.0, low_open=True))
+nonnegative = number(Range("float", 0.0))
+top_p = number(Range("float", 0.0, 1.0, low_open=True))
+dropout = number(Range("float", 0.0, 1.0, high_open=True))
 
 
 def generations(text: str) -> int:

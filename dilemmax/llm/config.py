@@ -5,7 +5,7 @@ Every place that asks a model for a reply reads its options from here: the ``dil
 :func:`dilemmax.commandline.add_config_arguments`), a seat's own options
 (``openai:m,temperature=0.7`` via :meth:`GenerateConfig.merged`), the Inspect tasks, and the
 Python API (``dilemmax.play(..., generate=GenerateConfig(temperature=0.7))``). Each field's
-metadata holds its help text, its range (a :class:`~dilemmax.llm.sampling.Range`, ``Choice``,
+metadata holds its help text, its range (a :class:`~dilemmax.envs.option_spec.Range`, ``Choice``,
 ``Urls`` or ``EnvName``) and its command-line flag; :meth:`GenerateConfig.check` refuses a value
 outside its range with a one-line :class:`~dilemmax.envs.options.OptionError` (a UsageError).
 """

@@ -44,11 +44,9 @@ from dilemmax.llm.client import (
     token_count,
 )
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.retrying import (  # noqa: F401 (parse_retry_after, retry_after: re-exported)
+from dilemmax.llm.retrying import (
     RetryPolicy,
     describe_error,
-    parse_retry_after,
-    retry_after,
 )
 
 # The defaults of the options a client shares with a model seat, declared by GenerateConfig.

@@ -40,7 +40,7 @@ from dilemmax.envs.rollout import (  # episode_jobs: re-exported, batched play's
     num_configs_of,
 )
 from dilemmax.envs.text import TextProtocol
-from dilemmax.llm.model_seats import CallsFailed, ModelSeats  # noqa: F401 (CallsFailed: re-exported)
+from dilemmax.llm.model_seats import ModelSeats
 from dilemmax.llm.policy import CallStats, LLMPolicy
 from dilemmax.llm.transcript import Transcript
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from dilemmax.envs.option_spec import Range
 from dilemmax.llm import sampling
 from dilemmax.llm.chat_http import body_message
 
 T = TypeVar("T")
-WAITS = sampling.Range("float", 0.0)
+WAITS = Range("float", 0.0)
 
 
 def describe_error(error: BaseException) -> str:

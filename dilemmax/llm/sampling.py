@@ -23,39 +23,10 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from dilemmax.envs.option_spec import INT32_MAX
+from dilemmax.envs.option_spec import INT32_MAX, Range
 from dilemmax.envs.options import OptionError
 
 SEED_MAX = INT32_MAX  # the seeds of every dilemmax command (commandline.seed_int)
-
-
-@dataclass(frozen=True)
-class Range:
-    """An option's kind and bounds: ``low <= value <= high`` (``low_open``: ``low < value``)."""
-
-    kind: str  # "float" or "int"
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-
-    def describe(self) -> str:
-        what = "a number" if self.kind == "float" else "an integer"
-        if self.low is not None and self.high is not None:
-            if self.low_open:
-                return f"{what} > {_num(self.low)} and <= {_num(self.high)}"
-            return f"{what} in {_num(self.low)}..{_num(self.high)}"
-        if self.low is not None:
-            return f"{what} {'>' if self.low_open else '>='} {_num(self.low)}"
-        return what
-
-    def admits(self, value: float) -> bool:
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or value <= self.high
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 # What a model client accepts. A timeout must be finite (an infinite one would hang a run on a
@@ -102,8 +73,9 @@ class Urls:
     def check(self, value: Any, option: str) -> tuple[str, ...]:
         urls = parse_urls(value)
         if urls is None:
+            shown = f"{option} {_show(value)}" if option.startswith("--") else _named(option, value)
             raise OptionError(
-                f"{_named(option, value)}: expected http://host:port/v1 or https://..., several "
+                f"{shown}: expected http://host:port/v1 or https://..., several "
                 "joined by | (each once)"
             )
         return urls
@@ -203,8 +175,8 @@ def _as_number(value: Any, kind: str) -> float | int | None:
 
 
 def _named(option: str, value: Any) -> str:
-    """``--temperature 5.0`` for a flag, ``temperature=5`` for a seat's option."""
-    return f"{option}{' ' if option.startswith('--') else '='}{_show(value)}"
+    """``temperature=5`` (a flag: ``--temperature=5.0``)."""
+    return f"{option}={_show(value)}"
 
 
 def _show(value: Any, limit: int = 40) -> str:

@@ -37,6 +37,7 @@ import jax
 from tqdm import tqdm
 
 from dilemmax.commandline import output_folder
+from dilemmax.envs.option_spec import INT32_MAX, Range
 from dilemmax.envs.registry import env_label
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
@@ -175,7 +176,7 @@ class SessionOptions:
 
 
 # --------------------------------------------------------------------------- checks
-PLAY_SEED = sampling.Range("int", 0, sampling.SEED_MAX)
+PLAY_SEED = Range("int", 0, INT32_MAX)
 
 # Model options that decide how calls travel, not what they answer: left out of a run's
 # identity, so a shard may use its own server and a resume may change them.

@@ -18,7 +18,8 @@ from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.rollout import Observation, run_episodes
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import Completion, ScriptedClient, last_user_message
-from dilemmax.llm.play import BatchedPlay, CallsFailed, Seat, episode_jobs, rotate_seats
+from dilemmax.llm.model_seats import CallsFailed
+from dilemmax.llm.play import BatchedPlay, Seat, episode_jobs, rotate_seats
 from dilemmax.llm.policy import LLMPolicy, parse_safely
 from dilemmax.llm.transcript import Transcript, TranscriptMismatch, read_lines
 

@@ -119,7 +119,7 @@ def test_typed_parser_refuses_what_does_not_fit():
 SPECS = [
     OptionSpec("int", low=1, high=64),
     OptionSpec("float", low=0.0, high=1.0),
-    OptionSpec("float", low=0.0, high=1.0, exclusive_low=True),
+    OptionSpec("float", low=0.0, high=1.0, low_open=True),
     OptionSpec("bool"),
     OptionSpec("str", choices=("train", "held_out")),
     OptionSpec("list", min_len=1, item=OptionSpec("int", low=0)),

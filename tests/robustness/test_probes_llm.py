@@ -23,7 +23,8 @@ from dilemmax.cli import main
 from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 from dilemmax.llm.client import ChatRequest
-from dilemmax.llm.openai_client import OpenAIClient, parse_retry_after
+from dilemmax.llm.openai_client import OpenAIClient
+from dilemmax.llm.retrying import parse_retry_after
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_resume import reply  # the same planted moral-hazard replies
 from dilemmax.llm.transcript import Transcript, TranscriptError, _json_line, read_lines
