@@ -50,7 +50,7 @@ from dilemmax.finetune.datasets import (
 )
 from dilemmax.finetune.processes import main_print, refuse_launch
 from dilemmax.finetune.rloo import RLOOSettings, check_vllm, train_rloo
-from dilemmax.finetune.scoring_commands import add_scoring_commands
+from dilemmax.finetune.scoring_cli import add_scoring_commands
 from dilemmax.finetune.sft import SFTSettings, train_sft
 from dilemmax.llm.tiny import build_tiny_model
 
@@ -69,7 +69,7 @@ def _cmd_data(args) -> int:
             provenances=args.provenances,
             mapping=args.mapping,
             fractions=args.fractions,
-            protocol_options=protocol_options(args),
+            protocol_options=protocol_options(parse_assignments(args.protocol, "--protocol")),
         )
         sft_grid(spec)  # every condition's costs, weights, provenance and mapping, checked now
     paths = save_dataset(spec, args.out, progress=not args.no_progress)
@@ -145,16 +145,16 @@ def _rloo_fields(args) -> dict:
 
 
 def _cmd_sft(args) -> int:
-    check_run(args)
-    set_threads(args)
+    check_run(args.model, args.adapter, args.out)
+    set_threads(args.threads)
     adapter = train_sft(_run_settings(args, SFTSettings, max_length=args.max_length))
     main_print(f"SFT adapter: {adapter}")
     return 0
 
 
 def _cmd_rloo(args) -> int:
-    check_run(args)
-    set_threads(args)
+    check_run(args.model, args.adapter, args.out)
+    set_threads(args.threads)
     settings = _run_settings(args, RLOOSettings, **_rloo_fields(args))
     check_vllm(settings)
     adapter = train_rloo(settings)
@@ -164,9 +164,9 @@ def _cmd_rloo(args) -> int:
 
 def _cmd_sft_rloo(args) -> int:
     """SFT for --sft-steps, then RLOO for --rloo-steps from that adapter (in <out>/sft, /rloo)."""
-    check_run(args)
+    check_run(args.model, args.adapter, args.out)
     read_records(args.data, "train", RLOO_FIELDS)  # RLOO's records, before SFT's hours
-    set_threads(args)
+    set_threads(args.threads)
     rloo = _run_settings(args, RLOOSettings, prefix="rloo", **_rloo_fields(args))
     check_vllm(rloo)  # RLOO's generation options, before SFT's hours too
     sft = _run_settings(args, SFTSettings, prefix="sft", max_length=args.max_length)

@@ -3,31 +3,36 @@ command reads or writes (before any model loads), and the torch thread count."""
 
 from __future__ import annotations
 
-from dilemmax.commandline import output_folder, parse_assignments, user_input
+from collections.abc import Mapping
+from typing import Any
+
+from dilemmax.commandline import output_folder, user_input
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.finetune.checks import check_adapter, check_model, read_spec
 from dilemmax.finetune.datasets import paper_protocol_options
 from dilemmax.finetune.processes import is_launched
 
 
-def protocol_options(args, data: str | None = None, option: str = "--conditions") -> dict:
-    """Text-protocol options: the dataset's (``data``) or else the paper's SFT variant, with each
-    ``--protocol key=value`` laid over them (``--protocol brief=true`` keeps the rest); checked
-    by building the game's protocol with them."""
+def protocol_options(
+    protocol: Mapping[str, Any] | None, data: str | None = None, option: str = "--conditions"
+) -> dict:
+    """Text-protocol options: the dataset's (``data``) or else the paper's SFT variant, with
+    ``protocol`` laid over them (``--protocol brief=true`` keeps the rest); checked by building
+    the game's protocol with them."""
     base = dict(read_spec(data, option).protocol_options) if data else paper_protocol_options()
-    options = {**base, **parse_assignments(args.protocol, "--protocol")}
+    options = {**base, **dict(protocol or {})}
     with user_input("--protocol"):
         MoralHazardEnv(2).text_protocol(**options)
     return options
 
 
-def check_run(args) -> None:
+def check_run(model: str, adapter: str | None = None, out: str | None = None) -> None:
     """What a training or scoring command reads from elsewhere, checked before any model loads:
     the model and adapter folders and the --out folder."""
-    check_model(args.model)
-    check_adapter(args.adapter)
-    if getattr(args, "out", None):
-        check_output_folder(args.out, "--out")
+    check_model(model)
+    check_adapter(adapter)
+    if out:
+        check_output_folder(out, "--out")
 
 
 def check_output_folder(path: str, option: str) -> None:
@@ -40,8 +45,9 @@ def check_output_folder(path: str, option: str) -> None:
         folder.rmdir()
 
 
-def set_threads(args) -> None:
-    if args.threads:
+def set_threads(threads: int) -> None:
+    """torch's CPU threads (0: torch's own choice)."""
+    if threads:
         import torch  # of the optional llm extra, which only the training commands need
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)

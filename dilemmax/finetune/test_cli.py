@@ -7,7 +7,7 @@ import pytest
 from dilemmax.cli import build_parser
 from dilemmax.finetune.cli import _rloo_fields, _run_settings
 from dilemmax.finetune.rloo import RLOOSettings
-from dilemmax.finetune.scoring_commands import adapter_methods
+from dilemmax.finetune.scoring_cli import adapter_methods
 from dilemmax.finetune.sft import SFTSettings
 
 BASE = ["--model", "m", "--data", "d", "--out", "o"]
@@ -75,11 +75,12 @@ def test_protocol_options_lay_over_the_papers_or_the_datasets(tmp_path):
     import json
     from dataclasses import asdict
 
+    from dilemmax.commandline import parse_assignments
     from dilemmax.finetune.command_checks import protocol_options as _protocol_options
     from dilemmax.finetune.datasets import DatasetSpec
 
     args = parse("data", "out", "--protocol", "brief=true")
-    assert _protocol_options(args) == {
+    assert _protocol_options(parse_assignments(args.protocol)) == {
         "utility_accounting": True,
         "rationale": "steps",
         "brief": True,
@@ -87,12 +88,13 @@ def test_protocol_options_lay_over_the_papers_or_the_datasets(tmp_path):
     spec = asdict(DatasetSpec(protocol_options={"brief": True, "rationale": "steps"}))
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     args = parse("evaluate", "--model", "m", "--out", "o", "--protocol", "memory_rounds=2")
-    assert _protocol_options(args, str(tmp_path)) == {
+    assert _protocol_options(parse_assignments(args.protocol), str(tmp_path)) == {
         "brief": True,
         "rationale": "steps",
         "memory_rounds": 2,
     }
-    assert _protocol_options(parse("evaluate", "--model", "m", "--out", "o"))["utility_accounting"]
+    args = parse("evaluate", "--model", "m", "--out", "o")
+    assert _protocol_options(parse_assignments(args.protocol))["utility_accounting"]
 
 
 def test_reward_names_a_missing_dataset_or_a_bad_baseline_before_loading_a_model(tmp_path, capsys):

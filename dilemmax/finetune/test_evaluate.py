@@ -135,3 +135,31 @@ def test_evaluate_refuses_what_it_cannot_play(tmp_path, capsys):
         assert main(["finetune", "evaluate", *argv, *out]) == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_evaluate_from_python_recovers_the_planted_policies(tmp_path):
+    """:func:`dilemmax.finetune.api.evaluate` as a notebook calls it: typed arguments, a
+    GenerateConfig, an Evaluation back (the command's report written to ``out``)."""
+    from dataclasses import asdict
+
+    from dilemmax.finetune import api
+    from dilemmax.finetune.datasets import DatasetSpec
+    from dilemmax.llm.config import GenerateConfig
+    from dilemmax.llm.server import LocalChatServer
+
+    one = DatasetSpec(costs=(0.0,), team_weights=(0.5,), num_agents=(2,),
+                      provenances=("anonymous",))  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(asdict(one)))  # one n = 2 condition
+    with LocalChatServer(planted_reply) as server:
+        evaluation = api.evaluate(
+            tmp_path / "o", methods={"asks": "openai:querier"}, conditions=tmp_path,
+            episodes=1, envs=1,
+            generate=GenerateConfig(base_url=server.base_url, max_tokens=128),
+        )  # fmt: skip
+        asked = {body["model"] for body in server.bodies}
+    assert asked == {"querier"} and evaluation.base == "asks"
+    assert evaluation.results["asks"]["all"]["query_rate"][0] == 1.0
+    assert evaluation.results["asks"]["all"]["format_validity"][0] == 1.0
+    assert "| asks | +0.0 |" in evaluation.table()
+    saved = json.loads(evaluation.files["json"].read_text())
+    assert saved["asks"]["all"]["query_rate"][0] == 1.0

@@ -102,7 +102,7 @@ def nothing_loads(monkeypatch):
         raise AssertionError("a model was loaded before every adapter was checked")
 
     monkeypatch.setattr("dilemmax.llm.seats.TransformersClient", loaded)
-    monkeypatch.setattr("dilemmax.finetune.scoring_commands.evaluate_methods", loaded)
+    monkeypatch.setattr("dilemmax.finetune.api.evaluate_methods", loaded)
     monkeypatch.setattr(hf_client.TransformersClient, "__init__", loaded)
 
 

@@ -1,50 +1,25 @@
-"""``dilemmax finetune reward``, ``evaluate`` and ``gepa``: scoring base models, adapters and any
-model seat (``openai:``, ``inspect:``, ``hf:``) in one process."""
+"""``dilemmax finetune reward``, ``evaluate`` and ``gepa``: the command lines of
+:func:`dilemmax.finetune.api.reward`, :func:`dilemmax.finetune.api.evaluate` and
+:func:`dilemmax.finetune.api.gepa` (scoring base models, adapters and any model seat:
+``openai:``, ``inspect:``, ``hf:``, in one process)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import numpy as np
-
-from dilemmax.commandline import output_file, positive_int, seed_int, user_input
-from dilemmax.envs.memory import check_waves_fit
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-from dilemmax.envs.moral_hazard.generator import condition_grid
-from dilemmax.errors import UsageError
-from dilemmax.finetune.arguments import nonnegative, nonnegative_int
-from dilemmax.finetune.checks import (
-    RLOO_FIELDS,
-    check_adapter,
-    check_model,
-    read_records,
-    read_spec,
-)
-from dilemmax.finetune.command_checks import (
-    check_output_folder,
-    check_run,
-    protocol_options,
-    set_threads,
-)
-from dilemmax.finetune.datasets import sft_grid
-from dilemmax.finetune.evaluate import (
-    evaluate_methods,
-    evaluate_seats,
-    paired_difference,
-    reward_on_records,
-    table3,
-    write_report,
-)
-from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
-from dilemmax.finetune.processes import refuse_launch
-from dilemmax.llm.seats import (
-    MODEL_KINDS,
-    SEAT_OPTIONS,
+from dilemmax.commandline import (
     add_model_arguments,
-    build_seat,
-    check_specs,
+    generate_config,
+    output_file,
+    parse_assignments,
+    positive_int,
+    seed_int,
 )
+from dilemmax.errors import UsageError
+from dilemmax.finetune import api
+from dilemmax.finetune.arguments import nonnegative, nonnegative_int
+from dilemmax.finetune.gepa import GEPASettings
 
 
 def _read_json(path: str, what: str) -> dict:
@@ -58,64 +33,20 @@ def _read_json(path: str, what: str) -> dict:
 
 
 def _cmd_reward(args) -> int:
-    refuse_launch("reward")
-    set_threads(args)
     baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
-    records = read_records(args.data, args.split, RLOO_FIELDS)
-    check_run(args)
     if args.json:
         output_file(args.json, "--json")
-    if args.max_records and len(records) > args.max_records:  # evenly spaced over the grid
-        picks = np.linspace(0, len(records) - 1, args.max_records).round().astype(int)
-        records = [records[i] for i in picks]
-    if baseline is not None:
-        _check_baseline(baseline, args, len(records))
-    means = reward_on_records(
-        args.model,
-        args.adapter,
-        records,
-        max_new_tokens=args.max_tokens,
-        temperature=args.temperature,
-        seed=args.seed,
-        batch_size=args.batch,
-        samples=args.samples,
-    )
-    row = {
-        "model": args.model,
-        "adapter": args.adapter,
-        "split": args.split,
-        "records": len(records),
-        "temperature": args.temperature,
-        **means,
-    }
-    if baseline is not None:
-        row["vs_baseline"] = {"baseline": args.baseline, **paired_difference(row, baseline)}
+    row = api.reward(
+        args.model, args.data, adapter=args.adapter, split=args.split,
+        max_records=args.max_records, samples=args.samples, max_tokens=args.max_tokens,
+        temperature=args.temperature, batch=args.batch, seed=args.seed, threads=args.threads,
+        baseline=baseline, baseline_name=args.baseline,
+    )  # fmt: skip
     print(json.dumps({k: v for k, v in row.items() if k != "per_prompt"}, indent=2))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(row, indent=2))
     return 0
-
-
-def _check_baseline(baseline: dict, args, count: int) -> None:
-    """Raises UsageError unless the --baseline result scored the records this run will score
-    (checked before the model is loaded, not after the scoring)."""
-    if baseline.get("split") != args.split or baseline.get("records") != count:
-        scored = f"{baseline.get('records')} {baseline.get('split')}"
-        raise UsageError(
-            f"--baseline {args.baseline} scored {scored} records; this run scores "
-            f"{count} {args.split} records"
-        )
-    per_prompt = baseline.get("per_prompt")
-    if not (
-        isinstance(per_prompt, list)
-        and len(per_prompt) == count
-        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in per_prompt)
-    ):
-        raise UsageError(
-            f"--baseline {args.baseline}: 'per_prompt' must list {count} rewards, one per record "
-            "(a --json result of `dilemmax finetune reward`)"
-        )
 
 
 def adapter_methods(specs) -> dict[str, str | None]:
@@ -130,88 +61,44 @@ def adapter_methods(specs) -> dict[str, str | None]:
     return methods
 
 
-def _evaluated_methods(args) -> dict[str, str | None]:
-    """The base model and each --adapter (none without --model), every folder checked before
-    the first is played."""
-    if not args.model:
-        if args.adapter:
-            raise UsageError("--adapter needs --model (the base model it adapts)")
-        return {}
+def _adapters(args) -> dict[str, str]:
+    """name -> folder of each --adapter (the base model is api.evaluate's own)."""
     try:
         methods = adapter_methods(args.adapter)
     except SystemExit as err:  # adapter_methods' own callers expect SystemExit
         raise UsageError(str(err)) from None
-    check_model(args.model, local=True)  # played through the local transformers client
-    for name, folder in methods.items():
-        check_adapter(folder, f"--adapter ({name})")
-    return methods
+    return {name: folder for name, folder in methods.items() if folder is not None}
 
 
-def _method_specs(args, taken) -> dict[str, str]:
-    """name -> model seat spec of each ``--method NAME=SPEC``, every spec checked by the seat
-    parser (kind, options and ranges, folders, API keys) before anything is played."""
+def method_entries(entries) -> dict[str, str]:
+    """``--method NAME=SPEC`` values -> name -> model seat spec; a one-line error naming a
+    malformed value or a name given twice."""
     specs: dict[str, str] = {}
-    for entry in args.method or []:
+    for entry in entries or []:
         name, sep, spec = (x.strip() for x in entry.partition("="))
         if not sep or not name or not spec:
             raise UsageError(f"--method expects NAME=<kind>:<target>, got {entry!r}")
-        if name in specs or name in taken:
+        if name in specs:
             raise UsageError(f"--method {entry!r}: the name {name!r} is given twice")
-        kind = spec.partition(":")[0].strip()
-        if kind in SEAT_OPTIONS and kind not in MODEL_KINDS:
-            kinds = ", ".join(f"{k}:" for k in MODEL_KINDS)
-            raise UsageError(f"--method {entry!r}: evaluate plays model seats ({kinds})")
         specs[name] = spec
-    check_specs(MoralHazardEnv(2), specs, None, args)
     return specs
 
 
 def _cmd_evaluate(args) -> int:
-    refuse_launch("evaluate")
-    set_threads(args)
-    methods = _evaluated_methods(args)
-    specs = _method_specs(args, methods)
-    if not methods and not specs:
-        raise UsageError("give --model (with any --adapter) or --method NAME=<model seat spec>")
-    grid = None
-    if args.conditions:
-        spec = read_spec(args.conditions, "--conditions")
-        with user_input(f"--conditions {args.conditions}"):
-            grid = sft_grid(spec)
-    protocol = protocol_options(args, args.conditions)
-    conditions = condition_grid() if grid is None else grid  # each method plays them in turn
-    episodes = sum(len(s) for s in conditions.values()) * args.episodes
-    what = "finetune evaluate"
-    check_waves_fit(MoralHazardEnv(2), args.envs, episodes, what, "--envs or --episodes")
-    check_output_folder(args.out, "--out")
-    options = {
-        "num_episodes": args.episodes,
-        "seed": args.seed,
-        "protocol_options": protocol,
-        "num_envs": args.envs,
-        "progress": not args.no_progress,
-        "grid": grid,
-    }
-    results = evaluate_methods(
-        args.model, methods, max_new_tokens=args.max_tokens, temperature=args.temperature,
-        batch_size=args.batch, **options,
-    ) if methods else {}  # fmt: skip
-    cache: dict = {}
-    seats = {name: build_seat(spec, MoralHazardEnv(2), args, cache) for name, spec in specs.items()}
-    results.update(evaluate_seats(seats, **options))
-    base = "base" if "base" in results else next(iter(results))
-    paths = write_report(results, args.out, base)
-    print(table3(results, base))
-    print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    methods = method_entries(args.method)
+    evaluation = api.evaluate(
+        args.out, model=args.model, adapters=_adapters(args),
+        methods=methods, episodes=args.episodes, seed=args.seed,
+        protocol=parse_assignments(args.protocol, "--protocol"), conditions=args.conditions,
+        envs=args.envs, batch=args.batch, generate=generate_config(args), threads=args.threads,
+        progress=not args.no_progress,
+    )  # fmt: skip
+    print(evaluation.table())
+    print("\n".join(f"{k}: {v}" for k, v in evaluation.files.items()))
     return 0
 
 
 def _cmd_gepa(args) -> int:
-    refuse_launch("gepa")
-    check_model(args.model, local=True)  # played through the local transformers client
-    check_run(args)
-    if args.reflection_model:
-        check_model(args.reflection_model, "--reflection-model", local=True)
     settings = GEPASettings(
         model=args.model,
         adapter=args.adapter,
@@ -227,7 +114,7 @@ def _cmd_gepa(args) -> int:
         reflection_model=args.reflection_model,
         num_agents=args.num_agents,
     )
-    result = optimize_prompts(settings)
+    result = api.gepa(settings)
     print(json.dumps(result, indent=2))
     return 0
 
