@@ -200,3 +200,30 @@ def test_rollout_seats_a_zoo_population_by_name(capsys):
     assert "zoo:moral_hazard/ippo_followup_s0" in out and "query_rate" in out
     err = _error(capsys, ["rollout", "moral_hazard", "--seat", "agent_0=zoo:moral_hazard/nope"])
     assert "not in the zoo" in err and "moral_hazard/ippo_s0" in err
+
+
+def test_play_merge_is_a_subcommand_of_play(capsys):
+    """``play merge`` is a subcommand with its own usage and options, while any other first word
+    after ``play`` (a versioned env id too) is the game, its options after it or before it."""
+    play = build_parser("play")
+    args = play.parse_args(["play", "merge", "a", "b", "--out", "m"])
+    assert (args.play_command, args.dirs, args.out) == ("merge", ["a", "b"], "m")
+    args = play.parse_args(["play", "--episodes", "3", "moral_hazard-v0", "--seats", "teacher"])
+    assert (args.env, args.episodes, args.seats, args.play_command) == (
+        "moral_hazard-v0", 3, "teacher", None
+    )  # fmt: skip
+    for argv, message in (
+        (["play", "merge", "--out", "m"], "dilemmax play merge: error: the following arguments"),
+        (["play", "merge", "a", "--seats", "teacher"], "unrecognized arguments: --seats"),
+        (["play", "moral_hazard", "a"], "dilemmax play: error: unrecognized arguments: a"),
+    ):
+        with pytest.raises(SystemExit):
+            play.parse_args(argv)
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        play.parse_args(["play", "merge", "--help"])
+    assert capsys.readouterr().out.startswith("usage: dilemmax play merge [-h] [--out OUT]")
+    with pytest.raises(SystemExit):
+        play.parse_args(["play", "--help"])
+    out = capsys.readouterr().out
+    assert "dilemmax play merge SHARD_DIR..." in out and "--seats SEATS" in out

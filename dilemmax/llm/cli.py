@@ -23,27 +23,46 @@ import sys
 from pathlib import Path
 
 from dilemmax.commandline import (
-    add_model_arguments,
-    generate_config,
+    add_config_arguments,
+    config_from_namespace,
     output_file,
     parse_assignments,
 )
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm.api import PlayRun, merge_play_shards, play_session
 from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.results import format_calls, format_summary
 from dilemmax.llm.seats import seat_entries
 from dilemmax.llm.session import ON_CALL_ERROR
 from dilemmax.llm.transcript import TranscriptMismatch
 
 
+def add_model_arguments(parser) -> None:
+    """The model flags of every command that seats a model (``--base-url``, ``--temperature``,
+    ...), one per :class:`~dilemmax.llm.config.GenerateConfig` field."""
+    add_config_arguments(parser, GenerateConfig)
+    parser.add_argument("--no-structured-output", dest="output_mode", action="store_const",
+                        const="text", help="same as --output-mode text")  # fmt: skip
+
+
+def generate_config(args: argparse.Namespace) -> GenerateConfig:
+    """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags,
+    checked (a value out of range is one line naming its flag)."""
+    return config_from_namespace(GenerateConfig, args)
+
+
 def _cmd_play(args) -> int:
+    return _one_line_errors(lambda: _play(args))
+
+
+def _cmd_merge(args) -> int:
+    return _one_line_errors(lambda: _merge(args.dirs, args.out, args.json))
+
+
+def _one_line_errors(command) -> int:
     try:
-        if args.env == "merge":
-            return _merge(args.dirs, args.out, args.json)
-        if args.dirs:
-            raise UsageError(f"unexpected argument(s) {args.dirs}: only `play merge` takes folders")
-        return _play(args)
+        return command()
     except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
         print(f"dilemmax play: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
@@ -101,16 +120,93 @@ def _report(run: PlayRun, json_path: str | None) -> None:
         Path(json_path).write_text(json.dumps(run.to_json(), indent=1, default=str) + "\n")
 
 
+class _AnyWord(dict):
+    """The subcommands by name, as a mapping that holds every word: the word that names no
+    subcommand is the game (:class:`_GameOrSubcommand`)."""
+
+    def __init__(self, subcommands: dict):
+        super().__init__()
+        self.subcommands = subcommands
+
+    def __contains__(self, word) -> bool:
+        return True
+
+    def __iter__(self):
+        return iter(self.subcommands)
+
+    def __len__(self) -> int:
+        return len(self.subcommands)
+
+    def __getitem__(self, name):
+        return self.subcommands[name]
+
+    def items(self):
+        return self.subcommands.items()
+
+    def keys(self):
+        return self.subcommands.keys()
+
+
+class _GameOrSubcommand(argparse._SubParsersAction):
+    """``play``'s first word: one of its subcommands (``merge``) or the game to play. argparse's
+    subparsers know only the names added to them, while any registered env id (a versioned one
+    too) is a game; so a word that names no subcommand and what follows it are parsed by
+    ``game_parser`` (the play options, only the given ones set over the play parser's
+    defaults)."""
+
+    game_parser: argparse.ArgumentParser
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.choices = _AnyWord(self._name_parser_map)  # argparse checks the word is a choice
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values[0] in self._name_parser_map:
+            super().__call__(parser, namespace, values, option_string)
+            return
+        for name, value in vars(self.game_parser.parse_args(values)).items():
+            setattr(namespace, name, value)
+
+
 def add_commands(subparsers) -> None:
-    """Adds ``play`` to the main parser's subcommands."""
+    """Adds ``play`` (``play ENV``, and its subcommand ``merge``) to the main parser's
+    subcommands."""
     p = subparsers.add_parser(
         "play",
         help="play episodes with language-model, scripted and trained seats (batched)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s ENV [options]\n       %(prog)s merge SHARD_DIR... [--out DIR] [--json F]",
     )
-    p.add_argument("env", help="environment id (see `dilemmax list`), or merge")
-    p.add_argument("dirs", nargs="*", metavar="SHARD_DIR", help="play merge: the shards' --out")
+    _play_arguments(p)
+    p.set_defaults(func=_cmd_play)
+    game = argparse.ArgumentParser(
+        prog=p.prog, usage=p.usage, description=p.description, formatter_class=p.formatter_class
+    )
+    game.add_argument("env", help="environment id (see `dilemmax list`)")
+    _play_arguments(game)
+    for action in game._actions:  # an option left out keeps what the play parser gave it
+        action.default = argparse.SUPPRESS
+    sub = p.add_subparsers(
+        dest="play_command", metavar="ENV | merge", action=_GameOrSubcommand, required=True,
+        prog=p.prog,
+        help="the environment id to play (see `dilemmax list`), or a subcommand",
+    )  # fmt: skip
+    sub.game_parser = game
+    m = sub.add_parser(
+        "merge",
+        help="the shards of one run (--shard i/N) as that run",
+        description="``dilemmax play merge SHARD_DIR... --out DIR``: the N shards' episodes, "
+        "transcripts and results as the one run the unsharded command gives.",
+    )
+    m.add_argument("dirs", nargs="+", metavar="SHARD_DIR", help="the shards' --out folders")
+    m.add_argument("--out", help="folder for the merged run")
+    m.add_argument("--json", help="also write the results to this JSON file")
+    m.set_defaults(func=_cmd_merge)
+
+
+def _play_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``dilemmax play ENV``."""
     p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
     p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
     add_model_arguments(p)
@@ -136,4 +232,3 @@ def add_commands(subparsers) -> None:
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--shard", help="play shard i of N (i/N) of the run's episodes; merge later")
-    p.set_defaults(func=_cmd_play)
