@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,6 +129,15 @@ def _default_to_first_agent(method):
     return space
 
 
+class SweepPart(NamedTuple):
+    """One part of the grid a game's paper sweeps (:meth:`MultiAgentEnv.sweep`)."""
+
+    name: str  # the part's name in a run ("grid", "n=3")
+    num_agents: int  # the env that plays it has this many agents (the game's other options alike)
+    configs: Any  # the batched configurations (every leaf with a leading axis C)
+    config_names: list[str]  # one name per configuration (its group in a run's summary)
+
+
 class MultiAgentEnv(abc.ABC):
     """Base class of every environment.
 
@@ -164,6 +173,13 @@ class MultiAgentEnv(abc.ABC):
             rewards, observations, action meanings, or an option's meaning or default
             (docs/versions.md). Run folders, transcripts, zoo entries and scenario hashes
             record it, and a trained agent made under another version is refused.
+        evaluation_options: the constructor options an evaluation takes unless told otherwise
+            (a game with held-out content: ``{"split": "held_out"}``): the trainer's evaluation
+            env and language-model play start from them.
+        training_defaults: the trainer's defaults for this game (``TrainConfig`` field ->
+            value, over the dataclass's own, under the user's ``--set``), sized so the default
+            run finishes on a laptop CPU and shows learning. ``train_grid`` / ``eval_grid`` name
+            a builder of :meth:`config_grids` by the method itself.
     """
 
     max_steps: int = 1
@@ -173,6 +189,8 @@ class MultiAgentEnv(abc.ABC):
     option_specs: ClassVar[Mapping[str, OptionSpec]] = {}
     renamed_options: ClassVar[Mapping[str, str]] = {}
     version: ClassVar[int] = 0
+    evaluation_options: ClassVar[Mapping[str, Any]] = {}
+    training_defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs):
         """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
@@ -366,6 +384,11 @@ class MultiAgentEnv(abc.ABC):
         leading axis C), for ``reset_to`` under ``jax.vmap`` and the trainer's
         ``train_grid`` / ``eval_grid``. Default: none."""
         return {}
+
+    def sweep(self) -> list[SweepPart]:
+        """The grid this game's paper sweeps, as the parts ``dilemmax play --grid`` plays (the
+        env's own options; a part may need another number of agents). Default: none."""
+        return []
 
     def scripted_policies(self) -> dict[str, Any]:
         """name -> jittable scripted policy (see :mod:`dilemmax.agents.policy`) for this env."""

@@ -20,7 +20,6 @@ seeds: same episodes, metrics, summary and transcript.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.memory import check_waves_fit
-from dilemmax.envs.moral_hazard import generator as moral_hazard_generator
-from dilemmax.envs.registry import env_spec, make
+from dilemmax.envs.registry import env_spec, make, registered_envs
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
@@ -55,16 +53,15 @@ COMMAND = "play"  # the command a play run's folder lock and shard records name
 
 # --------------------------------------------------------------------------- env and grids
 def env_options(env_id: str, options: Mapping[str, Any]) -> dict:
-    """The env options of a play run: ``split`` defaults to the held-out part where the env has
-    one (language-model runs evaluate on unseen layouts and rules)."""
-    options = dict(options)
+    """The env options of a play run: the game's ``evaluation_options`` (a grid game's held-out
+    split: language-model runs evaluate on unseen layouts and rules) under ``options``."""
     try:
         env_class = env_spec(env_id).load()
     except ValueError as error:
         raise UsageError(str(error)) from error
-    params = inspect.signature(env_class.__init__).parameters
-    if "split" in params and "split" not in options:
-        options["split"] = "held_out"
+    options = dict(options)
+    for name, value in env_class.evaluation_options.items():
+        options.setdefault(name, value)
     return options
 
 
@@ -75,29 +72,31 @@ def _make_env(env_id: str, options: Mapping[str, Any]):
         raise UsageError(f"{env_id}: {error}") from error
 
 
-GRID_ENVS = ("consequence", "moral_hazard")
-
-
 def grid_parts(
     env_id: str, env, options: Mapping[str, Any]
 ) -> list[tuple[str, Any, Any, list[str]]]:
-    """(part name, env, batched configs, config names) per part of the env's sweep."""
-    if env_id == "consequence":
-        configs = env.config_grids()["context_grid"]()  # rule-major: each rule's contexts in turn
-        num = int(configs.threshold.shape[0]) // len(env.rules)
-        names = [f"rule={C.RULE_NAMES[r]}" for r in env.rules for _ in range(num)]
-        return [("grid", env, configs, names)]
-    if env_id == "moral_hazard":
-        reward = "private" if bool(env.default_config.private_reward) else "team"
-        mapping = options.get("mapping", "highest")
-        parts = []
-        for n, conditions in moral_hazard_generator.condition_grid(mapping, reward).items():
-            group_env = (
-                env if n == env.num_agents else _make_env(env_id, {**options, "num_agents": n})
-            )
-            parts.append((f"n={n}", group_env, conditions.configs, list(conditions.names)))
-        return parts
-    raise UsageError(f"{env_id} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
+    """(part name, env, batched configs, config names) per part of the game's sweep
+    (:meth:`~dilemmax.envs.base.MultiAgentEnv.sweep`); a part of another size plays an env made
+    from ``options`` with its number of agents."""
+    parts = env.sweep()
+    if not parts:
+        raise UsageError(f"{env_id} has no sweep grid (--grid is for {', '.join(sweep_games())})")
+    return [
+        (
+            part.name,
+            env
+            if part.num_agents == env.num_agents
+            else _make_env(env_id, {**options, "num_agents": part.num_agents}),
+            part.configs,
+            part.config_names,
+        )
+        for part in parts
+    ]
+
+
+def sweep_games() -> list[str]:
+    """The registered games that declare a sweep (``--grid``)."""
+    return [g for g in registered_envs() if env_spec(g).load().sweep is not MultiAgentEnv.sweep]
 
 
 # --------------------------------------------------------------------------- results
@@ -226,8 +225,8 @@ def play_session(
     check_run_options(options)
     if episodes < 1:
         raise UsageError("--episodes and --envs must be >= 1")
-    if grid and env not in GRID_ENVS:
-        raise UsageError(f"{env} has no sweep grid (--grid is for {', '.join(GRID_ENVS)})")
+    if grid and env not in sweep_games():
+        raise UsageError(f"{env} has no sweep grid (--grid is for {', '.join(sweep_games())})")
     made_options = _env_options(env, env_options or {})
     game = _make_env(env, made_options)
     planned = grid_parts(env, game, made_options) if grid else [("main", game, None, None)]

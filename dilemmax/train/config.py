@@ -1,8 +1,9 @@
 """Training configurations: one dataclass for IPPO and MAPPO, defaults per environment.
 
 A config is plain data (JSON round-trips it into a run folder), built as
-``make_config(env_id, algo, overrides)``: the dataclass defaults, then the env's defaults from
-:data:`ENV_DEFAULTS`, then the user's ``key=value`` overrides (``--set`` on the command line).
+``make_config(env_id, algo, overrides)``: the dataclass defaults, then the game's own (declared
+on its env class: ``training_defaults`` and ``evaluation_options``, :func:`game_defaults`), then
+the user's ``key=value`` overrides (``--set`` on the command line).
 """
 
 from __future__ import annotations
@@ -326,56 +327,6 @@ def field_spec(name: str) -> OptionSpec:
     return merge(FIELD_RANGES.get(name), spec_from_annotation(_annotations().get(name, "Any")))
 
 
-# Per-env defaults: sized so that the default run of each env finishes on a laptop CPU and
-# shows learning. The grid games take the held-out split for evaluation.
-# The two OpenSocialJax games share map scale, horizon and held-out evaluation. Their default
-# network embeds every cell's codes and reads the flattened 11x11 view with an MLP: on a CPU it
-# trains over 20x faster than the 2-layer CNN (benchmarks/results/learning_conv_cpu.md) and it
-# is what produced the learning evidence. On an accelerator the CNN is cheap:
-# --set conv_features=[16,32] --set embed_dim=8 --set hidden=128.
-_GRID_GAME_DEFAULTS: dict[str, Any] = {
-    "total_timesteps": 4_000_000,
-    "num_envs": 16,
-    "num_steps": 128,
-    "lr": 5e-4,
-    "ent_coef": 0.01,
-    "gamma": 0.99,
-    "conv_features": [],
-    "embed_dim": 4,
-    "hidden": 64,
-    "eval_env_kwargs": {"split": "held_out"},
-    "eval_episodes": 2,
-    "log_every": 5,
-}
-
-ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "moral_hazard": {
-        "total_timesteps": 300_000,
-        "num_envs": 64,
-        "num_steps": 16,
-        "lr": 2.5e-3,
-        "ent_coef": 0.01,
-        "gamma": 1.0,
-        "gae_lambda": 1.0,
-        "train_grid": "condition_grid",
-        "eval_grid": "condition_grid",
-    },
-    "consequence": {
-        "total_timesteps": 500_000,
-        "num_envs": 64,
-        "num_steps": 16,
-        "lr": 2.5e-3,
-        "ent_coef": 0.01,
-        "gamma": 1.0,
-        "gae_lambda": 0.95,
-        "eval_grid": "context_grid",
-        "reward_scale": 1.0 / 13.0,
-    },
-    "open_cleanup": _GRID_GAME_DEFAULTS,
-    "open_harvest": _GRID_GAME_DEFAULTS,
-}
-
-
 def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Merges ``overrides`` into ``values``; ``a.b=v`` sets key ``b`` of the dict at ``a``."""
     values = json.loads(json.dumps(values))  # deep copy of plain data
@@ -434,14 +385,31 @@ def _spec_for_key(key: str, env: str | None) -> OptionSpec | None:
 def make_config(
     env: str, algo: str = "ippo", overrides: dict[str, Any] | None = None
 ) -> TrainConfig:
-    """Dataclass defaults, then the env's defaults, then ``overrides``."""
+    """Dataclass defaults, then the game's (its ``evaluation_options`` as ``eval_env_kwargs``,
+    its ``training_defaults``), then ``overrides``."""
     values = TrainConfig(env=env, algo=algo).to_dict()
-    values = apply_overrides(values, ENV_DEFAULTS.get(env, {}))
+    values = apply_overrides(values, game_defaults(env))
     values = apply_overrides(values, overrides or {})
     config = TrainConfig.from_dict(values)
     config.validate()
     check_env_kwargs(config)
     return config
+
+
+def game_defaults(env: str) -> dict[str, Any]:
+    """What the game declares for training (:attr:`MultiAgentEnv.training_defaults`, a grid
+    method named by its name, and its ``evaluation_options`` as ``eval_env_kwargs``); nothing
+    for an env id that is not registered."""
+    try:
+        env_cls = env_spec(env).load()
+    except ValueError:
+        return {}
+    defaults: dict[str, Any] = {}
+    if env_cls.evaluation_options:
+        defaults["eval_env_kwargs"] = dict(env_cls.evaluation_options)
+    for name, value in env_cls.training_defaults.items():
+        defaults[name] = value.__name__ if callable(value) else value
+    return defaults
 
 
 def check_env_kwargs(config: TrainConfig) -> None:

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from dilemmax.envs import fastrandom, unrolled
-from dilemmax.envs.base import MultiAgentEnv, Rollout, typed_key
+from dilemmax.envs.base import MultiAgentEnv, Rollout, SweepPart, typed_key
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, rendering, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
@@ -152,6 +152,25 @@ class ConsequenceEnv(MultiAgentEnv):
 
     def config_grids(self) -> dict[str, Callable[[], ConsequenceConfig]]:
         return {"context_grid": self.context_grid}
+
+    def sweep(self) -> list[SweepPart]:
+        """Every context under each rule, one part named by rule per configuration."""
+        configs = self.context_grid()  # rule-major: each rule's contexts in turn
+        num = int(configs.threshold.shape[0]) // len(self.rules)
+        names = [f"rule={C.RULE_NAMES[r]}" for r in self.rules for _ in range(num)]
+        return [SweepPart("grid", self.num_agents, configs, names)]
+
+    training_defaults = {  # a short episode, the whole context grid for evaluation
+        "total_timesteps": 500_000,
+        "num_envs": 64,
+        "num_steps": 16,
+        "lr": 2.5e-3,
+        "ent_coef": 0.01,
+        "gamma": 1.0,
+        "gae_lambda": 0.95,
+        "eval_grid": context_grid,
+        "reward_scale": 1.0 / 13.0,
+    }
 
     def reset(self, key: jax.Array) -> tuple[dict[str, jax.Array], ConsequenceState]:
         """A new episode: context, rule and seat order from two uint32 of randomness.

@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from dilemmax.envs import unrolled
-from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.base import MultiAgentEnv, Rollout, SweepPart
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies
@@ -149,6 +149,29 @@ class MoralHazardEnv(MultiAgentEnv):
 
     def config_grids(self) -> dict[str, Callable[[], MoralHazardConfig]]:
         return {"condition_grid": self.condition_grid}
+
+    def sweep(self) -> list[SweepPart]:
+        """The paper's one-at-a-time conditions under the env's mapping and payoff, one part per
+        number of agents."""
+        fixed = self.default_config
+        mapping = c.MAPPING_NAMES[int(fixed.mapping)]
+        payoff = "private" if bool(fixed.private_reward) else "team"
+        return [
+            SweepPart(f"n={n}", n, conditions.configs, list(conditions.names))
+            for n, conditions in generator.condition_grid(mapping, payoff).items()
+        ]
+
+    training_defaults = {  # one decision per round: trained and evaluated on the paper's grid
+        "total_timesteps": 300_000,
+        "num_envs": 64,
+        "num_steps": 16,
+        "lr": 2.5e-3,
+        "ent_coef": 0.01,
+        "gamma": 1.0,
+        "gae_lambda": 1.0,
+        "train_grid": condition_grid,
+        "eval_grid": condition_grid,
+    }
 
     def reset(self, key: jax.Array):
         """A new episode of the default condition (cases drawn once, from ``key``).

@@ -52,6 +52,7 @@ from dilemmax.envs.options import (
     OptionSpec,
     check_env_options,
 )
+from dilemmax.envs.osj.training import EVALUATION_OPTIONS, TRAINING_DEFAULTS
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Box, Discrete
 
@@ -102,6 +103,8 @@ class OpenCleanupEnv(MultiAgentEnv):
     obs_from_state = True
     # The pool sizes' names before 0.x's one layout for every game (open_harvest's names).
     renamed_options = {"layout_pool_size": "num_layouts", "rule_pool_size": "num_rules"}
+    evaluation_options = EVALUATION_OPTIONS
+    training_defaults = TRAINING_DEFAULTS
     option_specs = {
         "num_agents": OptionSpec("int", low=1, high=C.NUM_SPAWNS),
         "observation": OBSERVATION,

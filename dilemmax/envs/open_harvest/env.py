@@ -63,6 +63,7 @@ from dilemmax.envs.options import (
     OptionSpec,
     check_env_options,
 )
+from dilemmax.envs.osj.training import EVALUATION_OPTIONS, TRAINING_DEFAULTS
 from dilemmax.envs.spaces import Box, Discrete
 
 _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
@@ -103,6 +104,8 @@ class OpenHarvestEnv(MultiAgentEnv):
     # get_obs of their state).
     gathered_resets = True
     obs_from_state = True
+    evaluation_options = EVALUATION_OPTIONS
+    training_defaults = TRAINING_DEFAULTS
     option_specs = {
         "num_agents": OptionSpec("int", low=1, high=c.NUM_SPAWNS),
         "observation": OBSERVATION,
