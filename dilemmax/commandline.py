@@ -28,8 +28,6 @@ from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, parse_value
 from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
-from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.sampling import Urls
 
 # The scenario sets of every game (dilemmax.scenarios), as `scenarios evaluate --set` and
 # `evaluate --scenarios` name them.
@@ -224,8 +222,7 @@ def _dest(field: dataclasses.Field) -> str:
 
 def _scalar_type(cls: type, field: dataclasses.Field) -> type:
     """int, float or str: the type a field's flag parses each word as (``float | None`` is
-    float, ``tuple[int, ...]`` int; a tuple of server addresses is one text that
-    :class:`~dilemmax.llm.config.GenerateConfig` splits)."""
+    float, ``tuple[int, ...]`` int)."""
     kind = getattr(field.metadata.get("range"), "kind", None)
     if kind in ("int", "float"):
         return int if kind == "int" else float
@@ -246,11 +243,12 @@ def add_config_arguments(parser, cls: type) -> None:
     """One flag per field of the options dataclass ``cls``, generated from its declaration.
 
     A field's metadata gives its ``help``, its ``flag`` (default ``--`` + the name with dashes),
-    a ``range`` (a ``Choice``'s values become the flag's choices), a ``type`` to parse each word
-    with (default: int / float / str from the annotation), ``"append": True`` (the flag may be
-    repeated) and ``"cli": False`` (no flag). The default is the field's; a ``bool`` field is a
-    switch, a ``tuple[...]`` field takes one or more words. The destination is the flag's name
-    (``--model-seed`` -> ``model_seed``), so a field never collides with a command's own flag.
+    a ``range`` (a ``Choice``'s values become the flag's choices), a ``type`` to parse its one
+    word with (default: int / float / str from the annotation), ``"append": True`` (the flag may
+    be repeated) and ``"cli": False`` (no flag). The default is the field's; a ``bool`` field is
+    a switch, a ``tuple[...]`` field without a ``type`` takes one or more words. The destination
+    is the flag's name (``--model-seed`` -> ``model_seed``), so a field never collides with a
+    command's own flag.
     """
     for field in dataclasses.fields(cls):
         meta = field.metadata
@@ -265,8 +263,8 @@ def add_config_arguments(parser, cls: type) -> None:
         if meta.get("append"):
             common["action"] = "append"  # argparse appends to a copy of the default: a list
             common["default"] = None if default is None else list(default)
-        elif _is_tuple(cls, field) and not isinstance(meta.get("range"), Urls):
-            common["nargs"] = "+"
+        elif _is_tuple(cls, field) and not meta.get("type"):
+            common["nargs"] = "+"  # a field with its own word parser takes one word
         choices = getattr(meta.get("range"), "values", None) or meta.get("choices")
         parser.add_argument(flag_of(field), type=kind, choices=choices, **common)
 
@@ -286,19 +284,6 @@ def config_from_namespace(cls: type, args: argparse.Namespace):
         named = "label" in inspect.signature(check).parameters
         check(label=flags.__getitem__) if named else check()
     return config
-
-
-def add_model_arguments(parser) -> None:
-    """The model flags of every command that seats a model (``--base-url``, ``--temperature``,
-    ...), one per :class:`~dilemmax.llm.config.GenerateConfig` field."""
-    add_config_arguments(parser, GenerateConfig)
-    parser.add_argument("--no-structured-output", dest="output_mode", action="store_const",
-                        const="text", help="same as --output-mode text")  # fmt: skip
-
-
-def generate_config(args: argparse.Namespace) -> GenerateConfig:
-    """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags."""
-    return config_from_namespace(GenerateConfig, args)
 
 
 def run_parsed(args: argparse.Namespace) -> int:

@@ -2,9 +2,10 @@
 
 Every place that asks a model for a reply reads its options from here: the ``dilemmax play``,
 ``experiment``, ``scenarios evaluate`` and ``redteam`` flags (generated from the fields by
-:func:`dilemmax.commandline.add_config_arguments`), a seat's own options
-(``openai:m,temperature=0.7`` via :meth:`GenerateConfig.merged`), the Inspect tasks, and the
-Python API (``dilemmax.play(..., generate=GenerateConfig(temperature=0.7))``). Each field's
+:func:`dilemmax.commandline.add_config_arguments`, in :func:`dilemmax.llm.cli.add_model_arguments`),
+a seat's own options (``openai:m,temperature=0.7`` via :meth:`GenerateConfig.merged`), the
+Inspect tasks, and the Python API
+(``dilemmax.llm.play_session(..., generate=GenerateConfig(temperature=0.7))``). Each field's
 metadata holds its help text, its range (a :class:`~dilemmax.envs.option_spec.Range`, ``Choice``,
 ``Urls`` or ``EnvName``) and its command-line flag; :meth:`GenerateConfig.check` refuses a value
 outside its range with a one-line :class:`~dilemmax.envs.options.OptionError` (a UsageError).
@@ -21,10 +22,12 @@ from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 
 
-def option(default: Any, help: str, range: Any = None, flag: str | None = None) -> Any:
+def option(default: Any, help: str, range: Any = None, flag: str | None = None, **cli: Any) -> Any:
     """A config field: its default and, in its metadata, its help text, the range its values
-    must fit (None: any) and its command-line flag (default ``--`` + the name with dashes)."""
-    return dataclasses.field(default=default, metadata={"help": help, "range": range, "flag": flag})
+    must fit (None: any), its command-line flag (default ``--`` + the name with dashes) and
+    what else :func:`dilemmax.commandline.add_config_arguments` reads (``type``)."""
+    metadata = {"help": help, "range": range, "flag": flag, **cli}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class GenerateConfig:
         "(http://a/v1|http://b/v1) are replicas of one model, each call going to the one with "
         "the fewest calls outstanding",
         sampling.URLS,
+        type=str,  # one word, "a|b", split by __post_init__
     )
     api_key_env: str = option(
         "OPENAI_API_KEY", "the environment variable the API key is read from", sampling.ENV_NAME

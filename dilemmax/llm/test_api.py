@@ -11,9 +11,10 @@ import pytest
 
 import dilemmax.llm
 from dilemmax.cli import main
-from dilemmax.commandline import add_model_arguments, flag_of, generate_config
+from dilemmax.commandline import flag_of
 from dilemmax.envs.options import OptionError
 from dilemmax.errors import UsageError
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_session import calls_in, planted  # planted: local, no note, picks D

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dilemmax
-from dilemmax.commandline import add_model_arguments, generate_config
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.inspect_client import InspectClient
