@@ -37,7 +37,7 @@ from dilemmax.envs.option_spec import (
     shown,
     spec_from_annotation,
 )
-from dilemmax.envs.registry import current_option_names, env_spec, registered_envs
+from dilemmax.envs.registry import current_option_names, env_spec, registered_envs, registered_name
 
 __all__ = [
     "ENV_OPTIONS",
@@ -213,17 +213,18 @@ def constructor_specs(env_cls: type) -> dict[str, OptionSpec]:
     return out
 
 
-def check_env_options(env_id: str, env_cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+def check_env_options(env_cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
     """Checks every constructor option of an env; call as the first line of ``__init__``::
 
-        check_env_options("consequence", type(self), locals())
+        check_env_options(type(self), locals())
 
     Each given value against its spec, then the given values together (the class's
     ``check_options_together``, which sees the values as given). Returns the checked values
     (ints as int, choices in their canonical spelling). Raises :class:`OptionError` naming the
-    env (``env_id``), the option, the value and the allowed range.
+    env (the id it is registered under), the option, the value and the allowed range.
     """
     specs = constructor_specs(env_cls)
+    env_id = registered_name(env_cls)
     given = {name: values[name] for name in specs if name in values}
     checked = {name: specs[name].check(name, value, env_id) for name, value in given.items()}
     check_together = getattr(env_cls, "check_options_together", None)

@@ -88,6 +88,16 @@ def split_version(env_id: str) -> tuple[str, int | None]:
     return match["name"], int(match["version"])
 
 
+def registered_name(env_cls: type) -> str:
+    """The id ``env_cls`` is registered under (its class name when it is not registered), read
+    from the registry's entry points without importing any game."""
+    entry_point = f"{env_cls.__module__}:{env_cls.__qualname__}"
+    for spec in _REGISTRY.values():
+        if spec.entry_point == entry_point:
+            return spec.env_id
+    return env_cls.__name__
+
+
 def env_spec(env_id: str) -> EnvSpec:
     """The registry entry of ``env_id`` (plain or versioned; a version other than the game's
     current one is an :class:`EnvVersionError`)."""
@@ -227,7 +237,7 @@ register(
 )
 # Not a game: the focal seats of one against a set of background populations. Its class lives
 # in dilemmax.scenarios (named by path, so nothing here imports it); `make("scenarios",
-# game="open_harvest", which="train")` builds a set for `dilemmax train` and JaxMARL loops.
+# game="open_harvest", scenario_set="train")` builds a set for `dilemmax train` and JaxMARL loops.
 register(
     "scenarios",
     "dilemmax.scenarios.registry:RegisteredScenarios",

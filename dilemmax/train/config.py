@@ -427,8 +427,8 @@ def check_env_kwargs(config: TrainConfig) -> None:
                 f"{name}: {config.env} has no option(s) {', '.join(map(str, unknown))}; "
                 f"options: {', '.join(sorted(specs))}"
             )
-    check_env_options(config.env, env_cls, config.env_kwargs)
-    check_env_options(config.env, env_cls, {**config.env_kwargs, **config.eval_env_kwargs})
+    check_env_options(env_cls, config.env_kwargs)
+    check_env_options(env_cls, {**config.env_kwargs, **config.eval_env_kwargs})
     # env_config.cost=nan meets the same range as env_kwargs.cost=nan (the fields' shapes and
     # dtypes need the built env: TrainingRun checks them).
     check_override_ranges(config.env, env_cls, config.env_config)

@@ -112,7 +112,7 @@ class ConsequenceEnv(MultiAgentEnv):
         endgame: str = "all",
         rules: Sequence[int | str] | None = None,
     ):
-        check_env_options("consequence", type(self), locals())
+        check_env_options(type(self), locals())
         super().__init__(num_agents)
         self.num_rounds = int(num_rounds)
         self.total_resources = int(total_resources)

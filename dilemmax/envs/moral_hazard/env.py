@@ -112,7 +112,7 @@ class MoralHazardEnv(MultiAgentEnv):
         w_final: float = c.PRIMARY_W_FINAL,
         w_team: float = c.PRIMARY_W_TEAM,
     ):
-        check_env_options("moral_hazard", type(self), locals())
+        check_env_options(type(self), locals())
         super().__init__(num_agents)
         self.default_config = generator.make_config(
             num_agents,

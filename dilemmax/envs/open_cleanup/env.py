@@ -161,7 +161,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         num_tools: int = C.NUM_TOOLS,
         num_hues: int = C.NUM_HUES,
     ):
-        check_env_options("open_cleanup", type(self), locals())
+        check_env_options(type(self), locals())
         super().__init__(num_agents)
         self.difficulty = {
             "recipe_length": int(recipe_length),

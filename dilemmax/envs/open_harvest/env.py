@@ -148,7 +148,7 @@ class OpenHarvestEnv(MultiAgentEnv):
         pay_levels: tuple[float, float, float] = c.PAY_LEVELS,
         shared_pay_order: bool = False,
     ):
-        checked = check_env_options("open_harvest", type(self), locals())
+        checked = check_env_options(type(self), locals())
         self.stage_orders = int(stage_orders)
         self.pay_levels = tuple(checked["pay_levels"])  # floats, best first
         self.shared_pay_order = bool(shared_pay_order)
