@@ -23,6 +23,7 @@ from typing import TypeVar
 from dilemmax.envs.option_spec import Range
 from dilemmax.llm import sampling
 from dilemmax.llm.chat_http import body_message
+from dilemmax.llm.config import GenerateConfig
 
 T = TypeVar("T")
 WAITS = Range("float", 0.0)
@@ -47,7 +48,7 @@ def describe_error(error: BaseException) -> str:
 class RetryPolicy:
     """How a client retries a call (every field checked: an :class:`OptionError` names it)."""
 
-    max_attempts: int = 6  # attempts per call, the first included
+    max_attempts: int = GenerateConfig().max_attempts  # attempts per call, the first included
     backoff: float = 0.5  # the backoff's first window, seconds
     max_backoff: float = 30.0  # its largest window, seconds
     max_retry_after: float = 60.0  # the longest Retry-After honoured, seconds
