@@ -40,6 +40,26 @@ from dilemmax.envs.seat_spec import parse_seat
 from dilemmax.train.envs import check_override_ranges
 
 
+class _TransformSpec(OptionSpec):
+    """learner_transform: None or a name in :data:`LEARNER_TRANSFORMS` (read at check time, so
+    registered transforms count)."""
+
+    def describe(self) -> str:
+        return "None or one of " + ", ".join(repr(n) for n in sorted(LEARNER_TRANSFORMS))
+
+    def _check_kind(self, value: Any) -> Any:
+        return value if isinstance(value, str) and value in LEARNER_TRANSFORMS else NOT_ALLOWED
+
+
+_COUNT = OptionSpec("int", low=1, high=INT32_MAX)
+_COEF = OptionSpec("float", low=0.0, high=1e6)
+
+
+def ranged(spec: OptionSpec, default: Any = dataclasses.MISSING, **kwargs) -> Any:
+    """A TrainConfig field whose range is ``spec`` (in its metadata: ``FIELD_RANGES``)."""
+    return field(default=default, metadata={"range": spec}, **kwargs)
+
+
 @dataclass
 class TrainConfig:
     """Everything a training run depends on.
@@ -90,59 +110,64 @@ class TrainConfig:
     """
 
     env: str = "moral_hazard"
-    algo: str = "ippo"
+    algo: str = ranged(OptionSpec("str", choices=("ippo", "mappo")), "ippo")
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
     env_config: dict[str, Any] = field(default_factory=dict)
     train_grid: str | None = None
     eval_grid: str | None = None
-    learners: list[int] | None = None
+    learners: list[int] | None = ranged(
+        OptionSpec("list", optional=True, min_len=1, item=OptionSpec("int", low=0)), None
+    )
     partner_policy: str = "random"
-    learner_transform: str | None = None
-    reward: str = "individual"
-    reward_scale: float = 1.0
+    learner_transform: str | None = ranged(_TransformSpec("str", optional=True), None)
+    reward: str = ranged(OptionSpec("str", choices=("individual", "team")), "individual")
+    reward_scale: float = ranged(OptionSpec("float", low=-1e6, high=1e6), 1.0)
 
-    total_timesteps: int = 200_000
-    num_envs: int = 64
-    num_steps: int = 16
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    lr: float = 2.5e-3
+    total_timesteps: int = ranged(OptionSpec("int", low=1, high=10**13), 200_000)
+    num_envs: int = ranged(OptionSpec("int", low=1, high=2**20), 64)
+    num_steps: int = ranged(OptionSpec("int", low=1, high=100_000), 16)
+    update_epochs: int = ranged(OptionSpec("int", low=1, high=10_000), 4)
+    num_minibatches: int = ranged(OptionSpec("int", low=1, high=2**20), 4)
+    lr: float = ranged(OptionSpec("float", low=0.0, high=1.0, low_open=True), 2.5e-3)
     anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
+    gamma: float = ranged(OptionSpec("float", low=0.0, high=1.0), 0.99)
+    gae_lambda: float = ranged(OptionSpec("float", low=0.0, high=1.0), 0.95)
+    clip_eps: float = ranged(OptionSpec("float", low=0.0, high=100.0, low_open=True), 0.2)
+    ent_coef: float = ranged(_COEF, 0.01)
+    vf_coef: float = ranged(_COEF, 0.5)
+    max_grad_norm: float = ranged(OptionSpec("float", low=0.0, high=1e6, low_open=True), 0.5)
     normalize_advantages: bool = True
 
     shared_params: bool = True
-    hidden: int = 64
-    num_layers: int = 2
-    activation: str = "tanh"
-    embed_dim: int = 8
-    conv_features: list[int] = field(default_factory=lambda: [16, 32])
+    hidden: int = ranged(OptionSpec("int", low=1, high=65_536), 64)
+    num_layers: int = ranged(OptionSpec("int", low=0, high=64), 2)
+    activation: str = ranged(OptionSpec("str", choices=("tanh", "relu")), "tanh")
+    embed_dim: int = ranged(OptionSpec("int", low=1, high=4096), 8)
+    conv_features: list[int] = ranged(
+        OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
+        default_factory=lambda: [16, 32],
+    )
     agent_id: bool = True
-    conv_impl: str = "auto"
+    conv_impl: str = ranged(OptionSpec("str", choices=CONV_IMPLS), "auto")
     recurrent: bool = False
-    gru_hidden: int = 64
-    init_from: str | None = None
+    gru_hidden: int = ranged(OptionSpec("int", low=1, high=65_536), 64)
+    init_from: str | None = ranged(OptionSpec("str", optional=True), None)
 
-    seed: int = 0
-    num_seeds: int = 1
-    shard: str = "auto"
-    checkpointer: str = "auto"
-    log_every: int = 10
-    checkpoint_every: int = 5
-    keep_checkpoints: int = 3
-    eval_every: int = 5
-    eval_episodes: int = 16
+    seed: int = ranged(OptionSpec("int", low=0, high=INT32_MAX), 0)
+    num_seeds: int = ranged(OptionSpec("int", low=1, high=65_536), 1)
+    shard: str = ranged(OptionSpec("choice", choices=("auto", "on", "off", True, False)), "auto")
+    checkpointer: str = ranged(OptionSpec("str", choices=("auto", "msgpack", "orbax")), "auto")
+    log_every: int = ranged(_COUNT, 10)
+    checkpoint_every: int = ranged(_COUNT, 5)
+    keep_checkpoints: int = ranged(_COUNT, 3)
+    eval_every: int = ranged(OptionSpec("int", low=0, high=INT32_MAX), 5)
+    eval_episodes: int = ranged(_COUNT, 16)
     progress: bool = True
-    stall_timeout: float = 600.0
+    stall_timeout: float = ranged(OptionSpec("float", low=0.0, high=1e7), 600.0)
     wandb: bool = False
     wandb_project: str = "dilemmax"
-    wandb_mode: str = "online"
+    wandb_mode: str = ranged(OptionSpec("str", choices=("online", "offline", "disabled")), "online")
 
     # ------------------------------------------------------------------ derived
     @property
@@ -261,59 +286,10 @@ def _check_recorded_version(values: dict[str, Any], recorded: Any, where: str) -
 _GRID_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
-class _TransformSpec(OptionSpec):
-    """learner_transform: None or a name in :data:`LEARNER_TRANSFORMS` (read at check time, so
-    registered transforms count)."""
-
-    def describe(self) -> str:
-        return "None or one of " + ", ".join(repr(n) for n in sorted(LEARNER_TRANSFORMS))
-
-    def _check_kind(self, value: Any) -> Any:
-        return value if isinstance(value, str) and value in LEARNER_TRANSFORMS else NOT_ALLOWED
-
-
-_COUNT = OptionSpec("int", low=1, high=INT32_MAX)
-_COEF = OptionSpec("float", low=0.0, high=1e6)
-
-# Declared ranges of TrainConfig fields. A field not listed here (say one added later) is still
-# checked against its annotated type.
+# Each field's declared range, read from its metadata (a field without one, say one added later,
+# is still checked against its annotated type).
 FIELD_RANGES: dict[str, OptionSpec] = {
-    "algo": OptionSpec("str", choices=("ippo", "mappo")),
-    "reward": OptionSpec("str", choices=("individual", "team")),
-    "learner_transform": _TransformSpec("str", optional=True),
-    "learners": OptionSpec("list", optional=True, min_len=1, item=OptionSpec("int", low=0)),
-    "reward_scale": OptionSpec("float", low=-1e6, high=1e6),
-    "total_timesteps": OptionSpec("int", low=1, high=10**13),
-    "num_envs": OptionSpec("int", low=1, high=2**20),
-    "num_steps": OptionSpec("int", low=1, high=100_000),
-    "update_epochs": OptionSpec("int", low=1, high=10_000),
-    "num_minibatches": OptionSpec("int", low=1, high=2**20),
-    "lr": OptionSpec("float", low=0.0, high=1.0, low_open=True),
-    "gamma": OptionSpec("float", low=0.0, high=1.0),
-    "gae_lambda": OptionSpec("float", low=0.0, high=1.0),
-    "clip_eps": OptionSpec("float", low=0.0, high=100.0, low_open=True),
-    "ent_coef": _COEF,
-    "vf_coef": _COEF,
-    "max_grad_norm": OptionSpec("float", low=0.0, high=1e6, low_open=True),
-    "hidden": OptionSpec("int", low=1, high=65_536),
-    "gru_hidden": OptionSpec("int", low=1, high=65_536),
-    "init_from": OptionSpec("str", optional=True),
-    "num_layers": OptionSpec("int", low=0, high=64),
-    "activation": OptionSpec("str", choices=("tanh", "relu")),
-    "embed_dim": OptionSpec("int", low=1, high=4096),
-    "conv_features": OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
-    "conv_impl": OptionSpec("str", choices=CONV_IMPLS),
-    "seed": OptionSpec("int", low=0, high=INT32_MAX),
-    "num_seeds": OptionSpec("int", low=1, high=65_536),
-    "shard": OptionSpec("choice", choices=("auto", "on", "off", True, False)),
-    "checkpointer": OptionSpec("str", choices=("auto", "msgpack", "orbax")),
-    "log_every": _COUNT,
-    "checkpoint_every": _COUNT,
-    "keep_checkpoints": _COUNT,
-    "eval_every": OptionSpec("int", low=0, high=INT32_MAX),
-    "eval_episodes": _COUNT,
-    "stall_timeout": OptionSpec("float", low=0.0, high=1e7),
-    "wandb_mode": OptionSpec("str", choices=("online", "offline", "disabled")),
+    f.name: f.metadata["range"] for f in dataclasses.fields(TrainConfig) if "range" in f.metadata
 }
 
 
