@@ -20,13 +20,7 @@ import argparse
 import importlib
 import sys
 
-from dilemmax.commandline import (
-    add_config_arguments,
-    add_model_arguments,
-    config_from_namespace,
-    generate_config,
-    parse_assignments,
-)
+from dilemmax.commandline import add_config_arguments, config_from_namespace, parse_assignments
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 
@@ -61,6 +55,9 @@ def _runner():
 def add_play_arguments(p: argparse.ArgumentParser) -> None:
     """The seat, model and run options of ``dilemmax play`` an experiment takes (the fields of
     :class:`~dilemmax.llm.session.SessionOptions`)."""
+    # The model stack's flags: loaded when a design's options are built, not for `--list`.
+    from dilemmax.llm.cli import add_model_arguments
+
     p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
     p.add_argument("--seats", help="<kind>:<target> for every seat the design leaves open")
     add_model_arguments(p)
@@ -79,7 +76,8 @@ def add_play_arguments(p: argparse.ArgumentParser) -> None:
 
 def session_options(args: argparse.Namespace):
     """The :class:`~dilemmax.llm.session.SessionOptions` of the parsed play options."""
-    from dilemmax.llm.seats import seat_entries  # the run stack: loaded when a design runs
+    from dilemmax.llm.cli import generate_config  # the run stack: loaded when a design runs
+    from dilemmax.llm.seats import seat_entries
     from dilemmax.llm.session import SessionOptions
 
     return SessionOptions(
