@@ -164,3 +164,12 @@ def test_an_old_run_folder_config_reads(tmp_path, capsys, fresh_deprecations):
     one_deprecation(capsys, "'reward' is now 'objective'")
     old = make_config("open_cleanup", overrides={"env_kwargs": {"layout_pool_size": 8}})
     assert old.env_kwargs == {"num_layouts": 8}
+
+
+def test_the_scenario_set_option_is_named_for_what_it_is(capsys, fresh_deprecations):
+    """The ``scenarios`` env's set is ``scenario_set`` (was ``which``): the old name builds the
+    same set, with one deprecation line."""
+    env = dilemmax.make("scenarios", game="moral_hazard", which="test")
+    one_deprecation(capsys, "'which' is now 'scenario_set'")
+    assert env.name == "scenarios:moral_hazard/test"
+    assert env.made_as["options"] == {"game": "moral_hazard", "scenario_set": "test"}

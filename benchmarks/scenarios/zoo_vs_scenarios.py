@@ -58,7 +58,7 @@ def train_on_scenarios(game: str, budget: int, folder: Path) -> Path:
     if (run / "config.json").is_file():
         return run
     sets = {**SCENARIO_TRAINING, "total_timesteps": budget, "env_kwargs.game": game,
-            "env_kwargs.which": "train"}  # fmt: skip
+            "env_kwargs.scenario_set": "train"}  # fmt: skip
     if game.startswith("open_"):
         sets.update({"reward": "team", "conv_features": "[]"})
     args = [sys.executable, "-m", "dilemmax.cli", "train", "scenarios", "--out", str(run)]

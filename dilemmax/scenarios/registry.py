@@ -234,16 +234,22 @@ def scenario_set(game: str, which: str) -> ScenarioSet:
     return SETS[name]
 
 
+# RegisteredScenarios' option of the same name hides the function inside its __init__.
+_find_set = scenario_set
+
+
 class RegisteredScenarios(ScenarioEnv):
-    """A registered scenario set as an env id: ``make("scenarios", game=..., which=...)``.
+    """A registered scenario set as an env id: ``make("scenarios", game=..., scenario_set=...)``
+    (``scenario_set`` "train" or "test"; the option was called ``which`` before).
 
     So ``dilemmax train scenarios --set env_kwargs.game=open_harvest`` trains focal agents
     against the train set's backgrounds, and any code that takes an env id takes a scenario set.
     """
 
+    renamed_options = {"which": "scenario_set"}
     option_specs = {
         "game": OptionSpec("str", choices=tuple(sorted({s.game for s in SETS.values()}))),
-        "which": OptionSpec("str", choices=("train", "test")),
+        "scenario_set": OptionSpec("str", choices=("train", "test")),
     }
 
     @classmethod
@@ -251,8 +257,8 @@ class RegisteredScenarios(ScenarioEnv):
         """The version of the game the set is built on (a run trained on it records that)."""
         return int(env_spec(options.get("game", "open_harvest")).load().version)
 
-    def __init__(self, game: str = "open_harvest", which: str = "train"):
-        chosen = scenario_set(game, which)
+    def __init__(self, game: str = "open_harvest", scenario_set: str = "train"):
+        chosen = _find_set(game, scenario_set)
         built = chosen.build()
         super().__init__(built.game, built.focal, built.backgrounds, built.names)
         self.scenario_set = chosen

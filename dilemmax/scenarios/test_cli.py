@@ -113,7 +113,7 @@ def test_a_run_trained_on_the_train_set_sits_in_the_test_set_and_nowhere_else(tm
     from dilemmax.cli import main
 
     run = tmp_path / "run"
-    sets = ["env_kwargs.game=moral_hazard", "env_kwargs.which=train", "total_timesteps=64",
+    sets = ["env_kwargs.game=moral_hazard", "env_kwargs.scenario_set=train", "total_timesteps=64",
             "num_envs=4", "num_steps=16", "num_minibatches=1", "update_epochs=1",
             "eval_every=0", "hidden=8", "agent_id=False"]  # fmt: skip
     argv = ["train", "scenarios", "--out", str(run), "--no-progress"]
@@ -137,7 +137,7 @@ def test_the_old_set_spelling_of_the_scenario_set_still_works(tmp_path, capsys, 
     argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
             "--episodes", "1", "--references", "none", "--out", str(out)]  # fmt: skip
     assert scenarios(argv) == 0
-    err = [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line]
+    err = [line for line in capsys.readouterr().err.splitlines() if "--set" in line]
     assert err == ["dilemmax: deprecated: scenarios evaluate --set train|test is now "
                    "--scenario-set train|test"]  # fmt: skip
     assert json.loads((out / "results.json").read_text())["set"] == "moral_hazard/train"

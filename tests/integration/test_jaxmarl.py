@@ -113,7 +113,7 @@ def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrappe
     """A scenario set is an env like the games: JaxMARL's wrapper and batching drive its focal
     seats while the background plays inside the step."""
     env = jaxmarl_baselines.LogWrapper(
-        dilemmax.make("scenarios", game="moral_hazard", which="test")
+        dilemmax.make("scenarios", game="moral_hazard", scenario_set="test")
     )
     assert env.agents == ["agent_0"]
     infos = jax.jit(lambda k: _ippo_ff(env, k))(jax.random.PRNGKey(0))
