@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dilemmax
+from dilemmax import experiments
 from dilemmax.cli import main
 from dilemmax.experiments import catalogue, registry
 from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
@@ -166,6 +167,11 @@ def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     assert main(["experiment", "merge", *shard_dirs, "--out", str(tmp_path / "merged")]) == 0
     merged = json.loads((tmp_path / "merged" / "results.json").read_text())
     assert merged["results"] == results["results"]
+    from_python = experiments.merge(shard_dirs, tmp_path / "merged_py")  # the same from Python
+    assert from_python.results["results"] == results["results"]
+    assert from_python.out == tmp_path / "merged_py" and from_python.tables == {
+        name: (tmp_path / "merged" / f"{name}.md").read_text() for name in from_python.tables
+    }
     assert not (tmp_path / "s0" / "results.json").exists()  # a shard is analysed only merged
 
     capsys.readouterr()
