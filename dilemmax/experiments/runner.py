@@ -260,7 +260,14 @@ def run(
         generate: the model and generation options (a seat's own options over them).
         protocol: text-protocol options under each part's own (``--protocol``).
         out: the run folder; None writes nothing (the results come back only).
-        seed, envs, max_steps, on_call_error, resume, progress, shard: as ``dilemmax play``'s.
+        seed: the run seed (every part's episode keys come from it).
+        envs: environments stepped together.
+        max_steps: stop each episode after this many steps (None: the game's own end).
+        on_call_error: a call that failed after its retries: ``"stop"`` the run (resume later)
+            or play the ``"invalid"`` move.
+        resume: continue the run in ``out``.
+        progress: a progress bar on stderr.
+        shard: ``"i/N"``: play shard i of N of the episodes (:func:`merge` joins them).
         **params: the design's own parameters (its ``Design.params`` fields; the paper's sizes
             by default), e.g. ``replicates=1, episodes=2``.
     """
