@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import string
+from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -34,6 +35,8 @@ from dilemmax.envs.seat_spec import (
     seat_kinds,
 )
 from dilemmax.errors import UsageError
+from dilemmax.experiments import catalogue, registry
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_cli import fake_trained_run
 from dilemmax.scenarios.spec import Scenario, ScenarioSet
@@ -200,19 +203,56 @@ def test_play_seats_every_spelling(env, spellings, capsys, tmp_path):
         assert the_message(spec, env) in cli_error(capsys, argv)
 
 
-def test_scenario_focal_populations_take_every_spelling(env, spellings, capsys, tmp_path):
-    common = ["scenarios", "evaluate", "--game", GAME, "--set", "train", "--episodes", "1",
-              "--references", "none"]  # fmt: skip
+@dataclass(frozen=True)
+class OneEpisode(DesignParams):
+    episodes: int = param(1, "episodes of its one part")
+
+
+def test_experiment_seats_every_spelling(env, spellings, capsys, tmp_path, monkeypatch):
+    """A design of this test's own: one part with agent_1 fixed, agent_0 the user's --seats."""
+
+    def plan(params, run) -> Plan:
+        return Plan([Part("one", env, seats={"agent_1": "teacher"}, episodes=params.episodes)])
+
+    design = Design("moral_hazard/seats", "test", "a seat", OneEpisode, plan, lambda *a: Report({}))
+    entry = catalogue.Entry(design.name, design.section, design.summary, 1)
+    monkeypatch.setattr(registry, "designs", lambda: {design.name: design})
+    monkeypatch.setattr(catalogue, "entries", lambda: {design.name: entry})
     for name, spec in spellings.items():
-        out = tmp_path / f"{name}.json"
+        argv = ["experiment", design.name, "--seats", spec, "--envs", "1", "--no-progress",
+                "--out", str(tmp_path / name)]  # fmt: skip
+        assert main(argv) == 0, spec
+        assert json.loads((tmp_path / name / "results.json").read_text())
+    capsys.readouterr()
+    for spec, _ in BAD:
+        argv = ["experiment", design.name, "--seats", spec, "--no-progress",
+                "--out", str(tmp_path / "bad")]  # fmt: skip
+        assert the_message(spec, env) in cli_error(capsys, argv)
+
+
+def test_scenario_focal_populations_take_every_spelling(env, spellings, capsys, tmp_path):
+    """Every JAX spelling resolves as the focal population of a scenario set; one of them, a
+    model (through the batched harness) and an old-style --run play the set from the CLI."""
+    from dilemmax.scenarios.focal import focal_policy
+    from dilemmax.scenarios.registry import scenario_set
+
+    scenario_env = scenario_set(GAME, "train").build()
+    for spec in jax_seats(spellings).values():
+        assert is_jittable(focal_policy(spec, scenario_env, GAME)), spec
+    common = ["scenarios", "evaluate", "--game", GAME, "--scenario-set", "train",
+              "--episodes", "1", "--references", "none"]  # fmt: skip
+    for spec in (spellings["zoo_greedy"], spellings["openai"]):
+        out = tmp_path / "focal.json"
         assert main([*common, "--focal", spec, "--json", str(out)]) == 0, spec
         assert json.loads(out.read_text())["rows"]
     capsys.readouterr()
     for spec, _ in BAD:
         assert the_message(spec, env) in cli_error(capsys, [*common, "--focal", spec])
     # The flags from before --focal still work (a one-line deprecation after the results).
-    assert main([*common, "--scripted", "teacher"]) == 0
-    assert "--scripted is deprecated; use --focal scripted:teacher" in capsys.readouterr().err
+    run = spellings["trained"].partition(":")[2]
+    assert main([*common, "--run", f"{run},seed=0"]) == 0
+    err = capsys.readouterr().err
+    assert f"deprecated: scenarios evaluate --run is now --focal trained:{run},seed=0" in err
 
 
 def test_scenario_backgrounds_take_every_jax_spelling(env, spellings):
