@@ -14,6 +14,7 @@ equal and the resampled means differ from the mean by an ulp):
 
 - :func:`bootstrap_ci`: percentile bootstrap of a mean (Monte Carlo), as :class:`Interval`;
 - :func:`exact_bootstrap`: the same with every one of the n^n resamples counted (n <= 10);
+- :func:`cluster_share_ci`: shares of labelled items with a bootstrap over their clusters;
 - :func:`t_interval`: the 95% Student t interval of a mean;
 - :func:`wilson_interval` and :func:`clopper_pearson`: a binomial rate's (low, high).
 
@@ -37,6 +38,8 @@ import numpy as np
 NUM_RESAMPLES = 10_000  # bootstrap resamples and Monte Carlo sign flips, unless told otherwise
 EXACT_BOOTSTRAP_MAX = 10  # C(19, 10) = 92,378 multisets; above it the bootstrap is Monte Carlo
 EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
+# Cluster indices :func:`cluster_share_ci` draws per block (int64: 8 MB; its counts the same).
+BOOTSTRAP_BLOCK = 1 << 20
 
 # Two-sided 95% Student t quantiles by degrees of freedom (beyond 30, the normal's 1.96 is
 # within 4% of t's, and the table below stops).
@@ -206,6 +209,56 @@ def exact_bootstrap(values: Sequence[float], confidence: float = 0.95) -> dict[s
         "p_positive": positive,
         "exact": exact,
     }
+
+
+def cluster_share_ci(
+    labelled,
+    clusters: Sequence[str],
+    rng: np.random.Generator,
+    num_resamples: int = NUM_RESAMPLES,
+    confidence: float = 0.95,
+) -> Interval:
+    """The share of True in each column of ``labelled`` (bool[N, L]: L labels of N items), with a
+    percentile bootstrap over the items' ``clusters`` (N names, say the game each item came
+    from): each resample draws the G clusters with replacement and takes hits / items over them,
+    every column on the same draws.
+
+    The draws are the rows of ``rng.integers(0, G, (num_resamples, G))``, made in blocks of at
+    most :data:`BOOTSTRAP_BLOCK` draws, each block's draws turned into how often each cluster was
+    drawn: memory is O(L x G + block), never O(resamples x clusters), and all L labels cost one
+    product. Returns :class:`Interval` of float64[L] (N > 0).
+    """
+    normal_quantile(confidence)  # checks the level
+    labelled = np.asarray(labelled, bool).reshape(len(clusters), -1)
+    names, index = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)
+    sizes = np.bincount(index, minlength=len(names)).astype(np.float64)
+    hits = np.stack(
+        [np.bincount(index, weights=column, minlength=len(names)) for column in labelled.T]
+    )
+    resampled = _resampled_shares(hits, sizes, rng, num_resamples)  # [L, B]
+    # 0.025 itself at 95% (not 0.025000000000000022): the label shares' numbers stay as reported.
+    tail = round((1.0 - confidence) / 2.0, 12)
+    low, high = np.quantile(resampled, [tail, 1.0 - tail], axis=-1)
+    share = labelled.mean(axis=0)
+    # The interval holds its estimate (resampled shares can miss it by an ulp).
+    return Interval(share, np.fmin(low, share), np.fmax(high, share))
+
+
+def _resampled_shares(hits, sizes, rng: np.random.Generator, num_resamples: int) -> np.ndarray:
+    """[L, num_resamples]: each label's hits / items (``hits`` [L, G], ``sizes`` [G]) over
+    resamples of the G clusters, drawn in blocks (see :func:`cluster_share_ci`)."""
+    count = sizes.shape[0]
+    rows = max(1, BOOTSTRAP_BLOCK // count)
+    weights = np.concatenate([hits, sizes[None]]).T  # [G, L + 1]
+    out = np.empty((hits.shape[0], num_resamples))
+    for start in range(0, num_resamples, rows):
+        block = min(rows, num_resamples - start)
+        picks = rng.integers(0, count, size=(block, count))
+        picks += (np.arange(block) * count)[:, None]  # row r's clusters counted in bins r*G + g
+        drawn = np.bincount(picks.ravel(), minlength=block * count).reshape(block, count)
+        totals = drawn.astype(np.float64) @ weights  # [block, L + 1]
+        out[:, start : start + block] = (totals[:, :-1] / totals[:, -1:]).T
+    return out
 
 
 # --------------------------------------------------------------------------- parametric

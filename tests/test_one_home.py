@@ -27,10 +27,6 @@ INT32_HOME = ROOT / "envs" / "option_spec.py"
 INTERVAL_NAME = re.compile(
     r"bootstrap|interval|wilson|clopper|sign_flip|permutation_test|(^|_)cis?$|^t\d\d$"
 )
-# A ratio's share over clusters with its counts (label shares over games), the red team's own
-# estimator; the resampling it does per block is what keeps 100,000 games in memory.
-INTERVAL_EXCEPTIONS = {("redteam/rationale_labels.py", "share_ci"),
-                       ("redteam/rationale_labels.py", "share_cis")}  # fmt: skip
 # The other range vocabularies this project had (OptionSpec's, before Range).
 OLD_RANGE_WORDS = ("exclusive_low", "exclusive_high", "open_low", "open_high")
 
@@ -59,14 +55,12 @@ def interval_functions(path: Path, tree: ast.Module) -> list[str]:
     """The interval / test functions a module defines outside the statistics module."""
     if path == STATISTICS:
         return []
-    rel = str(path.relative_to(ROOT))
     return [
         f"{_where(path, node)} def {node.name}"
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and INTERVAL_NAME.search(node.name.lower())
         and not node.name.endswith("_text")  # what writes one out
-        and (rel, node.name) not in INTERVAL_EXCEPTIONS
     ]
 
 

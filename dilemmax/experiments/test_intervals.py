@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dilemmax import statistics as stats
-from dilemmax.redteam.rationale_labels import share_ci
+from dilemmax.redteam.rationale_labels import share_row
 
 FAST = settings(max_examples=30, deadline=None)
 # Values that sum with rounding error when repeated (0.1, 1/3) as well as exact ones.
@@ -93,7 +93,7 @@ def test_jax_bootstraps_hold_their_mean_at_equal_values():
 @given(st.lists(st.booleans(), min_size=1, max_size=30), st.integers(1, 5))
 def test_share_intervals_hold_the_share(labelled, games):
     names = [f"g{i % games}" for i in range(len(labelled))]
-    ci = share_ci(np.asarray(labelled), names, np.random.default_rng(0), 200)
+    ci = share_row(np.asarray(labelled), names, np.random.default_rng(0), 200)
     assert holds(ci["low"], ci["share"], ci["high"])
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from dilemmax.llm.client import ChatRequest, Client
 from dilemmax.llm.transcript import read_lines
-from dilemmax.redteam.rationale_labels import GROUPINGS, Trace, share_ci
+from dilemmax.redteam.rationale_labels import GROUPINGS, Trace, share_row
 from dilemmax.redteam.rationale_lexicon import text_of
 
 # Judge label -> the lexical label it is compared with.
@@ -142,7 +142,7 @@ def judge_report(
         report["shares"][name] = {}
         for rule, rows in sorted(by_rule.items()):
             mine = [i for i in rows if i in readable]
-            report["shares"][name][rule] = share_ci(
+            report["shares"][name][rule] = share_row(
                 [bool(verdicts[i][name]) for i in mine],
                 [traces[i].game for i in mine],
                 rng,

@@ -28,10 +28,11 @@ a run header (``{"type": "run", ...}``, what every dilemmax transcript starts wi
 transcript and is refused (UsageError), so a wrong file is never reported as "no rationales".
 
 Memory: the transcript is read line by line, and what is kept is what is present: the labelled
-traces (each its rationale's text and a few fields) and one outcome per game. The bootstrap draws
-its resamples in blocks of at most :data:`BOOTSTRAP_BLOCK` game indices (or one resample, when a
-group has more games than that), so its arrays never grow with resamples x games: labelling
-100,000 games takes about the traces' own size plus ~50 MB, whatever ``--resamples`` is.
+traces (each its rationale's text and a few fields) and one outcome per game. The bootstrap
+(:func:`dilemmax.statistics.cluster_share_ci`) draws its resamples in blocks of at most
+``BOOTSTRAP_BLOCK`` game indices (or one resample, when a group has more games than that), so
+its arrays never grow with resamples x games: labelling 100,000 games takes about the traces'
+own size plus ~50 MB, whatever ``--resamples`` is.
 """
 
 from __future__ import annotations
@@ -53,12 +54,10 @@ from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
 from dilemmax.redteam.figures import write_table
 from dilemmax.redteam.rationale_lexicon import LABELS, label_rationale, text_of
-from dilemmax.statistics import NUM_RESAMPLES
+from dilemmax.statistics import NUM_RESAMPLES, cluster_share_ci
 
 TRANSCRIPT = "transcript.jsonl"
 UNKNOWN = "?"
-# Game indices drawn per bootstrap block (int64: 8 MB; the block's counts and weights the same).
-BOOTSTRAP_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -298,72 +297,42 @@ def _trace(row, population, protocol, clauses) -> Trace | None:
 
 
 # ---------------------------------------------------------------------------- shares
-def share_ci(
+def share_row(
     labelled: np.ndarray,
     games: Sequence[str],
     rng: np.random.Generator,
     num_resamples: int = NUM_RESAMPLES,
 ) -> dict:
-    """Share of ``labelled`` (bool[N]) with a 95% percentile bootstrap CI over games.
-
-    Each resample draws games with replacement and takes labelled traces / traces over them.
-    """
-    return share_cis(np.asarray(labelled, bool)[:, None], games, rng, num_resamples)[0]
+    """Share of ``labelled`` (bool[N]) with a 95% percentile bootstrap CI over games, as a report
+    row (:func:`dilemmax.statistics.cluster_share_ci`)."""
+    return share_rows(np.asarray(labelled, bool)[:, None], games, rng, num_resamples)[0]
 
 
-def share_cis(
+def share_rows(
     labelled: np.ndarray,
     games: Sequence[str],
     rng: np.random.Generator,
     num_resamples: int = NUM_RESAMPLES,
 ) -> list[dict]:
-    """:func:`share_ci` of each column of ``labelled`` (bool[N, L]: L labels of N traces), every
+    """:func:`share_row` of each column of ``labelled`` (bool[N, L]: L labels of N traces), every
     column on the same resamples of the games (one set of draws serves all L labels)."""
     labelled = np.asarray(labelled, bool).reshape(len(games), -1)
     if labelled.shape[0] == 0:
         empty = {"share": None, "low": None, "high": None, "count": 0, "traces": 0, "games": 0}
         return [dict(empty) for _ in range(labelled.shape[1])]
-    names, index = np.unique(np.asarray(games, dtype=object).astype(str), return_inverse=True)
-    sizes = np.bincount(index, minlength=len(names)).astype(np.float64)
-    hits = np.stack(
-        [np.bincount(index, weights=column, minlength=len(names)) for column in labelled.T]
-    )
-    resampled = _resampled_shares(hits, sizes, rng, num_resamples)
-    out = []
-    for column, shares in zip(labelled.T, resampled, strict=True):
-        low, high = np.quantile(shares, [0.025, 0.975])
-        share = float(column.mean())
-        out.append(
-            {  # the interval holds its estimate (resampled shares can miss it by an ulp)
-                "share": share,
-                "low": min(float(low), share),
-                "high": max(float(high), share),
-                "count": int(column.sum()),
-                "traces": int(column.size),
-                "games": int(len(names)),
-            }
-        )
-    return out
-
-
-def _resampled_shares(hits, sizes, rng: np.random.Generator, num_resamples: int) -> np.ndarray:
-    """[L, num_resamples]: each label's hits / traces (``hits`` [L, G], ``sizes`` [G]) over
-    ``num_resamples`` resamples of the G games drawn with replacement (the rows of
-    ``rng.integers(0, G, (num_resamples, G))``), made in blocks of at most
-    :data:`BOOTSTRAP_BLOCK` draws: memory is O(L x G + block), never O(resamples x games). A
-    block's draws become how often each game was drawn, so all L labels cost one product."""
-    count = sizes.shape[0]
-    rows = max(1, BOOTSTRAP_BLOCK // count)
-    weights = np.concatenate([hits, sizes[None]]).T  # [G, L + 1]
-    out = np.empty((hits.shape[0], num_resamples))
-    for start in range(0, num_resamples, rows):
-        block = min(rows, num_resamples - start)
-        picks = rng.integers(0, count, size=(block, count))
-        picks += (np.arange(block) * count)[:, None]  # row r's games counted in bins r*G + g
-        drawn = np.bincount(picks.ravel(), minlength=block * count).reshape(block, count)
-        totals = drawn.astype(np.float64) @ weights  # [block, L + 1]
-        out[:, start : start + block] = (totals[:, :-1] / totals[:, -1:]).T
-    return out
+    ci = cluster_share_ci(labelled, games, rng, num_resamples)
+    num_games = len(set(map(str, games)))
+    return [
+        {
+            "share": float(ci.mean[j]),
+            "low": float(ci.low[j]),
+            "high": float(ci.high[j]),
+            "count": int(column.sum()),
+            "traces": int(column.size),
+            "games": num_games,
+        }
+        for j, column in enumerate(labelled.T)
+    ]
 
 
 def _groups(traces: Sequence[Trace], key) -> dict[str, list[Trace]]:
@@ -392,7 +361,7 @@ def _label_shares(group: Sequence[Trace], labels, rng, num_resamples, seen=None)
         return {label: dict(entry) for label, entry in seen[identity].items()}
     games = [t.game for t in group]
     labelled = np.asarray([[t.labels.get(label, False) for label in labels] for t in group], bool)
-    shares = dict(zip(labels, share_cis(labelled, games, rng, num_resamples), strict=True))
+    shares = dict(zip(labels, share_rows(labelled, games, rng, num_resamples), strict=True))
     if seen is not None:
         seen[identity] = shares
     return {label: dict(entry) for label, entry in shares.items()}
@@ -407,7 +376,7 @@ def rule_inference(traces: Sequence[Trace], rng, num_resamples=NUM_RESAMPLES) ->
         rows = {}
         for name, group in _groups(after, GROUPINGS[grouping]).items():
             inferring = [t.labels.get("rule_inference", False) for t in group]
-            entry = share_ci(inferring, [t.game for t in group], rng, num_resamples)
+            entry = share_row(inferring, [t.game for t in group], rng, num_resamples)
             entry["games_inferring"] = len({t.game for t in group if t.labels["rule_inference"]})
             rows[name] = entry
         out[grouping] = rows

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from test_cli_errors import _fails_cleanly
 
+from dilemmax import statistics
 from dilemmax.cli import main
 from dilemmax.redteam import rationale_labels as RL
 
@@ -70,16 +71,16 @@ def test_reading_keeps_the_rationales_not_the_file(tmp_path):
 def test_the_bootstrap_peak_does_not_grow_with_resamples_times_games(monkeypatch):
     """With a block of 2^15 draws, 2,000 resamples of 3,000 games (48 MB as one dense array of
     draws) peak at what 100 resamples do; the result is that of the dense draws."""
-    monkeypatch.setattr(RL, "BOOTSTRAP_BLOCK", 1 << 15)
+    monkeypatch.setattr(statistics, "BOOTSTRAP_BLOCK", 1 << 15)
     games = [f"g{i % 3000}" for i in range(6000)]
     labelled = np.random.default_rng(0).random((6000, 5)) < 0.3
 
     def run(resamples):
-        return lambda: RL.share_cis(labelled, games, np.random.default_rng(1), resamples)
+        return lambda: RL.share_rows(labelled, games, np.random.default_rng(1), resamples)
 
     few, many = _peak(run(100)), _peak(run(2000))
     assert many < 1.5 * few and many < 2000 * 3000 * 8 / 8, (few, many)
-    got = RL.share_cis(labelled[:, :1], games, np.random.default_rng(1), 300)[0]
+    got = RL.share_rows(labelled[:, :1], games, np.random.default_rng(1), 300)[0]
     names, index = np.unique(games, return_inverse=True)
     hits = np.bincount(index, weights=labelled[:, 0])
     sizes = np.bincount(index).astype(float)
@@ -94,8 +95,8 @@ def test_groupings_of_the_very_same_traces_share_one_bootstrap(tmp_path, monkeyp
     same traces, drawn once (the 100,000-game transcript paid for each grouping)."""
     traces = RL.read_traces(_transcript(tmp_path / "transcript.jsonl", 40))
     calls = []
-    share_cis = RL.share_cis
-    monkeypatch.setattr(RL, "share_cis", lambda *a: calls.append(1) or share_cis(*a))
+    share_rows = RL.share_rows
+    monkeypatch.setattr(RL, "share_rows", lambda *a: calls.append(1) or share_rows(*a))
     shares = RL.rationale_report(traces, 0, 200)["shares"]
     assert (
         shares["rule"]["RP"] == shares["population/rule"]["m/RP"] == shares["arm/rule"]["main/RP"]
