@@ -34,6 +34,7 @@ from dilemmax.envs.consequence.constants import RULE_NAMES
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.registry import make
+from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import build_seat
@@ -59,13 +60,13 @@ from dilemmax.redteam.statistics import Population
 from dilemmax.runlock import RunLock
 from dilemmax.statistics import NUM_RESAMPLES
 
-MODEL_KINDS = ("openai:", "hf:")
 ENDGAMES = ("all", "rule")
 
 
 def is_model(policy: str) -> bool:
-    """Whether ``policy`` names a language model (played through batched play)."""
-    return policy.startswith(MODEL_KINDS)
+    """Whether ``policy`` names a language model (played through batched play): a seat of a
+    model kind (``openai:``, ``inspect:``, ``hf:``; :mod:`dilemmax.envs.seat_spec`)."""
+    return is_model_seat(policy)
 
 
 def game(rounds: int = 3, endgame: str = "all"):

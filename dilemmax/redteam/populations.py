@@ -3,7 +3,9 @@
 A policy spec is a scripted policy name of the consequence env (``random``, ``fair_share``,
 ``threshold_aware``, ``starve_then_cover``, ``all_zero``, ``cooperative_tremble``), ``reference``
 or ``reference@EPS`` (the cooperative-refinement reference seated in the arena, with
-contribution trembles EPS), or a trained run folder / checkpoint (``TrainedPolicy.load``).
+contribution trembles EPS), a trained run folder / checkpoint (``TrainedPolicy.load``), or any
+seat spec that plays inside JAX (``scripted:<name>``, ``trained:<run>[,seed=k][,greedy]``,
+``zoo:consequence/<population>``; :mod:`dilemmax.envs.seat_spec`).
 
 Language-model populations are played by :func:`llm_population` through the batched play
 harness (:class:`dilemmax.llm.play.BatchedPlay`): the model sits in every seat (self-play, as in
@@ -27,6 +29,7 @@ from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_grid, context_table, cross_rules
 from dilemmax.envs.rollout import run_episodes
+from dilemmax.envs.seat_spec import parse_seat, resolve_seat
 from dilemmax.llm.play import BatchedPlay
 from dilemmax.redteam import reference as ref
 from dilemmax.redteam.ablations import configs_for
@@ -81,6 +84,8 @@ def resolve_policy(spec: str, env=None):
         endgame = env.endgame if env is not None else "all"
         return reference_policy_for(eps, num_rounds=rounds, endgame=endgame)
     env = env or dilemmax.make("consequence")
+    if not parse_seat(spec).shorthand:  # kind:target, the seat grammar of every command
+        return resolve_seat(spec, env, where="red-teaming populations")
     scripted = env.scripted_policies()
     if spec in scripted:
         return scripted[spec]
