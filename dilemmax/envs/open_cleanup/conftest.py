@@ -9,7 +9,7 @@ import pytest
 from dilemmax.envs import pools
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
-from dilemmax.envs.open_cleanup.types import Rule
+from dilemmax.envs.open_cleanup.types import OpenCleanupRule
 
 SMALL = {"num_layouts": 16, "num_rules": 500}
 
@@ -29,7 +29,7 @@ def jit_step(env):
     return _JITTED[id(env)]
 
 
-def make_rule(**pairs) -> Rule:
+def make_rule(**pairs) -> OpenCleanupRule:
     """A rule with some effects pinned, e.g. ``make_rule(dark=(2, 0), mid=(2, 3), hue2=(3, 1))``;
     the other effects take the lowest unused pairs."""
     chosen = {}
@@ -40,7 +40,7 @@ def make_rule(**pairs) -> Rule:
     free = iter(p for p in range(C.NUM_PAIRS) if p not in chosen.values())
     effect_pairs = [chosen.get(e) for e in range(C.NUM_EFFECTS)]
     effect_pairs = [p if p is not None else next(free) for p in effect_pairs]
-    return Rule(effect_pairs=jnp.asarray(effect_pairs, jnp.int32))
+    return OpenCleanupRule(effect_pairs=jnp.asarray(effect_pairs, jnp.int32))
 
 
 def hand_state(env, rule=None, grid=None, positions=None, orientations=None, window=None, **kw):

@@ -35,7 +35,7 @@ import numpy as np
 
 from dilemmax.envs import pools
 from dilemmax.envs.open_cleanup import constants as C
-from dilemmax.envs.open_cleanup.types import Layout, OpenCleanupConfig, Rule
+from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupLayout, OpenCleanupRule
 
 _BIG = 10_000
 _DELTAS = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]], np.int32)  # grid.py orientation order
@@ -242,7 +242,7 @@ def _mask_of(cells: jax.Array, height: int, width: int) -> jax.Array:
 
 
 def try_layout(key: jax.Array, height: int = C.GRID_HEIGHT, width: int = C.GRID_WIDTH):
-    """One layout attempt -> (:class:`Layout`, bool[] ok). Jittable and vmappable."""
+    """One layout attempt -> (:class:`OpenCleanupLayout`, bool[] ok). Jittable and vmappable."""
     k_river, k_stream, k_orchard, k_stations, k_spawns = jax.random.split(key, 5)
     river, ok_river = _river(k_river, height, width)
     river_mask = _mask_of(river, height, width)
@@ -264,7 +264,7 @@ def try_layout(key: jax.Array, height: int = C.GRID_HEIGHT, width: int = C.GRID_
         free & near(dist_river) & near(dist_orchard), C.NUM_SPAWNS, k_spawns
     )
     orchard, _ = _cells_of(orchard_mask, C.NUM_ORCHARD, jax.random.fold_in(k_orchard, 1))
-    layout = Layout(
+    layout = OpenCleanupLayout(
         river=river,
         stream=stream,
         orchard=orchard,
@@ -303,7 +303,7 @@ def sample_rule(
     recipe_length: int = C.RECIPE_LENGTH,
     num_tools: int = C.NUM_TOOLS,
     num_hues: int = C.NUM_HUES,
-) -> Rule:
+) -> OpenCleanupRule:
     """A rule uniform over the injective maps of the effects in play into the recipes.
 
     The paper's game (defaults): P(16, 7) maps of the 7 effects into the 16 ordered pairs of the
@@ -321,10 +321,10 @@ def sample_rule(
         pairs = first * C.NUM_TOOLS + second
     hue_clears = jnp.full((C.NUM_HUES,), C.NUM_PAIRS, jnp.int32).at[:num_hues].set(pairs[:num_hues])
     effect_pairs = jnp.concatenate([hue_clears, pairs[num_hues:]])
-    return Rule(effect_pairs=effect_pairs.astype(jnp.int32))
+    return OpenCleanupRule(effect_pairs=effect_pairs.astype(jnp.int32))
 
 
-def pair_effects(rule: Rule, recipe_length: int = C.RECIPE_LENGTH) -> jax.Array:
+def pair_effects(rule: OpenCleanupRule, recipe_length: int = C.RECIPE_LENGTH) -> jax.Array:
     """int32[16]: the effect of each pick-up pair, ``NO_EFFECT`` (7) for the idle pairs.
 
     With ``recipe_length`` 1 the effect of a (full) window depends on its last pick-up only: the
@@ -399,7 +399,7 @@ def build_rule_pool(
         return pool
     rows = np.asarray(pool.items.effect_pairs)
     _, first = np.unique(rows, axis=0, return_index=True)
-    return pools.Pool(Rule(effect_pairs=jnp.asarray(rows[np.sort(first)])))
+    return pools.Pool(OpenCleanupRule(effect_pairs=jnp.asarray(rows[np.sort(first)])))
 
 
 def select_split(pool, split: str, train_fraction: float = C.TRAIN_FRACTION):
@@ -426,7 +426,7 @@ def waste_codes(key: jax.Array, dominant_hue: jax.Array, skew: jax.Array, shape=
     return (C.WASTE_BASE + kind).astype(jnp.uint8)
 
 
-def initial_grid(layout: Layout, waste: jax.Array, height: int, width: int) -> jax.Array:
+def initial_grid(layout: OpenCleanupLayout, waste: jax.Array, height: int, width: int) -> jax.Array:
     """uint8[H, W]: the map at a trial start; ``waste`` is uint8[26], the polluted cells' codes."""
     grid = jnp.full((height, width), C.GROUND, jnp.uint8)
     polluted = layout.river[: C.NUM_POLLUTED_START]
@@ -441,8 +441,8 @@ def initial_grid(layout: Layout, waste: jax.Array, height: int, width: int) -> j
 
 def make_config(
     key: jax.Array,
-    layout: Layout,
-    rule: Rule,
+    layout: OpenCleanupLayout,
+    rule: OpenCleanupRule,
     height: int = C.GRID_HEIGHT,
     width: int = C.GRID_WIDTH,
     p_spawn: float = C.P_SPAWN,

@@ -100,7 +100,7 @@ class TrialStats:
 
 
 @dataclass
-class CleanupSighting(Sighting):
+class OpenCleanupSighting(Sighting):
     """What the agent saw of one other agent this trial, with what it saw that agent's beam do."""
 
     fired: int = 0  # shots seen fired
@@ -112,10 +112,10 @@ class CleanupSighting(Sighting):
 
 
 @dataclass
-class CleanupMemory(AgentMemory[CleanupSighting]):
+class OpenCleanupMemory(AgentMemory[OpenCleanupSighting]):
     """Per-agent memory for one OpenCleanup episode: the shared parts and the game's records."""
 
-    sighting_type: ClassVar[type[Sighting]] = CleanupSighting
+    sighting_type: ClassVar[type[Sighting]] = OpenCleanupSighting
 
     ledger: ShotLedger = field(default_factory=ShotLedger)  # episode-long
     seen: MapSeen = field(default_factory=MapSeen)  # episode-long
@@ -126,7 +126,7 @@ class CleanupMemory(AgentMemory[CleanupSighting]):
 
 
 # ----------------------------------------------------------------------------- text
-def effect_phrases(s: CleanupSighting) -> list[str]:
+def effect_phrases(s: OpenCleanupSighting) -> list[str]:
     """What the agent saw another agent's beam do, effect by effect."""
     phrases = []
     for (before, after), count in sorted(s.effects.items()):

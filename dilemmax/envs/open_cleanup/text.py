@@ -28,8 +28,8 @@ import numpy as np
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import view_text as V
 from dilemmax.envs.open_cleanup.ledger import (
-    CleanupMemory,
-    CleanupSighting,
+    OpenCleanupMemory,
+    OpenCleanupSighting,
     effect_phrases,
     own_beam_after,
     pair_text,
@@ -53,7 +53,7 @@ _EXTRA_NAMES = {
 _MOVES = (C.NORTH_ACTION, C.SOUTH_ACTION, C.EAST_ACTION, C.WEST_ACTION)
 
 
-class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
+class OpenCleanupText(OSJProtocol[OpenCleanupMemory, V.Snapshot]):
     """The OpenSocialJax protocol for one OpenCleanup env (see the module docstring).
 
     Args:
@@ -65,7 +65,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
     """
 
     package = "dilemmax.envs.open_cleanup"
-    memory_type = CleanupMemory
+    memory_type = OpenCleanupMemory
     modes = MODES
     goal_types = GOAL_TYPES
     stay = C.STAY_ACTION
@@ -79,8 +79,8 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
     def legal_mask(self, state) -> np.ndarray:
         return V.legal_mask(state, self.env.num_agents, self.env.num_actions)
 
-    def snapshot(self, state) -> V.Snap:
-        return V.Snap(state, self.legal_mask(state))
+    def snapshot(self, state) -> V.Snapshot:
+        return V.Snapshot(state, self.legal_mask(state))
 
     def system_values(self, agent: str) -> dict:
         """Item 2.10 (the zap) when the env has the zap option."""
@@ -98,25 +98,25 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         )
 
     # ------------------------------------------------------------------ blocks of a turn
-    def progress(self, s: V.Snap, i: int) -> str:
+    def progress(self, s: V.Snapshot, i: int) -> str:
         return V.progress(s, i, self.env.num_trials, self.env.trial_steps)
 
-    def rules_block(self, memory: CleanupMemory) -> str:
+    def rules_block(self, memory: OpenCleanupMemory) -> str:
         return memory.ledger.block()
 
     def revealed_block(self, state) -> str:
         return revealed_recipes(np.asarray(state.config.pair_effect))
 
-    def look(self, memory: CleanupMemory, s: V.Snap, i: int) -> None:
+    def look(self, memory: OpenCleanupMemory, s: V.Snapshot, i: int) -> None:
         V.look(memory.seen, s, i)
 
-    def now_block(self, s: V.Snap, i: int, memory: CleanupMemory | None) -> str:
+    def now_block(self, s: V.Snapshot, i: int, memory: OpenCleanupMemory | None) -> str:
         return V.now_block(s, i, None if memory is None else memory.seen)
 
-    def action_lines(self, s: V.Snap, i: int) -> list[str]:
+    def action_lines(self, s: V.Snapshot, i: int) -> list[str]:
         return V.action_lines(s, i, self.names)
 
-    def sighting_now(self, j: int, sighting: CleanupSighting) -> str:
+    def sighting_now(self, j: int, sighting: OpenCleanupSighting) -> str:
         text = f"seen {sighting.seen} times this trial"
         if sighting.fired:
             effects = effect_phrases(sighting)
@@ -124,15 +124,15 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
             text += (": " + "; ".join(effects)) if effects else ""
         return text
 
-    def others_footer(self, memory: CleanupMemory) -> list[str]:
+    def others_footer(self, memory: OpenCleanupMemory) -> list[str]:
         cleared = memory.stats.cleared_by_others
         return [f"River cells cleared in your view but not by you this trial: {cleared}."]
 
     # ------------------------------------------------------------------ trial end
-    def trial_summary(self, memory: CleanupMemory, number: int) -> str:
+    def trial_summary(self, memory: OpenCleanupMemory, number: int) -> str:
         return trial_summary(memory.stats, number)
 
-    def sighting_summary(self, j: int, sighting: CleanupSighting) -> str:
+    def sighting_summary(self, j: int, sighting: OpenCleanupSighting) -> str:
         text = f"{agent_letter(j)} seen {sighting.seen} steps"
         if sighting.fired:
             text += f", you saw it fire {sighting.fired} time(s)"
@@ -141,13 +141,13 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
                 text += ": " + "; ".join(effects)
         return text
 
-    def others_summary_end(self, memory: CleanupMemory) -> str:
+    def others_summary_end(self, memory: OpenCleanupMemory) -> str:
         return (
             f"; {memory.stats.cleared_by_others} river cells in your view were cleared by others."
         )
 
     # ------------------------------------------------------------------ memory updates
-    def record(self, memory: CleanupMemory, i, state, actions, info, next_state) -> None:
+    def record(self, memory: OpenCleanupMemory, i, state, actions, info, next_state) -> None:
         step = int(state.trial_step)
         pos = np.asarray(state.positions)
         facings = np.asarray(state.orientations)
@@ -157,12 +157,12 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         # A river cell cleared this step counts once for the others, and not if i cleared it too.
         counted = _cleared_cells(info, i, pair_effect) if bool(info["fired"][i]) else set()
 
-        def saw(j: int, sighting: CleanupSighting, cell) -> None:
+        def saw(j: int, sighting: OpenCleanupSighting, cell) -> None:
             self._saw_shot(memory, j, sighting, info, before_view, pair_effect, counted)
 
         self.track_others(memory, i, step, pos, facings, before_view, saw)
 
-    def _record_own(self, memory: CleanupMemory, i, step, state, actions, next_state, info):
+    def _record_own(self, memory: OpenCleanupMemory, i, step, state, actions, next_state, info):
         stats = memory.stats
         done = bool(info["trial_done"])
         before = tuple(int(v) for v in np.asarray(state.positions)[i])
@@ -198,7 +198,7 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
         memory.recent.append(f"t{step} {short}" + (f" -> {after}" if before != after else ""))
 
     @staticmethod
-    def _record_shot(memory: CleanupMemory, i: int, info, pair_effect) -> str:
+    def _record_shot(memory: OpenCleanupMemory, i: int, info, pair_effect) -> str:
         """The agent's own shot: into the ledger (with a full window) and LAST STEP. Both say
         what this agent's beam did (:func:`own_beam_after`), not what the cells became after
         every shot of the step."""
@@ -222,7 +222,13 @@ class OpenCleanupText(OSJProtocol[CleanupMemory, V.Snap]):
 
     @staticmethod
     def _saw_shot(
-        memory: CleanupMemory, j: int, sighting: CleanupSighting, info, view, pair_effect, counted
+        memory: OpenCleanupMemory,
+        j: int,
+        sighting: OpenCleanupSighting,
+        info,
+        view,
+        pair_effect,
+        counted,
     ) -> None:
         """What the agent saw agent ``j``'s own beam do, inside its own view (a cell two beams
         hit in one step is credited to the beam whose effect changed it)."""

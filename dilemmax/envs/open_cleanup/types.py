@@ -11,7 +11,7 @@ from flax import struct
 
 
 @struct.dataclass
-class Layout:
+class OpenCleanupLayout:
     """One map of the layout pool (cells as ``(row, col)``).
 
     Attributes:
@@ -33,7 +33,7 @@ class Layout:
 
 
 @struct.dataclass
-class Rule:
+class OpenCleanupRule:
     """The hidden recipes: which ordered pick-up pair makes which working tool.
 
     Attributes:
@@ -50,8 +50,8 @@ class OpenCleanupConfig:
     """The latent configuration of an episode (fixed for its 5 trials).
 
     Attributes:
-        layout: the :class:`Layout`.
-        rule: the :class:`Rule`.
+        layout: the :class:`OpenCleanupLayout`.
+        rule: the :class:`OpenCleanupRule`.
         pair_effect: int32[16], the effect of each pick-up pair (7 = no effect); derived from
             ``rule`` and kept so a shot is one lookup.
         dominant_hue: int32[], the episode's waste hue (0..4).
@@ -66,8 +66,8 @@ class OpenCleanupConfig:
         spawn_start: int32[], first trial step at which waste may reappear.
     """
 
-    layout: Layout
-    rule: Rule
+    layout: OpenCleanupLayout
+    rule: OpenCleanupRule
     pair_effect: jax.Array
     dominant_hue: jax.Array
     initial_grid: jax.Array

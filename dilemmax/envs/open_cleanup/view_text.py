@@ -4,7 +4,7 @@ These are the parts of a turn that read the state, not the agent's memory (excep
 river and orchard it has seen, which NOW lists): its place, facing, hand and window, what is in
 its 11 x 11 view, the view drawn north-up, the legal actions (a shot lists the cells its beam
 would cover) and its last shot. All numpy, on one unbatched state read once into a
-:class:`Snap`.
+:class:`Snapshot`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dilemmax.envs.open_cleanup.rendering import cell_token, is_waste, waste_nam
 from dilemmax.envs.osj.view import FACING_NAMES, agent_letter, beam_cells, view_cells, view_map
 
 
-class Snap:
+class Snapshot:
     """The numpy values of one (unbatched) state that a turn reads, read once."""
 
     def __init__(self, state, legal: np.ndarray):
@@ -50,7 +50,7 @@ def legal_mask(state, num_agents: int, num_actions: int) -> np.ndarray:
     return legal
 
 
-def progress(s: Snap, i: int, num_trials: int, trial_steps: int) -> str:
+def progress(s: Snapshot, i: int, num_trials: int, trial_steps: int) -> str:
     return (
         f"Trial {s.trial + 1} of {num_trials}, step {s.step} of "
         f"{trial_steps}. This trial: you cleared {int(s.trial_cleared[i])} waste "
@@ -58,7 +58,7 @@ def progress(s: Snap, i: int, num_trials: int, trial_steps: int) -> str:
     )
 
 
-def look(seen: MapSeen, s: Snap, i: int) -> None:
+def look(seen: MapSeen, s: Snapshot, i: int) -> None:
     """Adds what is in view now to the stations / river / orchard seen (same every trial)."""
     for r, c in view_cells(s.pos[i], s.dir[i], s.shape):
         code = int(s.grid[r, c])
@@ -71,7 +71,7 @@ def look(seen: MapSeen, s: Snap, i: int) -> None:
 
 
 # ----------------------------------------------------------------------------- NOW
-def now_block(s: Snap, i: int, seen: MapSeen | None) -> str:
+def now_block(s: Snapshot, i: int, seen: MapSeen | None) -> str:
     r, c = (int(v) for v in s.pos[i])
     window = [int(v) for v in s.window[i] if v >= 0]
     hand = (
@@ -112,7 +112,7 @@ def _window_line(window: list[int]) -> str:
     return head + f"[{window[0]}, {window[1]}]; your next pick-up x makes it [{window[1]}, x]."
 
 
-def _in_view(s: Snap, i: int) -> str:
+def _in_view(s: Snapshot, i: int) -> str:
     cells = view_cells(s.pos[i], s.dir[i], s.shape)
     counts = collections.Counter()
     hue_shades = collections.Counter()
@@ -186,7 +186,7 @@ def _seen_lines(seen: MapSeen) -> list[str]:
     return lines
 
 
-def _view(s: Snap, i: int) -> str:
+def _view(s: Snapshot, i: int) -> str:
     def token(r: int, c: int) -> str:
         return cell_token(int(s.grid[r, c]))
 
@@ -194,7 +194,7 @@ def _view(s: Snap, i: int) -> str:
 
 
 # ----------------------------------------------------------------------------- actions, shots
-def action_lines(s: Snap, i: int, names) -> list[str]:
+def action_lines(s: Snapshot, i: int, names) -> list[str]:
     height, width = s.shape
     lines = []
     for action, name in enumerate(names):

@@ -19,14 +19,14 @@ import pytest
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import generator
 from dilemmax.envs.open_harvest.env import OpenHarvestEnv
-from dilemmax.envs.open_harvest.types import HarvestLayout, HarvestRule
+from dilemmax.envs.open_harvest.types import OpenHarvestLayout, OpenHarvestRule
 
 DIAMOND_CENTRES = ((2, 3), (2, 11), (2, 19), (9, 3))
 TRIANGLE_TIPS = ((7, 10), (7, 16))
 SPAWN_ROW = 15
 
 
-def hand_layout() -> HarvestLayout:
+def hand_layout() -> OpenHarvestLayout:
     trees = []
     for r, q in DIAMOND_CENTRES:
         trees += [(r + dr, q + dq) for dr, dq in generator.SHAPES[13]]
@@ -34,7 +34,7 @@ def hand_layout() -> HarvestLayout:
         trees += [(r + dr, q + dq) for dr, dq in generator.SHAPES[6]]
     trees = jnp.asarray(np.array(trees, np.int32))
     spawn_cols = np.arange(c.NUM_SPAWNS, dtype=np.int32) + c.SPAWN_FIRST_COL
-    return HarvestLayout(
+    return OpenHarvestLayout(
         tree_positions=trees,
         tree_patch=jnp.asarray(np.repeat(np.arange(c.NUM_PATCHES), c.PATCH_SIZES), jnp.int32),
         neighbours=generator.neighbour_table(trees),
@@ -49,7 +49,7 @@ def hand_layout() -> HarvestLayout:
 def hand_config(
     pay_perm=(0, 1, 2, 3, 4), regrowth_perm=(5, 4, 3, 2, 1), colours=(0, 1, 2, 3, 4, 0)
 ):
-    rule = HarvestRule(
+    rule = OpenHarvestRule(
         pay_perm=jnp.asarray(pay_perm, jnp.int32),
         regrowth_perm=jnp.asarray(regrowth_perm, jnp.int32),
     )

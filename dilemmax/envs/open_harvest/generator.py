@@ -23,7 +23,7 @@ import numpy as np
 
 from dilemmax.envs import pools
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest.types import HarvestLayout, HarvestRule, OpenHarvestConfig
+from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestLayout, OpenHarvestRule
 
 # ---------------------------------------------------------------- patch shapes
 
@@ -193,7 +193,7 @@ def tree_index_grid(tree_positions: jax.Array) -> jax.Array:
     return grid.at[tree_positions[:, 0], tree_positions[:, 1]].set(idx)
 
 
-def generate_layout(key: jax.Array) -> HarvestLayout:
+def generate_layout(key: jax.Array) -> OpenHarvestLayout:
     """A random layout (jittable; retries placement until every patch fits).
 
     Raises nothing inside JAX: after ``MAX_LAYOUT_ATTEMPTS`` failures the last attempt is kept;
@@ -220,7 +220,7 @@ def generate_layout(key: jax.Array) -> HarvestLayout:
     spawn_cols = jnp.arange(c.NUM_SPAWNS, dtype=jnp.int32) + c.SPAWN_FIRST_COL
     spawn_points = jnp.stack([jnp.full_like(spawn_cols, spawn_row), spawn_cols], axis=-1)
     tree_patch = jnp.asarray(np.repeat(np.arange(c.NUM_PATCHES), c.PATCH_SIZES), jnp.int32)
-    return HarvestLayout(
+    return OpenHarvestLayout(
         tree_positions=trees,
         tree_patch=tree_patch,
         neighbours=neighbour_table(trees),
@@ -246,7 +246,7 @@ def validate_stage_orders(stage_orders: int) -> None:
 
 def generate_rule(
     key: jax.Array, stage_orders: int = c.DEFAULT_STAGE_ORDERS, shared_pay_order: bool = False
-) -> HarvestRule:
+) -> OpenHarvestRule:
     """Per colour, independent uniform rows of ``STAGE_PERMUTATIONS`` for pay and regrowth.
 
     ``stage_orders`` k < 6 (a curriculum option) draws the rows from the first k of
@@ -263,7 +263,7 @@ def generate_rule(
     if stage_orders < c.DEFAULT_STAGE_ORDERS:  # the paper's draws (and pools) stay unchanged
         allowed = jnp.asarray(c.STAGE_ORDER_PREFERENCE[:stage_orders], jnp.int32)
         pay, regrowth = allowed[pay], allowed[regrowth]
-    return HarvestRule(pay_perm=pay, regrowth_perm=regrowth)
+    return OpenHarvestRule(pay_perm=pay, regrowth_perm=regrowth)
 
 
 def rule_space_size(
@@ -276,7 +276,7 @@ def rule_space_size(
     return int(stage_orders) ** (pay_rows + c.NUM_COLOURS)
 
 
-def rule_index(rule: HarvestRule) -> jax.Array:
+def rule_index(rule: OpenHarvestRule) -> jax.Array:
     """int32[]: a rule's position in the rule space (mixed radix over its 10 permutation rows)."""
     digits = jnp.concatenate([rule.pay_perm, rule.regrowth_perm])
     radix = c.STAGE_PERMUTATIONS.shape[0]
@@ -284,12 +284,12 @@ def rule_index(rule: HarvestRule) -> jax.Array:
     return jnp.sum(digits * weights).astype(jnp.int32)
 
 
-def rule_from_index(index) -> HarvestRule:
+def rule_from_index(index) -> OpenHarvestRule:
     """Inverse of :func:`rule_index`."""
     radix = c.STAGE_PERMUTATIONS.shape[0]
     weights = jnp.asarray(radix ** np.arange(2 * c.NUM_COLOURS), jnp.int32)
     digits = (jnp.asarray(index, jnp.int32) // weights) % radix
-    return HarvestRule(pay_perm=digits[: c.NUM_COLOURS], regrowth_perm=digits[c.NUM_COLOURS :])
+    return OpenHarvestRule(pay_perm=digits[: c.NUM_COLOURS], regrowth_perm=digits[c.NUM_COLOURS :])
 
 
 def validate_pay_levels(pay_levels) -> tuple[float, float, float]:
@@ -317,7 +317,7 @@ def validate_pay_levels(pay_levels) -> tuple[float, float, float]:
 
 
 def rule_tables(
-    rule: HarvestRule, pay_levels: tuple[float, ...] = c.PAY_LEVELS
+    rule: OpenHarvestRule, pay_levels: tuple[float, ...] = c.PAY_LEVELS
 ) -> tuple[jax.Array, jax.Array]:
     """(pay float32[C, G], regrowth_multiplier float32[C, G]) of a rule.
 
@@ -336,8 +336,8 @@ def sample_patch_colours(key: jax.Array) -> jax.Array:
 
 
 def make_config(
-    layout: HarvestLayout,
-    rule: HarvestRule,
+    layout: OpenHarvestLayout,
+    rule: OpenHarvestRule,
     patch_colours: jax.Array,
     pay_levels: tuple[float, ...] = c.PAY_LEVELS,
 ) -> OpenHarvestConfig:
@@ -368,7 +368,7 @@ SPLITS = ("train", "held_out", "all")
 
 @functools.lru_cache(maxsize=8)
 def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
-    """{"all", "train", "held_out"} -> Pool of :class:`HarvestLayout` (cached per arguments)."""
+    """{"all", "train", "held_out"} -> Pool of :class:`OpenHarvestLayout` (cached per arguments)."""
     pool = pools.build_pool(generate_layout, seed, size, unique=True)
     train, held_out = pools.split_pool(pool, train_fraction)
     return {"all": pool, "train": train, "held_out": held_out}
@@ -382,7 +382,7 @@ def rule_pools(
     stage_orders: int = c.DEFAULT_STAGE_ORDERS,
     shared_pay_order: bool = False,
 ) -> dict:
-    """{"all", "train", "held_out"} -> Pool of :class:`HarvestRule` (cached per arguments).
+    """{"all", "train", "held_out"} -> Pool of :class:`OpenHarvestRule` (cached per arguments).
 
     The pool holds ``min(size, rule_space_size(stage_orders, shared_pay_order))`` distinct
     rules. With a single rule (``stage_orders=1``) there is nothing to hold out: every split is

@@ -315,7 +315,7 @@ class TrialStats:
 
 
 @dataclass
-class HarvestSighting(Sighting):
+class OpenHarvestSighting(Sighting):
     """What the agent saw of one other agent this trial."""
 
     eaten: collections.Counter[tuple[int, int]] = field(
@@ -326,10 +326,10 @@ class HarvestSighting(Sighting):
 
 
 @dataclass
-class HarvestMemory(AgentMemory[HarvestSighting]):
+class OpenHarvestMemory(AgentMemory[OpenHarvestSighting]):
     """Per-agent memory for one OpenHarvest episode: the shared parts and the game's records."""
 
-    sighting_type: ClassVar[type[Sighting]] = HarvestSighting
+    sighting_type: ClassVar[type[Sighting]] = OpenHarvestSighting
 
     ledger: HarvestLedger = field(default_factory=HarvestLedger)  # episode-long
     seen: TreesSeen = field(default_factory=TreesSeen)  # trees episode-long, looks this trial

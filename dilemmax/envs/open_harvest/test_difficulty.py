@@ -12,7 +12,7 @@ import dilemmax
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import generator
 from dilemmax.envs.open_harvest.conftest import hand_layout, place, tree_at
-from dilemmax.envs.open_harvest.types import HarvestRule
+from dilemmax.envs.open_harvest.types import OpenHarvestRule
 
 
 @pytest.mark.parametrize("bad", [0, 7, 2.5, True, "2"])
@@ -116,7 +116,7 @@ def costly_step(costly_env):
 def test_eating_at_each_stage_pays_the_configured_level(costly_env, costly_step):
     """A hand-built state: agent 0 walks onto a red apple aged into each stage in turn."""
     # Red (colour 0) takes pay row 0 (unripe best), yellow row 5 (over-ripe best).
-    rule = HarvestRule(
+    rule = OpenHarvestRule(
         pay_perm=jnp.asarray([0, 5, 0, 5, 0], jnp.int32),
         regrowth_perm=jnp.zeros(5, jnp.int32),
     )
@@ -150,7 +150,7 @@ def test_text_protocol_states_costs_and_signs_the_pay(costly_env, costly_step):
     assert "COST points" in protocol.system_prompt("agent_0")
     paper = dilemmax.make("open_harvest", num_layouts=16, num_rules=64).text_protocol()
     assert "COST" not in paper.system_prompt("agent_0")
-    rule = HarvestRule(pay_perm=jnp.zeros(5, jnp.int32), regrowth_perm=jnp.zeros(5, jnp.int32))
+    rule = OpenHarvestRule(pay_perm=jnp.zeros(5, jnp.int32), regrowth_perm=jnp.zeros(5, jnp.int32))
     config = generator.make_config(hand_layout(), rule, jnp.zeros(6, jnp.int32), LEVELS)
     _, state = costly_env.reset_to(jax.random.key(0), config)
     tree = tree_at(config, 4, 3)

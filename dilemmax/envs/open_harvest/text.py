@@ -24,7 +24,12 @@ import numpy as np
 
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import view_text as V
-from dilemmax.envs.open_harvest.ledger import HarvestMemory, HarvestSighting, Trees, eaten_phrase
+from dilemmax.envs.open_harvest.ledger import (
+    OpenHarvestMemory,
+    OpenHarvestSighting,
+    Trees,
+    eaten_phrase,
+)
 from dilemmax.envs.osj.prompts import prompt_text
 from dilemmax.envs.osj.protocol import OSJProtocol
 from dilemmax.envs.osj.view import agent_letter
@@ -54,7 +59,7 @@ _MOVES = (c.NORTH_ACTION, c.SOUTH_ACTION, c.EAST_ACTION, c.WEST_ACTION)
 _SHORT = ("N", "S", "E", "W", "turnL", "turnR", "zap", "stay")
 
 
-class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
+class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
     """Renderer and parser for one OpenHarvest env.
 
     Args:
@@ -67,7 +72,7 @@ class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
     """
 
     package = "dilemmax.envs.open_harvest"
-    memory_type = HarvestMemory
+    memory_type = OpenHarvestMemory
     modes = MODES
     goal_types = GOAL_TYPES
     stay = c.STAY
@@ -153,26 +158,26 @@ class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
     def progress(self, s: V.Snapshot, i: int) -> str:
         return V.progress(s, i, self.env.num_trials, self.env.trial_steps)
 
-    def rules_block(self, memory: HarvestMemory) -> str:
+    def rules_block(self, memory: OpenHarvestMemory) -> str:
         return memory.ledger.block()
 
     def revealed_block(self, state) -> str:
         return revealed_rules(state.config)
 
-    def look(self, memory: HarvestMemory, s: V.Snapshot, i: int) -> None:
+    def look(self, memory: OpenHarvestMemory, s: V.Snapshot, i: int) -> None:
         V.look(memory, s, i)
 
-    def now_block(self, s: V.Snapshot, i: int, memory: HarvestMemory) -> str:
+    def now_block(self, s: V.Snapshot, i: int, memory: OpenHarvestMemory) -> str:
         return V.now_block(s, i, memory)
 
     def action_lines(self, s: V.Snapshot, i: int) -> list[str]:
         return V.action_effects(s, i)
 
-    def sighting_now(self, j: int, sighting: HarvestSighting) -> str:
+    def sighting_now(self, j: int, sighting: OpenHarvestSighting) -> str:
         return self.sighting_summary(j, sighting).split(" ", 1)[1]
 
     # ------------------------------------------------------------------ trial end
-    def trial_summary(self, memory: HarvestMemory, number: int) -> str:
+    def trial_summary(self, memory: OpenHarvestMemory, number: int) -> str:
         stats = memory.stats
         eaten = eaten_phrase(stats.eaten)
         return (
@@ -181,7 +186,7 @@ class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
             + f"; you zapped {stats.zaps} times and were sent back {stats.zapped} times."
         )
 
-    def sighting_summary(self, j: int, sighting: HarvestSighting) -> str:
+    def sighting_summary(self, j: int, sighting: OpenHarvestSighting) -> str:
         text = f"{agent_letter(j)} seen {sighting.seen} steps"
         ate = sum(sighting.eaten.values())
         if ate:
@@ -193,7 +198,7 @@ class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
         return text
 
     # ------------------------------------------------------------------ memory updates
-    def record(self, memory: HarvestMemory, i, state, actions, info, next_state) -> None:
+    def record(self, memory: OpenHarvestMemory, i, state, actions, info, next_state) -> None:
         done = bool(info["trial_done"])
         step = int(state.trial_step)
         seen_state = state if done else next_state
@@ -203,13 +208,15 @@ class OpenHarvestText(OSJProtocol[HarvestMemory, V.Snapshot]):
         in_view = trees.in_view(view)
         self._record_own(memory, i, step, state, next_state, info, done)
 
-        def saw(j: int, sighting: HarvestSighting, cell) -> None:
+        def saw(j: int, sighting: OpenHarvestSighting, cell) -> None:
             _saw_other(memory, i, j, sighting, cell, step, info)
 
         self.track_others(memory, i, step, snap.pos, snap.dir, view, saw)
         memory.ledger.observe(memory.events, step + 1, info, trees, in_view)
 
-    def _record_own(self, memory: HarvestMemory, i, step, state, next_state, info, done) -> None:
+    def _record_own(
+        self, memory: OpenHarvestMemory, i, step, state, next_state, info, done
+    ) -> None:
         stats = memory.stats
         chosen = int(info["action"][i])
         before = tuple(int(v) for v in np.asarray(state.agent_pos)[i])
@@ -262,7 +269,9 @@ def revealed_rules(config) -> str:
     return "\n".join(lines)
 
 
-def _saw_other(memory: HarvestMemory, i, j, sighting: HarvestSighting, cell, step, info) -> None:
+def _saw_other(
+    memory: OpenHarvestMemory, i, j, sighting: OpenHarvestSighting, cell, step, info
+) -> None:
     """What the agent saw agent ``j`` do in its view: eat (an event too), zap, zap it."""
     if bool(info["ate"][j]):
         colour, stage = int(info["ate_colour"][j]), int(info["ate_stage"][j])

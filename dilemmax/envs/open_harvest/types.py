@@ -18,7 +18,7 @@ from dilemmax.envs.open_harvest import constants as c
 
 
 @struct.dataclass
-class HarvestLayout:
+class OpenHarvestLayout:
     """One map of the layout pool.
 
     Attributes:
@@ -46,7 +46,7 @@ class HarvestLayout:
 
 
 @struct.dataclass
-class HarvestRule:
+class OpenHarvestRule:
     """One hidden rule of the rule pool.
 
     Attributes:
@@ -81,8 +81,8 @@ class OpenHarvestConfig:
         zap_cooldown: int32[], steps after firing during which the beam cannot fire.
     """
 
-    layout: HarvestLayout
-    rule: HarvestRule
+    layout: OpenHarvestLayout
+    rule: OpenHarvestRule
     patch_colours: jax.Array
     pay: jax.Array
     regrowth_multiplier: jax.Array

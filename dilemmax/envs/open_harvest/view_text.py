@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dilemmax.envs.open_harvest import constants as c
-from dilemmax.envs.open_harvest.ledger import HarvestMemory, Trees
+from dilemmax.envs.open_harvest.ledger import OpenHarvestMemory, Trees
 from dilemmax.envs.open_harvest.rendering import cell_token
 from dilemmax.envs.osj.view import (
     DIRECTION_DELTAS,
@@ -233,7 +233,7 @@ def _beam_targets(s: Snapshot, i: int) -> str:
 
 
 # ----------------------------------------------------------------------------- a turn's NOW
-def look(memory: HarvestMemory, s: Snapshot, i: int) -> None:
+def look(memory: OpenHarvestMemory, s: Snapshot, i: int) -> None:
     """The trees in view now become seen, with how they look (for when they are out of view)."""
     trees = s.trees
     for t in s.trees_in_view(i):
@@ -241,7 +241,7 @@ def look(memory: HarvestMemory, s: Snapshot, i: int) -> None:
         memory.seen.last_seen[t] = (s.step, bool(trees.apple[t]), int(trees.stage[t]))
 
 
-def now_block(s: Snapshot, i: int, memory: HarvestMemory) -> str:
+def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory) -> str:
     trees = s.trees
     view = s.view(i)
     in_view_trees = s.trees_in_view(i)

@@ -9,10 +9,10 @@ import pytest
 
 from dilemmax.envs.open_cleanup import rendering as cleanup_rendering
 from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
-from dilemmax.envs.open_cleanup.ledger import CleanupMemory, CleanupSighting
+from dilemmax.envs.open_cleanup.ledger import OpenCleanupMemory, OpenCleanupSighting
 from dilemmax.envs.open_harvest import rendering as harvest_rendering
 from dilemmax.envs.open_harvest.env import OpenHarvestEnv
-from dilemmax.envs.open_harvest.ledger import HarvestMemory, HarvestSighting, Pending
+from dilemmax.envs.open_harvest.ledger import OpenHarvestMemory, OpenHarvestSighting, Pending
 from dilemmax.envs.osj import agent_letter
 from dilemmax.envs.osj.prompts import fill
 
@@ -71,9 +71,10 @@ def test_every_harvest_variant_fills_every_field(harvest):
 
 def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
     memory = cleanup.text_protocol().new_memory("agent_1")
-    assert isinstance(memory, CleanupMemory) and memory.index == 1
+    assert isinstance(memory, OpenCleanupMemory) and memory.index == 1
     assert (
-        isinstance(memory.sighting(0), CleanupSighting) and memory.sighting(0) is memory.others[0]
+        isinstance(memory.sighting(0), OpenCleanupSighting)
+        and memory.sighting(0) is memory.others[0]
     )
     memory.ledger.record(8, 9, 2)
     memory.stats.fired = 3
@@ -82,7 +83,9 @@ def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
     assert pickle.loads(pickle.dumps(memory)) == memory  # plain dataclasses: no lambdas inside
 
     memory = harvest.text_protocol().new_memory("agent_0")
-    assert isinstance(memory, HarvestMemory) and isinstance(memory.sighting(2), HarvestSighting)
+    assert isinstance(memory, OpenHarvestMemory) and isinstance(
+        memory.sighting(2), OpenHarvestSighting
+    )
     memory.ledger.paid(0, 1, 2.0)
     memory.ledger.pending[4] = Pending(0, 1, 5, 3, look=5, around_look=3)
     memory.seen.last_seen[4] = (5, False, 0)
