@@ -52,7 +52,7 @@ COMMAND = "play"  # the command a play run's folder lock and shard records name
 
 
 # --------------------------------------------------------------------------- env and grids
-def env_options(env_id: str, options: Mapping[str, Any]) -> dict:
+def held_out_options(env_id: str, options: Mapping[str, Any]) -> dict:
     """The env options of a play run: the game's ``evaluation_options`` (a grid game's held-out
     split: language-model runs evaluate on unseen layouts and rules) under ``options``."""
     try:
@@ -227,7 +227,7 @@ def play_session(
         raise UsageError("--episodes and --envs must be >= 1")
     if grid and env not in sweep_games():
         raise UsageError(f"{env} has no sweep grid (--grid is for {', '.join(sweep_games())})")
-    made_options = _env_options(env, env_options or {})
+    made_options = held_out_options(env, env_options or {})
     game = _make_env(env, made_options)
     planned = grid_parts(env, game, made_options) if grid else [("main", game, None, None)]
     total = sum(episodes * (num_configs_of(configs) or 1) for _, _, configs, _ in planned)
@@ -249,9 +249,6 @@ def play_session(
     run = _play_run(env, session.results, max_steps, session.out)
     _write_results(run)
     return run
-
-
-_env_options = env_options  # play_session's parameter of that name shadows the function
 
 
 def play_identity(

@@ -9,7 +9,7 @@ import pytest
 
 import dilemmax
 from dilemmax.cli import main
-from dilemmax.llm.api import env_options, grid_parts
+from dilemmax.llm.api import grid_parts, held_out_options
 from dilemmax.llm.server import LocalChatServer
 
 MH = ["play", "moral_hazard", "--no-progress"]
@@ -50,9 +50,9 @@ def test_a_refused_model_stops_the_run(tmp_path, capsys):
 
 
 def test_held_out_split_by_default():
-    assert env_options("open_harvest", {}) == {"split": "held_out"}
-    assert env_options("open_cleanup", {"split": "train"}) == {"split": "train"}
-    assert env_options("moral_hazard", {}) == {}
+    assert held_out_options("open_harvest", {}) == {"split": "held_out"}
+    assert held_out_options("open_cleanup", {"split": "train"}) == {"split": "train"}
+    assert held_out_options("moral_hazard", {}) == {}
 
 
 def test_sweep_grids():
