@@ -51,6 +51,15 @@ def test_every_game_folder_has_the_same_modules(game):
 
 
 @pytest.mark.parametrize("game", GAMES)
+def test_every_game_module_has_the_same_entry_point(game):
+    """metrics.py's ``episode_metrics`` is what env.episode_metrics returns, rendering.py's
+    ``render_ansi`` what env.render(state, "ansi") prints."""
+    metrics = importlib.import_module(f"dilemmax.envs.{game}.metrics")
+    rendering = importlib.import_module(f"dilemmax.envs.{game}.rendering")
+    assert callable(metrics.episode_metrics) and callable(rendering.render_ansi)
+
+
+@pytest.mark.parametrize("game", GAMES)
 def test_every_game_has_the_same_class_names_table_and_exports(game):
     name = camel(game)
     package = importlib.import_module(f"dilemmax.envs.{game}")

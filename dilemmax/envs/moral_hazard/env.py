@@ -56,10 +56,9 @@ from dilemmax.envs import unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout, SweepPart
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
-from dilemmax.envs.moral_hazard import generator, policies
+from dilemmax.envs.moral_hazard import generator, policies, rendering
 from dilemmax.envs.moral_hazard.metrics import episode_metrics
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
-from dilemmax.envs.moral_hazard.rendering import render_state
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
 from dilemmax.envs.options import UNIT, OptionSpec, check_env_options
@@ -410,4 +409,4 @@ class MoralHazardEnv(MultiAgentEnv):
         return MoralHazardText(self, **options)
 
     def render_ansi(self, state: MoralHazardState) -> str:
-        return render_state(state)
+        return rendering.render_ansi(state)

@@ -17,7 +17,7 @@ def _label(x: int) -> str:
     return c.LABELS[x] if 0 <= x < c.NUM_OPTIONS else "-"
 
 
-def render_state(state: MoralHazardState) -> str:
+def render_ansi(state: MoralHazardState) -> str:
     """The whole state of one (unbatched) episode as text."""
     cfg = state.config
     util = np.asarray(cfg.utilities)
