@@ -182,3 +182,26 @@ def test_the_scenario_set_option_is_named_for_what_it_is(capsys, fresh_deprecati
     one_deprecation(capsys, "'which' is now 'scenario_set'")
     assert env.name == "scenarios:moral_hazard/test"
     assert env.made_as["options"] == {"game": "moral_hazard", "scenario_set": "test"}
+
+
+def test_an_old_transcript_reads(tmp_path, capsys, fresh_deprecations):
+    """A play transcript whose episode starts record an old option name (written before the
+    rename) still reads and replays: the same episode as under the new name."""
+    from dilemmax.cli import main
+    from dilemmax.view.runs import read_run
+
+    out = tmp_path / "play"
+    argv = ["play", "moral_hazard", "--seats", "scripted:teacher", "--set", "payoff=private",
+            "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    transcript = out / "transcript.jsonl"
+    new = read_run(transcript)
+    text = transcript.read_text()
+    assert '"payoff": "private"' in text
+    transcript.write_text(text.replace('"payoff": "private"', '"reward": "private"'))
+    capsys.readouterr()
+    old = read_run(transcript)
+    one_deprecation(capsys, "'reward' is now 'payoff'")
+    assert [e.actions.tolist() for e in old.episodes] == [e.actions.tolist() for e in new.episodes]
+    assert [e.env.made_as for e in old.episodes] == [e.env.made_as for e in new.episodes]
+    assert all(bool(e.env.default_config.private_reward) for e in old.episodes)
