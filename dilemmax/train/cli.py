@@ -265,13 +265,16 @@ def _describe(env) -> str:
     return f"{env.num_agents} agents, observations {obs}, {actions} actions"
 
 
-def _held_out(run, split: str) -> str:
-    """Sets the evaluation env's ``split`` (default "held_out") where the env has one; returns
-    a description of what the evaluation plays."""
+def _held_out(run, split: str | None) -> str:
+    """Sets the evaluation env's ``split`` where the env has one (None: the game's
+    ``evaluation_options``, the held-out part); returns a description of what the evaluation
+    plays."""
     if "split" not in env_option_specs(run.config.env):
-        if split != "held_out":
+        if split not in (None, "held_out"):
             raise UsageError(f"--split: {run.config.env} has no configuration split")
         return f"{run.config.env} has no held-out split: its evaluation configurations"
+    if split is None:
+        split = env_spec(run.config.env).load().evaluation_options.get("split", "held_out")
     run.config.eval_env_kwargs = {**run.config.eval_env_kwargs, "split": split}
     return f"{split} configurations"
 
@@ -304,7 +307,6 @@ def add_commands(subparsers) -> None:
     p.add_argument(
         "--split",
         choices=("held_out", "train", "all"),
-        default="held_out",
         help="configurations to evaluate on, for games with a split (default: held_out)",
     )
     p.add_argument("--greedy", action="store_true", help="most likely action, not a sample")
