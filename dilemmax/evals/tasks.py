@@ -38,7 +38,7 @@ from dilemmax.experiments.design import Plan
 from dilemmax.llm import sampling
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.play import protocol_with, rotate_seats
-from dilemmax.llm.seats import build_seat
+from dilemmax.llm.seats import build_seat, check_agents, seat_entries
 from dilemmax.llm.session import PLAY_SEED
 
 # The sampling options Inspect passes on to its providers, by our field's name.
@@ -81,23 +81,15 @@ def parse_seats(text: str | Mapping[str, str] | None) -> dict[str, str]:
         return {}
     if isinstance(text, Mapping):
         return {str(k).strip(): str(v).strip() for k, v in text.items()}
-    specs = {}
-    for entry in str(text).replace(";", " ").split():
-        agent, sep, spec = entry.partition("=")
-        if not sep or not agent or not spec:
-            raise UsageError(f"seats: expected agent=<kind>:<target>, got {entry!r}")
-        specs[agent] = spec
-    return specs
+    return seat_entries(str(text).replace(";", " ").split(), "seats")
 
 
 def _part_seats(part, user_seats: Mapping[str, str], cache: dict) -> list[_Seat]:
     """The part's seats in ``env.agents`` order: its own specs over the user's; the rest models."""
     env = part.env
-    unknown = sorted(set(user_seats) - set(env.agents))
-    if unknown:
-        raise UsageError(f"seats names unknown agent(s) {unknown}; agents: {env.agents}")
+    check_agents(env, user_seats, "seats")
     for agent, spec in user_seats.items():
-        if _is_model(spec):
+        if is_model_seat(spec):
             index = env.agents.index(agent)
             raise UsageError(
                 f"seats: {agent}={spec} names a model; in Inspect a seat's model is its role: "
@@ -108,17 +100,13 @@ def _part_seats(part, user_seats: Mapping[str, str], cache: dict) -> list[_Seat]
     for i, agent in enumerate(env.agents):
         options = dict(part.seat_protocol_options.get(agent, {}))
         spec = specs.get(agent)
-        if spec is None or _is_model(spec):
+        if spec is None or is_model_seat(spec):
             seats.append(_Seat(role_of(i), role=role_of(i), protocol_options=options))
             continue
         # Scripted and trained seats as dilemmax play builds them (checked, one-line errors).
         seat = build_seat(spec, env, cache=cache)
         seats.append(_Seat(spec, seat.policy, protocol_options=options))
     return seats
-
-
-def _is_model(spec: str) -> bool:
-    return is_model_seat(spec)
 
 
 def _episode_seats(env, seats: Sequence[_Seat], run_options, made) -> tuple[EpisodeSeat, ...]:
