@@ -90,8 +90,8 @@ def _check_model(spec: SeatSpec, env, context: SeatContext) -> None:
 
 def _model_policy(spec: SeatSpec, env, context: SeatContext) -> LLMPolicy:
     """The model a seat names, as a policy; seats with the same client options share one
-    (``context.cache``), whatever their protocol options."""
-    _check_protocol_options(spec.text, env, protocol_options(spec), context.protocol)
+    (``context.cache``), whatever their protocol options. :func:`_check_model` has run (every
+    resolve checks first)."""
     options = _model_options(spec)
     key = _client_key(spec.kind, spec.target, options)
     if key not in context.cache:
@@ -227,7 +227,7 @@ def build_seat(
         return cache[spec.text]
     context = SeatContext(generate, dict(protocol or {}), cache)
     policy = resolve_seat(spec, env, context)
-    own = protocol_options(spec) if spec.kind in MODEL_KINDS else {}
+    own = protocol_options(spec) if spec.seat_kind.model else {}
     seat = cache[spec.text] = Seat(spec.text, policy, own)
     return seat
 
