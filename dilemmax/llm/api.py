@@ -165,21 +165,24 @@ def _write_results(run: PlayRun) -> None:
 
 
 # --------------------------------------------------------------------------- the session
+SESSION = SessionOptions()  # the session options' defaults (progress aside: off from Python)
+
+
 def play_session(
     env: str,
     *,
     seats: Mapping[str, str] | None = None,
     default_seat: str | None = None,
     episodes: int = 1,
-    seed: int = 0,
-    envs: int = 16,
+    seed: int = SESSION.seed,
+    envs: int = SESSION.envs,
     max_steps: int | None = None,
     env_options: Mapping[str, Any] | None = None,
     protocol: Mapping[str, Any] | None = None,
     generate: GenerateConfig | None = None,
     grid: bool = False,
     rotate: bool = False,
-    on_call_error: str = "stop",
+    on_call_error: str = SESSION.on_call_error,
     out: str | Path | None = None,
     resume: bool = False,
     shard: Shard | str | None = None,
@@ -211,7 +214,7 @@ def play_session(
     options = SessionOptions(
         seats=dict(seats or {}),
         default_seat=default_seat,
-        generate=generate or GenerateConfig(),
+        generate=generate or SESSION.generate,
         protocol=dict(protocol or {}),
         envs=envs,
         seed=seed,

@@ -18,6 +18,7 @@ plays every N-th episode of the run (each shard with its own --out, transcript a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.results import format_calls, format_summary
 from dilemmax.llm.seats import seat_entries
-from dilemmax.llm.session import ON_CALL_ERROR
+from dilemmax.llm.session import ON_CALL_ERROR, SessionOptions
 from dilemmax.llm.transcript import TranscriptMismatch
 
 
@@ -50,6 +51,56 @@ def generate_config(args: argparse.Namespace) -> GenerateConfig:
     """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags,
     checked (a value out of range is one line naming its flag)."""
     return config_from_namespace(GenerateConfig, args)
+
+
+SESSION = SessionOptions()  # the defaults of the session flags
+
+
+def add_session_arguments(
+    parser, out_help: str = "run folder (transcript.jsonl, results.json)", shard: bool = True
+) -> None:
+    """The seat, model and run flags of every command that plays a session (``play``,
+    ``experiment``, ``scenarios evaluate``): one per
+    :class:`~dilemmax.llm.session.SessionOptions` field, defaults from its own."""
+    parser.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
+    parser.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
+    add_model_arguments(parser)
+    parser.add_argument("--protocol", action="append", help="text protocol option key=value")
+    parser.add_argument("--envs", type=int, default=SESSION.envs,
+                        help="environments stepped together")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=SESSION.seed)
+    parser.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    parser.add_argument(
+        "--on-call-error",
+        choices=ON_CALL_ERROR,
+        default=SESSION.on_call_error,
+        help="a call that failed after its retries: stop the run (resume later; default) or "
+        "play the invalid move and go on",
+    )
+    parser.add_argument("--out", help=out_help)
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if shard:
+        parser.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
+
+
+def session_options(args: argparse.Namespace) -> SessionOptions:
+    """The :class:`~dilemmax.llm.session.SessionOptions` of :func:`add_session_arguments`'
+    flags (the model flags checked: a value out of range is one line naming its flag)."""
+    return SessionOptions(
+        seats=seat_entries(args.seat),
+        default_seat=args.seats,
+        generate=generate_config(args),
+        protocol=parse_assignments(args.protocol, "--protocol"),
+        envs=args.envs,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        on_call_error=args.on_call_error,
+        out=args.out,
+        resume=args.resume,
+        progress=not args.no_progress,
+        shard=getattr(args, "shard", None),
+    )
 
 
 def _cmd_play(args) -> int:
@@ -73,24 +124,14 @@ def _play(args) -> int:
     arguments."""
     if args.json:  # checked writable before the run
         output_file(args.json, "--json")
+    options = session_options(args)
     run = play_session(
         args.env,
-        seats=seat_entries(args.seat),
-        default_seat=args.seats,
         episodes=args.episodes,
-        seed=args.seed,
-        envs=args.envs,
-        max_steps=args.max_steps,
         env_options=parse_assignments(args.set),
-        protocol=parse_assignments(args.protocol, "--protocol"),
-        generate=generate_config(args),
         grid=args.grid,
         rotate=args.rotate,
-        on_call_error=args.on_call_error,
-        out=args.out,
-        resume=args.resume,
-        shard=args.shard,
-        progress=not args.no_progress,
+        **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)},
     )
     _report(run, args.json)
     if args.shard is not None and run.out is not None and (run.out / "shard.json").is_file():
@@ -207,28 +248,11 @@ def add_commands(subparsers) -> None:
 
 def _play_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``dilemmax play ENV``."""
-    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
-    p.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
-    add_model_arguments(p)
+    add_session_arguments(p)
     p.add_argument("--episodes", type=int, default=1, help="episodes (per grid configuration)")
-    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
-    p.add_argument(
-        "--on-call-error",
-        choices=ON_CALL_ERROR,
-        default="stop",
-        help="a call that failed after its retries: stop the run (resume later; default) or "
-        "play the invalid move and go on",
-    )
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", help="env option key=value (repeatable)")
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
     p.add_argument("--grid", action="store_true",
                    help="sweep the paper's grid (consequence: contexts x rules; moral_hazard: "
                    "the 15 conditions)")  # fmt: skip
     p.add_argument("--rotate", action="store_true", help="play every seating rotation")
-    p.add_argument("--out", help="run folder (transcript.jsonl, results.json)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--json", help="also write the results to this JSON file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--shard", help="play shard i of N (i/N) of the run's episodes; merge later")
