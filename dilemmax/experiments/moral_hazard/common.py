@@ -98,10 +98,10 @@ def name_list(text: str | None, option: str, known: Sequence[str]) -> list[str] 
 
 # --------------------------------------------------------------------------- envs
 @functools.cache
-def env_for(num_agents: int, reward: str = "team") -> MoralHazardEnv:
-    """One env per (n, reward mode) for every plan: the batched harness compiles its episode
+def env_for(num_agents: int, payoff: str = "team") -> MoralHazardEnv:
+    """One env per (n, payoff) for every plan: the batched harness compiles its episode
     loop per env object, so parts and designs of the same shape share one compile."""
-    return MoralHazardEnv(num_agents, payoff=reward)
+    return MoralHazardEnv(num_agents, payoff=payoff)
 
 
 # --------------------------------------------------------------------------- replicates
