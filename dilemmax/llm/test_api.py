@@ -14,9 +14,15 @@ from dilemmax.cli import main
 from dilemmax.commandline import flag_of
 from dilemmax.envs.options import OptionError
 from dilemmax.errors import UsageError
-from dilemmax.llm.cli import add_model_arguments, generate_config
+from dilemmax.llm.cli import (
+    add_model_arguments,
+    add_session_arguments,
+    generate_config,
+    session_options,
+)
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.session import SessionOptions
 from dilemmax.llm.test_session import calls_in, planted  # planted: local, no note, picks D
 
 # A value other than the default for every field, as text on the command line.
@@ -62,6 +68,23 @@ def test_every_model_flag_is_made_from_its_generate_config_field():
     assert actions["--output-mode"].choices == ("json_schema", "json_object", "text")
     # The old spelling of --output-mode text still reads.
     assert generate_config(parser.parse_args(["--no-structured-output"])).output == "text"
+
+
+def test_the_session_flags_default_to_session_options_own():
+    parser = argparse.ArgumentParser()
+    add_session_arguments(parser)
+    assert session_options(parser.parse_args([])) == SessionOptions()
+    given = session_options(
+        parser.parse_args(["--seat", "agent_1=scripted:teacher", "--seats", "openai:m",
+                           "--protocol", "memory_rounds=2", "--envs", "3", "--seed", "5",
+                           "--max-steps", "9", "--on-call-error", "invalid", "--out", "o",
+                           "--resume", "--no-progress", "--shard", "1/2", "--top-k", "4"])
+    )  # fmt: skip
+    assert given == SessionOptions(
+        seats={"agent_1": "scripted:teacher"}, default_seat="openai:m",
+        generate=GenerateConfig(top_k=4), protocol={"memory_rounds": 2}, envs=3, seed=5,
+        max_steps=9, on_call_error="invalid", out="o", resume=True, progress=False, shard="1/2",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
