@@ -8,18 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dilemmax.commandline import (
-    add_model_arguments,
-    generate_config,
-    output_file,
-    parse_assignments,
-    positive_int,
-    seed_int,
-)
+from dilemmax.commandline import output_file, parse_assignments, positive_int, seed_int
 from dilemmax.errors import UsageError
 from dilemmax.finetune import api
 from dilemmax.finetune.arguments import nonnegative, nonnegative_int
 from dilemmax.finetune.gepa import GEPASettings
+from dilemmax.llm.cli import add_model_arguments, generate_config
 
 
 def _read_json(path: str, what: str) -> dict:

@@ -22,16 +22,10 @@ import sys
 
 import numpy as np
 
-from dilemmax.commandline import (
-    add_model_arguments,
-    generate_config,
-    int_in,
-    parse_assignments,
-    positive_int,
-    seed_int,
-)
+from dilemmax.commandline import int_in, parse_assignments, positive_int, seed_int
 from dilemmax.envs.consequence.constants import RULE_NAMES
 from dilemmax.errors import UsageError
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.redteam import api as P

@@ -17,7 +17,8 @@ line by line and the bootstrap draws in bounded blocks (:mod:`dilemmax.redteam.r
 
 from __future__ import annotations
 
-from dilemmax.commandline import add_model_arguments, generate_config, seed_int
+from dilemmax.commandline import seed_int
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.redteam import api as P
 
 

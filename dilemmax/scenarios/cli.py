@@ -1,16 +1,20 @@
 """``dilemmax scenarios``: the registered scenario sets, and a focal population scored on one.
 
     dilemmax scenarios list [--game moral_hazard] [--json sets.json]
-    dilemmax scenarios evaluate --game open_harvest --run runs/oh-ippo,seed=1 --out runs/oh-test
-    dilemmax scenarios evaluate --game consequence --zoo consequence/ippo_s0 --scenario-set train
-    dilemmax scenarios evaluate --game moral_hazard --scripted teacher --episodes 32
+    dilemmax scenarios evaluate --game open_harvest --focal trained:runs/oh-ippo,seed=1 \
+        --out runs/oh-test
+    dilemmax scenarios evaluate --game consequence --focal zoo:consequence/ippo_s0 \
+        --scenario-set train
+    dilemmax scenarios evaluate --game moral_hazard --focal teacher --episodes 32
     dilemmax scenarios evaluate --game moral_hazard --seats openai:my-model \\
         --base-url http://localhost:8000/v1 --episodes 8 --out runs/mh-model   # then --resume
 
-The focal population is one of: a ``dilemmax train`` run folder (``--run DIR[,seed=k]``, trained
-on the full game or on a scenario set, ``dilemmax train scenarios``), a zoo population, a
-scripted policy, or seats of ``dilemmax play`` (``--seat agent=spec`` / ``--seats spec``:
-language models through the batched play harness, with its transcript and ``--resume``). Every
+The focal population is one seat spec in every focal seat (``--focal``: a ``dilemmax train`` run
+folder ``trained:DIR[,seed=k][,greedy]``, trained on the full game or on a scenario set, a zoo
+population ``zoo:<game>/<population>``, a scripted policy; the older ``--run``, ``--zoo`` and
+``--scripted`` say the same with a deprecation line), or seats of ``dilemmax play`` (``--seat
+agent=spec`` / ``--seats spec``, or a model given to ``--focal``: language models through the
+batched play harness, with its transcript and ``--resume``). Every
 scenario of the set (default ``test``) plays ``--episodes`` episodes; each row is the focal
 agents' per-capita return with its 95% interval and, with ``--references zoo`` (the default),
 the normalised score against random focal agents and the best of the game's zoo populations.
@@ -21,67 +25,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
 from pathlib import Path
-
-import jax
 
 from dilemmax.commandline import (
     SCENARIO_SETS,
-    add_model_arguments,
     output_file,
-    output_folder,
+    parse_assignments,
     positive_int,
     seed_int,
 )
-from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
-from dilemmax.envs.registry import make
 from dilemmax.envs.seat_spec import is_model_seat, parse_seat
 from dilemmax.errors import UsageError, deprecated
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.policy import CallStats
+from dilemmax.llm.seats import seat_entries
 from dilemmax.llm.transcript import TranscriptMismatch
-from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
-from dilemmax.scenarios import evaluate as E
-from dilemmax.scenarios.focal import focal_policy, zoo_populations
-from dilemmax.scenarios.play import play_scenarios
-from dilemmax.scenarios.registry import SETS, scenario_set
+from dilemmax.scenarios.api import GAMES, FocalError, evaluate_scenarios, scenario_listing
 
-GAMES = tuple(sorted({s.game for s in SETS.values()}))
 HELP = "held-out scenarios: list the sets, or score a focal population on one"
 
 
 # --------------------------------------------------------------------------- list
-def set_listing(names: list[str]) -> list[dict]:
-    """Every scenario of the named sets: name, description, focal and background seats, digest."""
-    out = []
-    for set_name in names:
-        scenarios = SETS[set_name]
-        first = scenarios.scenarios[0]
-        agents = make(first.game, **dict(first.options)).agents
-        digests = scenarios.digests()
-        rows = [
-            {
-                "scenario": s.name,
-                "description": s.description,
-                "focal": [agents[i] for i in s.focal],
-                "background": {agents[i]: spec for i, spec in sorted(s.background.items())},
-                "digest": digests[s.name],
-            }
-            for s in scenarios.scenarios
-        ]
-        out.append({"set": set_name, "options": dict(first.options), "scenarios": rows})
-    return out
-
-
 def _cmd_list(args) -> int:
-    if args.game is not None and args.game not in GAMES:
-        raise UsageError(f"--game {str(args.game)[:80]!r}: no scenario sets; games: {GAMES}")
     if args.json:
         output_file(args.json, "--json")
-    names = [n for n in SETS if args.game is None or SETS[n].game == args.game]
-    listing = set_listing(names)
+    listing = scenario_listing(args.game)
     for entry in listing:
         print(f"{entry['set']}  (options {entry['options']})")
         for row in entry["scenarios"]:
@@ -146,96 +114,38 @@ def _with_greedy(spec: str) -> str:
 
 
 # --------------------------------------------------------------------------- evaluate
-def _check_evaluate(args) -> str:
+def _cmd_evaluate(args) -> int:
+    args.scenario_set = _scenario_set_name(args)
     if args.game not in GAMES:
         raise UsageError(f"--game {str(args.game)[:80]!r}: no scenario sets; games: {GAMES}")
     source = _source(args)
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be >= 1")
-    if source != "seats":
-        for flag in ("resume",):
-            if getattr(args, flag):
-                raise UsageError(f"--{flag} is for --seat/--seats focal seats (their transcript)")
-    return source
-
-
-def _check_outputs(args) -> None:
-    """--json and --out writable (the folder made now), before the first compile."""
     if args.json:
         output_file(args.json, "--json")
-    if args.out:
-        output_folder(args.out, "--out")
-
-
-COMMAND = "scenarios evaluate"  # what its run folders' lock records (runlock.last_writer)
-
-
-def _check_out_is_ours(out: Path) -> None:
-    """``--out`` is new, or an earlier ``scenarios evaluate`` folder: summary.md, summary.png and
-    results.json written over another command's (an experiment's, a play run's) would destroy
-    them. A folder no lock ever recorded is judged by its results.json."""
-    refuse_other_writer(out, COMMAND)
-    path = out / "results.json"
-    if last_writer(out) is not None or not path.exists():
-        return
     try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        earlier = None
-    if not (isinstance(earlier, dict) and {"set", "focal", "rows"} <= earlier.keys()):
-        raise UsageError(
-            f"--out {out} holds a results.json that is not a scenarios evaluation; "
-            "choose a new folder"
-        )
-
-
-def _finite(value):
-    """JSON has no infinity: an unbounded interval (one episode) is written as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_outputs(args, payload: dict, rows: list[dict], title: str) -> None:
-    table = E.summary_table(rows)
-    print(title)
-    print(table, end="")
-    text = json.dumps(_json_safe(payload), indent=1) + "\n"
-    if args.out:
-        out = Path(args.out)
-        with RunLock(out, COMMAND):
-            (out / "summary.md").write_text(f"# {title}\n\n{table}")
-            E.summary_plot(rows, out / "summary.png", title)
-            (out / "results.json").write_text(text)
-        print(f"wrote {out / 'summary.md'}, {out / 'summary.png'}, {out / 'results.json'}")
-    if args.json:
-        Path(args.json).write_text(text)
-
-
-def _json_safe(tree):
-    if isinstance(tree, dict):
-        return {k: _json_safe(v) for k, v in tree.items()}
-    if isinstance(tree, list | tuple):
-        return [_json_safe(v) for v in tree]
-    return _finite(tree)
-
-
-def _check_size(args, env, source: str) -> None:
-    """Refuses, before anything loads or plays, ``--episodes`` (and ``--envs``) beyond this
-    machine's memory: each scenario's episodes play in one compiled program, or model seats play
-    in waves of ``--envs`` (:mod:`dilemmax.envs.memory`)."""
-    episodes = args.episodes * len(env.names)
-    if source == "seats":
-        check_waves_fit(env, args.envs, episodes, "scenarios evaluate", "--envs or --episodes")
-    else:
-        check_episodes_fit(env, episodes, "scenarios evaluate", "--episodes", None, args.max_steps)
-
-
-def _cmd_evaluate(args) -> int:
-    try:
-        return _evaluate(args)
+        evaluation = evaluate_scenarios(
+            args.game, args.focal if source == "focal" else None, seats=seat_entries(args.seat),
+            default_seat=args.seats if source == "seats" else None, split=args.scenario_set,
+            episodes=args.episodes, seed=args.seed, references=args.references == "zoo",
+            max_steps=args.max_steps,
+            generate=generate_config(args), protocol=parse_assignments(args.protocol, "--protocol"),
+            envs=args.envs, on_call_error=args.on_call_error, out=args.out, resume=args.resume,
+            progress=not args.no_progress,
+        )  # fmt: skip
+    except FocalError as error:  # named by the flag the user gave the population with
+        given = str(getattr(args, args.focal_flag[2:]))[:120]
+        raise UsageError(f"{args.focal_flag} {given!r}: {error}") from error
     except (FatalClientError, TranscriptMismatch, FileExistsError) as error:
         raise UsageError(str(error)) from error
+    print(evaluation.title)
+    print(evaluation.table(), end="")
+    if evaluation.out is not None:
+        out = evaluation.out
+        print(f"wrote {out / 'summary.md'}, {out / 'summary.png'}, {out / 'results.json'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(evaluation.to_json(), indent=1) + "\n")
+    if args.focal_flag[2:] in OLD_SOURCES:  # said last, so a mistake stays one line
+        deprecated(f"scenarios evaluate {args.focal_flag} is now --focal {evaluation.focal}")
+    return 0
 
 
 def _scenario_set_name(args) -> str:
@@ -245,69 +155,6 @@ def _scenario_set_name(args) -> str:
         deprecated("scenarios evaluate --set train|test is now --scenario-set train|test")
         return args.old_set
     return args.scenario_set
-
-
-def _evaluate(args) -> int:
-    args.scenario_set = _scenario_set_name(args)
-    source = _check_evaluate(args)
-    if args.out:
-        _check_out_is_ours(Path(args.out))
-    scenarios = scenario_set(args.game, args.scenario_set)
-    env = scenarios.build()
-    _check_size(args, env, source)
-    key = jax.random.key(args.seed)
-    populations = zoo_populations(env, args.game) if args.references == "zoo" else None
-    calls = None
-    if source == "seats":
-        _play_arguments(args)
-        label = ", ".join([*(args.seat or []), *([f"--seats {args.seats}"] if args.seats else [])])
-        scores, played = play_scenarios(scenarios, env, args)
-        calls = call_summary(played)
-    else:
-        label, policy = args.focal, _focal_policy(args, env)
-        _check_outputs(args)
-        scores = E.score_policy(scenarios, policy, key, args.episodes, env, None, args.max_steps)
-    refs = {}
-    if populations is not None:
-        refs = E.references(scenarios, populations, key, args.episodes, env, None, args.max_steps)
-    rows = E.summary_rows(scores, refs)
-    payload = {
-        "set": scenarios.name,
-        "focal": label,
-        "seed": args.seed,
-        "episodes": args.episodes,
-        "max_steps": args.max_steps,
-        "references": refs or None,
-        "rows": rows,
-        **({"calls": calls} if calls is not None else {}),
-    }
-    write_outputs(args, payload, rows, f"{scenarios.name}: {label}")
-    if args.focal_flag[2:] in OLD_SOURCES:  # said last, so a mistake stays one line
-        print(f"dilemmax: {args.focal_flag} is deprecated; use --focal {label}", file=sys.stderr)
-    return 0
-
-
-def _focal_policy(args, env):
-    """The --focal population, a mistake naming the flag the user gave it with."""
-    try:
-        return focal_policy(args.focal, env, args.game)
-    except UsageError as error:
-        given = str(getattr(args, args.focal_flag[2:]))[:120]
-        raise UsageError(f"{args.focal_flag} {given!r}: {error}") from error
-
-
-def call_summary(results) -> dict:
-    """seat -> its model calls over every scenario (calls, tokens, errors, retries)."""
-    stats: dict[str, CallStats] = {}
-    for result in results:
-        for seat, s in result.stats.items():
-            stats[seat] = stats.get(seat, CallStats()).merged(s)
-    return {seat: s.summary() for seat, s in stats.items()}
-
-
-def _play_arguments(args) -> None:
-    """The fields ``dilemmax play``'s session reads that this command fixes."""
-    args.env, args.grid, args.shard = args.game, False, None
 
 
 def add_commands(subparsers) -> None:

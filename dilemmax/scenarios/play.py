@@ -28,23 +28,27 @@ checks it with a planted model on the moral-hazard partner who never queries).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
 
 from dilemmax.envs.rollout import episode_keys, job_keys
-from dilemmax.errors import UsageError
-from dilemmax.llm.cli import MODEL_DEFAULTS
 from dilemmax.envs.seat_spec import parse_seat
+from dilemmax.errors import UsageError
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.play import PlayResult
-from dilemmax.llm.seats import check_specs, seat_specs
+from dilemmax.llm.seats import check_agents, check_specs
 from dilemmax.llm.session import (
     Part,
+    SessionOptions,
     check_run_options,
     model_identity,
     output_paths,
     play_parts,
+    sampling_identity,
 )
 from dilemmax.scenarios.env import ScenarioEnv, game_reset_keys
 from dilemmax.scenarios.evaluate import ScenarioScore
@@ -64,11 +68,18 @@ def scenario_configs(env: ScenarioEnv, key: jax.Array, episodes: int):
     return jax.jit(jax.vmap(jax.vmap(config_of)))(keys)
 
 
-def focal_specs(env: ScenarioEnv, args) -> dict[str, str]:
-    """focal agent -> the user's seat spec (``--seat`` entries over ``--seats``), checked: a
-    ``--seat`` on a background seat, or a focal seat left without one, is a one-line error."""
+def focal_specs(
+    env: ScenarioEnv,
+    seats: Mapping[str, str],
+    default: str | None,
+    generate: GenerateConfig | None = None,
+    protocol: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """focal agent -> its seat spec (``seats``' own over ``default``), checked: a seat on a
+    background agent, or a focal seat left without one, is a one-line error."""
     game = env.game
-    named = seat_specs(game, args)
+    named = dict(seats)
+    check_agents(game, named)
     focal = [game.agents[i] for i in env.focal]
     background = sorted(set(named) - set(focal))
     if background:
@@ -76,11 +87,11 @@ def focal_specs(env: ScenarioEnv, args) -> dict[str, str]:
             f"--seat names background seat(s) {background}; the scenarios' focal seats are "
             f"{focal} (the background plays the others)"
         )
-    missing = [a for a in focal if a not in named and not args.seats]
+    missing = [a for a in focal if a not in named and not default]
     if missing:
         raise UsageError(f"no seat for focal agent(s) {missing}: add --seat or --seats")
-    specs = {a: named.get(a, args.seats) for a in focal}
-    check_specs(game, specs, None, args)
+    specs = {a: named.get(a, default) for a in focal}
+    check_specs(game, specs, None, generate, protocol)
     return specs
 
 
@@ -124,26 +135,39 @@ def scenario_parts(
     return parts
 
 
-def play_identity(scenarios: ScenarioSet, digests: Mapping[str, str], specs, args) -> dict:
+def protocol_words(protocol: Mapping[str, Any]) -> list[str]:
+    """Text-protocol options as the ``key=value`` words a run's identity has always named them
+    by (``--protocol ask_rationale=true``)."""
+    shown = {True: "true", False: "false"}
+    return [f"{k}={shown.get(v, v) if isinstance(v, bool) else v}" for k, v in protocol.items()]
+
+
+def play_identity(
+    scenarios: ScenarioSet,
+    digests: Mapping[str, str],
+    specs: Mapping[str, str],
+    options: SessionOptions,
+    episodes: int,
+) -> dict:
     """What the transcript is keyed by: a resume of another set, scenario version, seating or
-    sampling is refused by the transcript."""
+    sampling is refused by the transcript (the keys and values runs have always had)."""
     identity = {
         "command": "scenarios evaluate",
         "set": scenarios.name,
         "digests": dict(digests),
         "seats": dict(specs),
-        "seed": args.seed,
-        "episodes": args.episodes,
-        "envs": args.envs,
-        "max_steps": args.max_steps,
-        "protocol": list(args.protocol or []),
-        "sampling": [args.temperature, args.top_p, args.max_tokens, args.model_seed],
+        "seed": options.seed,
+        "episodes": episodes,
+        "envs": options.envs,
+        "max_steps": options.max_steps,
+        "protocol": protocol_words(options.protocol),
+        "sampling": sampling_identity(options.generate),
     }
-    model = model_identity(args, MODEL_DEFAULTS)  # options that change replies, when set
+    model = model_identity(options.generate)  # options that change replies, when set
     if model:
         identity["model_options"] = model
-    if args.on_call_error != "stop":
-        identity["on_call_error"] = args.on_call_error
+    if options.on_call_error != "stop":
+        identity["on_call_error"] = options.on_call_error
     return identity
 
 
@@ -173,19 +197,22 @@ def score_rows(
 def play_scenarios(
     scenarios: ScenarioSet,
     env: ScenarioEnv,
-    args,
+    options: SessionOptions,
+    episodes: int,
     resolve_zoo: ZooResolver | None = None,
 ) -> tuple[list[ScenarioScore], list[PlayResult]]:
-    """The user's focal seats (``args``: the seat, model and run options of ``dilemmax play``)
-    on every scenario of the set, ``args.episodes`` each: (rows, one PlayResult per scenario)."""
-    specs = focal_specs(env, args)
-    check_run_options(args)  # --envs, --resume, --seed, sampling: before the first compile
-    output_paths(args)  # --json, --out (made now), --resume's transcript
+    """The focal seats of ``options`` (``seats`` over ``default_seat``; its model and run
+    options as ``dilemmax play``'s) on every scenario of the set, ``episodes`` each: (rows,
+    one PlayResult per scenario)."""
+    specs = focal_specs(env, options.seats, options.default_seat, options.generate,
+                        options.protocol)  # fmt: skip
+    check_run_options(options)  # --envs, --resume, --seed, sampling: before the first compile
+    output_paths(options.out, options.resume)  # --out (made now), --resume's transcript
     digests = scenarios.digests(resolve_zoo)
-    key = jax.random.key(args.seed)
-    parts = scenario_parts(scenarios, env, key, args.episodes, resolve_zoo)
-    args.seat = [f"{agent}={spec}" for agent, spec in specs.items()]
-    args.seats = None  # the background seats come from the parts
-    identity = play_identity(scenarios, digests, specs, args)
-    session = play_parts(parts, args, identity, "scenarios evaluate")
+    key = jax.random.key(options.seed)
+    parts = scenario_parts(scenarios, env, key, episodes, resolve_zoo)
+    # The focal seats by agent; the background seats come from the parts.
+    seated = dataclasses.replace(options, seats=specs, default_seat=None)
+    identity = play_identity(scenarios, digests, specs, seated, episodes)
+    session = play_parts(parts, seated, identity, "scenarios evaluate")
     return score_rows(scenarios, env, session.results, digests), session.results

@@ -16,11 +16,13 @@ from dilemmax.envs.moral_hazard.observation import decode
 from dilemmax.envs.moral_hazard.policies import by_stage
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import build_seat
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.scenarios import cli
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios import play as P
+from dilemmax.scenarios.api import evaluate_scenarios
 from dilemmax.scenarios.env import game_reset_keys
 from dilemmax.scenarios.registry import SETS
 
@@ -80,6 +82,19 @@ def test_planted_model_scores_what_its_policy_scores_and_resumes_without_a_call(
         assert calls >= 2 * 2 * 2  # a work and a final move per episode, at least
         assert evaluate([*argv, "--base-url", server.base_url, "--resume"]) == 0
         assert server.answered == calls
+        # From Python, as a notebook runs it: the same seats, seed and sizes give the CLI's
+        # results, and the CLI's transcript resumes from Python without a call (same identity).
+        generate = GenerateConfig(base_url=server.base_url)
+        again = evaluate_scenarios("moral_hazard", default_seat="openai:planted", episodes=2,
+                                   references=False, envs=2, generate=generate, out=out,
+                                   resume=True)  # fmt: skip
+        assert server.answered == calls and again.to_json()["rows"] == first["rows"]
+        fresh = evaluate_scenarios("moral_hazard", "openai:planted", episodes=2,
+                                   references=False, envs=2, generate=generate)  # fmt: skip
+        assert server.answered == 2 * calls and fresh.out is None
+        assert {k: v for k, v in fresh.to_json().items() if k != "calls"} == {
+            k: v for k, v in first.items() if k != "calls"
+        }
     assert json.loads((out / "results.json").read_text())["rows"] == first["rows"]
     assert (out / "transcript.jsonl").is_file()
     [(seat, stats)] = first["calls"].items()
