@@ -117,8 +117,25 @@ def cli_error(capsys, argv) -> str:
 
 
 # --------------------------------------------------------------------------- the parser
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=string.printable + "é|:=,", max_size=60))
+WORD = st.text(alphabet=string.ascii_letters + string.digits + "_-./:=|é \n", max_size=12)
+NEAR_SPECS = st.builds(  # near-valid specs: every kind, its options and junk, in any order
+    lambda kind, target, options: ",".join([f"{kind}:{target}", *options]),
+    st.sampled_from(["scripted", "trained", "zoo", "openai", "inspect", "hf", "bogus", ""]),
+    WORD,
+    st.lists(
+        st.one_of(
+            st.sampled_from(["greedy", "seed=3", "seed=-1", "temperature=0.5", "top_k=0",
+                             "base_url=http://a/v1|http://b/v1", "role=cooperator", "adapter=",
+                             "output=xml", "greedy=1", "=", ""]),  # fmt: skip
+            st.builds(lambda a, b: f"{a}={b}", WORD, WORD),
+        ),
+        max_size=4,
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(alphabet=string.printable + "é|:=,", max_size=60), NEAR_SPECS))
 def test_the_parser_is_total_any_text_is_a_spec_or_one_line(text):
     try:
         spec = parse_seat(text)

@@ -209,7 +209,8 @@ def _options(text: str, kind: SeatKind, entries: list[str]) -> dict[str, Any]:
         if not name:
             raise _fail(text, "an option without a name (two commas, or a comma at the end?)")
         if name in written:
-            raise SeatSpecError(f"seat {_shown(text)} gives {name[:64]} twice")
+            shown = name if _OPTION_NAME.fullmatch(name) else repr(name[:64])
+            raise SeatSpecError(f"seat {_shown(text)} gives {shown} twice")
         written[name] = (value.strip(), bool(eq))
     unknown = sorted(n for n in written if n not in kind.options or not _OPTION_NAME.fullmatch(n))
     if unknown:
