@@ -166,6 +166,6 @@ EARLY_STEPS = 50  # "cells cleaned in the first 50 steps" metric
 # ----------------------------------------------------------------------------- pools
 DEFAULT_NUM_LAYOUTS = 256
 DEFAULT_NUM_RULES = 100_000
-TRAIN_FRACTION = 0.8
+DEFAULT_TRAIN_FRACTION = 0.8
 LAYOUT_POOL_SEED = 0
 RULE_POOL_SEED = 1

@@ -148,7 +148,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         pool_seed: int = C.LAYOUT_POOL_SEED,
         num_layouts: int = C.DEFAULT_NUM_LAYOUTS,
         num_rules: int = C.DEFAULT_NUM_RULES,
-        train_fraction: float = C.TRAIN_FRACTION,
+        train_fraction: float = C.DEFAULT_TRAIN_FRACTION,
         p_spawn: float = C.P_SPAWN,
         skew: float = C.SKEW,
         zap: bool = False,

@@ -402,7 +402,7 @@ def build_rule_pool(
     return pools.Pool(OpenCleanupRule(effect_pairs=jnp.asarray(rows[np.sort(first)])))
 
 
-def select_split(pool, split: str, train_fraction: float = C.TRAIN_FRACTION):
+def select_split(pool, split: str, train_fraction: float = C.DEFAULT_TRAIN_FRACTION):
     """``"train"``, ``"held_out"`` or ``"all"`` of a pool."""
     if split == "all":
         return pool
