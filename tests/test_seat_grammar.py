@@ -318,6 +318,8 @@ def test_training_partners_take_every_jax_spelling(env, spellings):
     assert actions["agent_1"].shape == (2,)
     with pytest.raises(UsageError, match="training partners play inside JAX"):
         seats(spellings["openai"])
+    with pytest.raises(UsageError, match="keeps a memory"):  # a recurrent run: refused
+        seats("zoo:moral_hazard/rl2_s0")
     for spec, _ in BAD:
         with pytest.raises(UsageError) as error:
             seats(spec)
@@ -332,6 +334,8 @@ def test_the_gymnasium_view_seats_every_jax_spelling(env, spellings):
     view.step(int(np.flatnonzero(info["action_mask"])[0]))  # the trained seat acts in the step
     with pytest.raises(SeatSpecError, match="other seats play inside JAX"):
         SingleSeatEnv(GAME, others=spellings["openai"])
+    with pytest.raises(SeatSpecError, match="keeps a memory"):  # a recurrent run: refused
+        SingleSeatEnv(GAME, others="zoo:moral_hazard/rl2_s0")
     for spec, _ in BAD:
         with pytest.raises(UsageError) as error:
             SingleSeatEnv(GAME, others={"agent_1": spec})

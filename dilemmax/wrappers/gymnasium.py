@@ -31,8 +31,8 @@ from gymnasium.vector.vector_env import AutoresetMode
 
 from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.registry import make
-from dilemmax.envs.rollout import act, seat_policies, step_parts
-from dilemmax.envs.seat_spec import seat_policy
+from dilemmax.envs.rollout import act, is_carried, seat_policies, step_parts
+from dilemmax.envs.seat_spec import SeatSpecError, seat_policy
 from dilemmax.wrappers.legal import (
     MAX_NUM_ENVS,
     LegalDiscrete,
@@ -51,8 +51,14 @@ def resolve_policies(env, others, agent: str):
     ``scripted:<name>`` or a bare scripted name, ``trained:<run>``, ``zoo:<game>/<population>``)
     resolved against ``env``; a seat that cannot play inside JAX (a model) is refused."""
 
-    def lookup(policy):
-        return seat_policy(policy, env, where="the Gymnasium view's other seats")
+    def lookup(given):
+        policy = seat_policy(given, env, where="the Gymnasium view's other seats")
+        if is_carried(policy):  # its memory would have to live in the Gymnasium env's state
+            raise SeatSpecError(
+                f"{str(given)[:200]!r} keeps a memory (a recurrent run), which the Gymnasium "
+                "view's other seats do not carry; seat a feed-forward run or a scripted policy"
+            )
+        return policy
 
     if isinstance(others, dict):
         others = {a: lookup(p) for a, p in others.items()}
