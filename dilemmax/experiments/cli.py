@@ -20,7 +20,7 @@ import argparse
 import importlib
 import sys
 
-from dilemmax.commandline import add_config_arguments, config_from_namespace, parse_assignments
+from dilemmax.commandline import add_config_arguments, config_from_namespace
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 
@@ -54,46 +54,18 @@ def _runner():
 
 def add_play_arguments(p: argparse.ArgumentParser) -> None:
     """The seat, model and run options of ``dilemmax play`` an experiment takes (the fields of
-    :class:`~dilemmax.llm.session.SessionOptions`)."""
+    :class:`~dilemmax.llm.session.SessionOptions`, declared once in ``dilemmax.llm.cli``)."""
     # The model stack's flags: loaded when a design's options are built, not for `--list`.
-    from dilemmax.llm.cli import add_model_arguments
+    from dilemmax.llm.cli import add_session_arguments
 
-    p.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
-    p.add_argument("--seats", help="<kind>:<target> for every seat the design leaves open")
-    add_model_arguments(p)
-    p.add_argument("--protocol", action="append", help="text protocol option key=value")
-    p.add_argument("--envs", type=int, default=16, help="environments stepped together")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
-    p.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
-                   help="a call that failed after its retries: stop (resume later) or play "
-                   "the invalid move")  # fmt: skip
-    p.add_argument("--out", help="run folder (transcript, results.json, tables, figures)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
+    add_session_arguments(p, out_help="run folder (transcript, results.json, tables, figures)")
 
 
 def session_options(args: argparse.Namespace):
     """The :class:`~dilemmax.llm.session.SessionOptions` of the parsed play options."""
-    from dilemmax.llm.cli import generate_config  # the run stack: loaded when a design runs
-    from dilemmax.llm.seats import seat_entries
-    from dilemmax.llm.session import SessionOptions
+    from dilemmax.llm import cli  # the run stack: loaded when a design runs
 
-    return SessionOptions(
-        seats=seat_entries(args.seat),
-        default_seat=args.seats,
-        generate=generate_config(args),
-        protocol=parse_assignments(args.protocol, "--protocol"),
-        envs=args.envs,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        on_call_error=args.on_call_error,
-        out=args.out,
-        resume=args.resume,
-        progress=not args.no_progress,
-        shard=args.shard,
-    )
+    return cli.session_options(args)
 
 
 def parse_design_argv(design, argv: list[str]):
