@@ -39,9 +39,10 @@ from dilemmax.llm.policy import CallStats
 from dilemmax.llm.session import SessionOptions
 from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
+from dilemmax.scenarios import registry
 from dilemmax.scenarios.focal import focal_policy, zoo_populations
 from dilemmax.scenarios.play import play_scenarios
-from dilemmax.scenarios.registry import SETS, scenario_set
+from dilemmax.scenarios.registry import SETS
 
 GAMES = tuple(sorted({s.game for s in SETS.values()}))
 COMMAND = "scenarios evaluate"  # what its run folders' lock records (runlock.last_writer)
@@ -134,7 +135,7 @@ def evaluate_scenarios(
     *,
     seats: Mapping[str, str] | None = None,
     default_seat: str | None = None,
-    split: str = "test",
+    scenario_set: str = "test",
     episodes: int = 8,
     seed: int = 0,
     references: bool = True,
@@ -147,7 +148,7 @@ def evaluate_scenarios(
     resume: bool = False,
     progress: bool = False,
 ) -> ScenarioEvaluation:
-    """Scores a focal population on ``game``'s scenario set ``split``, ``episodes`` each.
+    """Scores a focal population on ``game``'s scenario set ``scenario_set``, ``episodes`` each.
 
     Args:
         game: a game with scenario sets (:data:`GAMES`).
@@ -158,7 +159,7 @@ def evaluate_scenarios(
         seats, default_seat: the focal seats played through the batched harness instead (as
             ``dilemmax play`` seats them: any kind, models among them): focal agent -> seat
             spec, and the spec of every focal seat ``seats`` leaves out.
-        split: ``"train"`` or ``"test"``.
+        scenario_set: ``"train"`` or ``"test"``.
         references: also score random focal agents and every zoo population of the game (the
             normalised score's ends).
         max_steps: stop each episode after this many steps.
@@ -186,7 +187,7 @@ def evaluate_scenarios(
     out = None if out is None else Path(out)
     if out is not None:
         _check_out_is_ours(out)
-    scenarios = scenario_set(game, split)
+    scenarios = registry.scenario_set(game, scenario_set)
     env = scenarios.build()
     _check_size(env, batched, episodes, envs, max_steps)
     key = jax.random.key(seed)

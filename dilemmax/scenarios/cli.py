@@ -124,7 +124,7 @@ def _cmd_evaluate(args) -> int:
     try:
         evaluation = evaluate_scenarios(
             args.game, args.focal if source == "focal" else None, seats=seat_entries(args.seat),
-            default_seat=args.seats if source == "seats" else None, split=args.scenario_set,
+            default_seat=args.seats if source == "seats" else None, scenario_set=args.scenario_set,
             episodes=args.episodes, seed=args.seed, references=args.references == "zoo",
             max_steps=args.max_steps,
             generate=generate_config(args), protocol=parse_assignments(args.protocol, "--protocol"),
