@@ -11,7 +11,7 @@ import pytest
 import dilemmax
 from dilemmax.envs.text import Prompt
 from dilemmax.errors import UsageError
-from dilemmax.commandline import add_model_arguments, generate_config
+from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import build_seat, check_specs
 from dilemmax.llm.server import LocalChatServer
