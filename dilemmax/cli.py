@@ -80,7 +80,10 @@ COMMANDS = {
         "dilemmax.scenarios.cli",
         "held-out scenarios: list the sets, or score a focal population on one",
     ),
-    "view": ("dilemmax.view.cli", "a run as one self-contained HTML replay page (--open to open it)"),
+    "view": (
+        "dilemmax.view.cli",
+        "a run as one self-contained HTML replay page (--open to open it)",
+    ),
 }
 
 

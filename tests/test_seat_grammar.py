@@ -124,9 +124,22 @@ NEAR_SPECS = st.builds(  # near-valid specs: every kind, its options and junk, i
     WORD,
     st.lists(
         st.one_of(
-            st.sampled_from(["greedy", "seed=3", "seed=-1", "temperature=0.5", "top_k=0",
-                             "base_url=http://a/v1|http://b/v1", "role=cooperator", "adapter=",
-                             "output=xml", "greedy=1", "=", ""]),  # fmt: skip
+            st.sampled_from(
+                [
+                    "greedy",
+                    "seed=3",
+                    "seed=-1",
+                    "temperature=0.5",
+                    "top_k=0",
+                    "base_url=http://a/v1|http://b/v1",
+                    "role=cooperator",
+                    "adapter=",
+                    "output=xml",
+                    "greedy=1",
+                    "=",
+                    "",
+                ]
+            ),  # fmt: skip
             st.builds(lambda a, b: f"{a}={b}", WORD, WORD),
         ),
         max_size=4,

@@ -89,9 +89,7 @@ def test_parse_context_errors_name_the_problem():
     ]:
         with pytest.raises(ValueError, match=what):
             inputs.parse_context(bad)
-    assert (
-        inputs.context_index((1, 5, 6), 10) == 11 * 12 + 9
-    )  # split (1, 5, 6) is the 12th, T = 10
+    assert inputs.context_index((1, 5, 6), 10) == 11 * 12 + 9  # split (1, 5, 6) is the 12th, T = 10
 
 
 def test_certify_command_end_to_end(tmp_path, capsys):

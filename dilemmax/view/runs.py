@@ -268,8 +268,6 @@ def _play_trained(path: Path, num_episodes: int, seed: int) -> Run:
         partner = f"scripted:{partner}"
     key = jax.random.key(seed)
     rollouts, metrics = run_episodes(env, seats, key, num_episodes)
-    names = {
-        a: ("trained" if i in learners else partner) for i, a in enumerate(env.agents)
-    }
+    names = {a: ("trained" if i in learners else partner) for i, a in enumerate(env.agents)}
     episodes = played_episodes(env, key, rollouts, metrics, names, config["env"])
     return Run(f"trained {config.get('algo', '')} run {path.name} (seed {seed})", "train", episodes)
