@@ -8,7 +8,7 @@ Two measurements (compile excluded: every configuration is played once untimed f
   are subtracted. Reported as wall time and as CPU time of the harness thread (less sensitive
   to a loaded machine), with the part spent inside the game's protocol.
 - ``throughput``: agent-steps/s of batched play against the local OpenAI-compatible server
-  (``python -m dilemmax.llm.server``, in its own process: instant replies over real HTTP), at
+  (``python -m dilemmax.llm.server_cli``, in its own process: instant replies over real HTTP), at
   1, 16 and 256 envs; every seat is the model. The seat kinds are played side by side, in turn
   against the same server, so their ratio comes from one run: ``openai`` (dilemmax's async
   client), ``inspect`` (Inspect AI's ``openai-api`` provider, an ``inspect:`` seat) and ``sdk``
@@ -139,7 +139,7 @@ def overhead(env_id: str, num_envs: int, episodes: int, repeats: int) -> dict:
 def _server_process(reply: str):
     """The local server in its own process (so it does not share this one's GIL)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "dilemmax.llm.server", "--reply", reply],
+        [sys.executable, "-m", "dilemmax.llm.server_cli", "--reply", reply],
         stdout=subprocess.PIPE,
         text=True,
     )

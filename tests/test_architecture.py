@@ -224,3 +224,59 @@ def test_imports_run_down_the_layers():
     ]
     message = "imports that run up or across the layers (a package imports only lower ones):\n"
     assert not upward, message + "\n".join(f"  {i}" for i in upward)
+
+
+# ------------------------------------------------------------------ the command line stays on top
+def is_command_line_module(path: Path) -> bool:
+    """The modules that parse command lines: the ``dilemmax`` entry (``cli.py``,
+    ``__main__.py``), each command's ``cli.py`` / ``*_cli.py``, and the argument helpers they
+    share (``commandline.py``, ``finetune/arguments.py``). Everything else is the library
+    those parsers call with typed values (issue #36: a notebook runs what a command runs)."""
+    name = path.name
+    shared = {"commandline.py", "arguments.py"}
+    return name in {"cli.py", "__main__.py", *shared} or name.endswith("_cli.py")
+
+
+def command_line_leaks(path: Path, text: str) -> list[str]:
+    """Where a library module imports argparse or a function takes a parsed namespace
+    (a parameter named ``args`` or ``namespace``, or annotated ``argparse.Namespace``)."""
+    rel = str(path.relative_to(ROOT.parent))
+    leaks = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if any((n or "").split(".")[0] == "argparse" for n in names):
+                leaks.append(f"{rel}:{node.lineno}: imports argparse")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            params = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            for param in params:
+                annotation = ast.unparse(param.annotation) if param.annotation else ""
+                if param.arg in ("args", "namespace") or "Namespace" in annotation:
+                    where = getattr(node, "name", "lambda")
+                    leaks.append(f"{rel}:{node.lineno}: {where}() takes {param.arg}")
+    return leaks
+
+
+def test_no_library_module_imports_argparse_or_takes_a_namespace():
+    leaks = [
+        leak
+        for path in sorted(ROOT.rglob("*.py"))
+        if not _is_test(path.relative_to(ROOT)) and not is_command_line_module(path)
+        for leak in command_line_leaks(path, path.read_text())
+    ]
+    assert not leaks, "the command line leaks into the library:\n" + "\n".join(leaks)
+
+
+def test_the_leak_scan_sees_an_import_a_namespace_parameter_and_an_annotation():
+    text = (
+        "import argparse\n"
+        "def plan(args): ...\n"
+        "def run(options, ns: argparse.Namespace): ...\n"
+        "def fine(options, generate): ...\n"
+    )
+    leaks = command_line_leaks(ROOT / "x.py", text)
+    assert [leak.split(": ", 1)[1] for leak in leaks] == [
+        "imports argparse",
+        "plan() takes args",
+        "run() takes ns",
+    ]

@@ -16,7 +16,6 @@ and ``POST /v1/responses`` answered with an event stream when the request does n
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import socket
@@ -346,18 +345,3 @@ def _response(status: int, payload: bytes, headers: dict) -> bytes:
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {len(payload)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m dilemmax.llm.server --reply TEXT``: serve one fixed reply until killed (a
-    stand-in server for benchmarks and demos); prints the base URL on its first line."""
-    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    parser.add_argument("--reply", default="ACTION QUERY", help="the text every call gets")
-    args = parser.parse_args(argv)
-    server = LocalChatServer(lambda body: args.reply).start()
-    print(server.base_url, flush=True)
-    threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()
