@@ -29,9 +29,7 @@ from typing import Any
 import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.memory import check_waves_fit
 from dilemmax.envs.registry import env_spec, make, registered_envs
-from dilemmax.envs.rollout import num_configs_of
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
@@ -233,8 +231,6 @@ def play_session(
     made_options = held_out_options(env, env_options or {})
     game = _make_env(env, made_options)
     planned = grid_parts(env, game, made_options) if grid else [("main", game, None, None)]
-    total = sum(episodes * (num_configs_of(configs) or 1) for _, _, configs, _ in planned)
-    check_waves_fit(game, envs, total, "play", "--envs or --episodes")
     parts = [
         Part(name, part_env, configs, names, episodes=episodes, rotate=rotate)
         for name, part_env, configs, names in planned

@@ -37,6 +37,7 @@ import jax
 from tqdm import tqdm
 
 from dilemmax.commandline import output_folder
+from dilemmax.envs.memory import check_waves_fit
 from dilemmax.envs.option_spec import INT32_MAX, Range
 from dilemmax.envs.registry import env_label
 from dilemmax.envs.rollout import num_configs_of
@@ -298,9 +299,13 @@ def play_parts(
             raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
         _protocol(part, run_options(part, options.protocol))  # refused before any folder
     specs = user_specs(parts, options)
+    total = sum(p.num_jobs * p.rotations for p in parts)
+    # Sizes this host cannot hold are refused with the estimate before any folder or call
+    # (play, experiment and scenario runs alike): each game's footprint at the whole run.
+    for env in {type(p.env): p.env for p in parts}.values():
+        check_waves_fit(env, options.envs, total, command, "--envs or --episodes")
     out, created = output_paths(options.out, options.resume)
     identity = {**identity, **({"shard": str(shard)} if shard.sharded else {})}
-    total = sum(p.num_jobs * p.rotations for p in parts)
     with contextlib.ExitStack() as stack:
         transcript = None
         if out is not None:

@@ -59,6 +59,7 @@ from dilemmax.train.config import (
     make_config,
     parse_sets,
 )
+from dilemmax.train.envs import check_evaluation_fits
 from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun, load_run
 
 
@@ -210,6 +211,7 @@ def _cmd_evaluate(args) -> int:
             run.config.__dict__.update(type(run.config).from_dict(values).__dict__)
             run.config.validate()
         _network_fits(run)
+        check_evaluation_fits(run.config, run.trainer)
     if out is None:
         out = output_file(ckpt.parent.parent / "eval.json", "--json (default <run>/eval.json)")
     metrics = run.evaluate(state, jax.random.PRNGKey(args.seed), greedy=args.greedy)

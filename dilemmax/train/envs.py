@@ -27,6 +27,7 @@ import numpy as np
 from dilemmax.envs.base import MultiAgentEnv, PyTree
 from dilemmax.envs.memory import (
     MemoryNeeded,
+    check_episodes_fit,
     human_size,
     machine_memory,
     nbytes,
@@ -34,6 +35,7 @@ from dilemmax.envs.memory import (
 from dilemmax.envs.option_spec import shown
 from dilemmax.envs.options import OptionError, OptionSpec, constructor_specs
 from dilemmax.envs.registry import make
+from dilemmax.envs.rollout import num_configs_of
 
 # Kinds of option whose range applies to a configuration field of the same name (a "str"
 # option such as the moral-hazard mapping is stored as an index: its names do not apply).
@@ -353,3 +355,13 @@ def check_fits(config, trainer, seed_keys, mesh=None) -> None:
             f"step) and the runner state {human_size(batch)}; this machine has {what}: lower "
             "num_envs, num_steps or num_seeds"
         )
+
+
+def check_evaluation_fits(config, trainer) -> None:
+    """Refuses (:class:`MemoryNeeded`, with the estimate) an evaluation this machine cannot
+    hold, before it compiles: every seed's ``eval_episodes`` per evaluation configuration are
+    played in one batched program."""
+    env = trainer.eval_env()
+    grid = config_grid(env.inner, config.eval_grid)
+    episodes = config.num_seeds * config.eval_episodes * (num_configs_of(grid) or 1)
+    check_episodes_fit(env, episodes, "the evaluation", "--episodes (eval_episodes)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+from pathlib import Path
 
 import pytest
 from test_cli_errors import _fails_cleanly
@@ -19,6 +20,7 @@ from dilemmax.envs import memory as M
 # Seconds a refusal may take: tracing one episode's shapes, on a loaded 2-core machine.
 DEADLINE = 120
 HUGE = "1000000000000"
+ZOO_RUN = Path(dilemmax.__file__).parent / "agents" / "zoo_runs" / "moral_hazard" / "ippo"
 
 
 @contextlib.contextmanager
@@ -49,6 +51,12 @@ def deadline(seconds: int = DEADLINE):
           "--out", "{tmp}/run"], "play (1000000000 env(s) x"),
         (["play", "moral_hazard", "--seats", "scripted:teacher", "--episodes", HUGE,
           "--out", "{tmp}/run"], f"and {HUGE} episode(s) x"),
+        # The play session checks for every command it runs: the paper experiments too.
+        (["experiment", "moral_hazard/isolation", "--seats", "scripted:teacher",
+          "--envs", "1000000000", "--out", "{tmp}/iso"], "experiment (1000000000 env(s) x"),
+        # 2 seeds x 13 conditions x the episodes asked, in one batched program.
+        (["evaluate", str(ZOO_RUN), "--episodes", "1000000000", "--json", "{tmp}/e.json"],
+         "the evaluation (26000000000 episode(s) x"),
     ],
 )  # fmt: skip
 def test_a_size_nobody_can_run_is_refused_at_once_with_the_estimate(capsys, tmp_path, argv, words):
