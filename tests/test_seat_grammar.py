@@ -41,7 +41,7 @@ from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_cli import fake_trained_run
 from dilemmax.scenarios.spec import Scenario, ScenarioSet
 from dilemmax.train.config import make_config
-from dilemmax.train.seats import Seats
+from dilemmax.train.learners import Seats
 from dilemmax.wrappers.gymnasium import SingleSeatEnv
 
 GAME = "moral_hazard"  # the cheapest game to compile, with trained zoo populations

@@ -4,7 +4,7 @@ One :class:`Trainer` serves every variant. What differs between them (a feed-for
 recurrent RL^2 actor; a critic on the learner's observation, IPPO, or on
 ``env.global_state(state)``, MAPPO) is chosen once, at construction, in the
 :class:`~dilemmax.train.actor_critic.ActorCritic` adapter; who plays which seat is
-:class:`~dilemmax.train.seats.Seats`. :meth:`Trainer.update` then reads top to bottom:
+:class:`~dilemmax.train.learners.Seats`. :meth:`Trainer.update` then reads top to bottom:
 collect a rollout, compute advantages, run the PPO epochs.
 
 Layout of the arrays (``L`` learning seats, ``E`` envs, ``T`` rollout steps, ``A`` agents):
@@ -49,7 +49,7 @@ from dilemmax.train.envs import (
     make_env,
     overrides_as_arrays,
 )
-from dilemmax.train.seats import Seats
+from dilemmax.train.learners import Seats
 from dilemmax.wrappers.log import LogWrapper
 
 
