@@ -53,7 +53,7 @@ def test_rollout_functions_accept_both_key_kinds(kind):
 
 @pytest.mark.parametrize("kind", KEYS)
 def test_moral_hazard_evaluate_accepts_both_key_kinds(kind):
-    from dilemmax.envs.moral_hazard import evaluate
+    from dilemmax.envs.moral_hazard.evaluate import evaluate
 
     configs = dilemmax.make("moral_hazard").sample_config(jax.random.key(1))
     results = evaluate(random_policy, configs, 2, KEYS[kind], num_resamples=16)

@@ -68,7 +68,7 @@ def game_plan(
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise UsageError(f"{game}: episodes must be a whole number >= 1, got {episodes!r}")
     given = parse_assignments(assignments(options, "options"), "options", env_option_specs(game))
-    made = play_api.env_options(game, given)
+    made = play_api.held_out_options(game, given)
     with user_input(game):
         env = make(game, **made)
     planned = play_api.grid_parts(game, env, made) if grid else [("main", env, None, None)]

@@ -405,7 +405,9 @@ def test_scenarios_evaluate_refuses_an_out_holding_another_commands_results(
     if not locked:  # a copy without its lock file: judged by its results.json
         (run / ".lock").unlink()
     kept = (run / "results.json").read_text()
-    monkeypatch.setattr("dilemmax.scenarios.cli.scenario_set", lambda *a: pytest.fail("scored"))
+    monkeypatch.setattr(
+        "dilemmax.scenarios.registry.scenario_set", lambda *a: pytest.fail("scored")
+    )
     argv = ["scenarios", "evaluate", "--game", "moral_hazard", "--scripted", "teacher",
             "--out", str(run)]  # fmt: skip
     words = "holds the results of another command" if locked else "not a scenarios evaluation"
