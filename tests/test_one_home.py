@@ -7,7 +7,9 @@
 - no module imports another's private (``_name``) names: a name used across modules is public,
   with a docstring, where it is defined;
 - no ``noqa: F401`` re-export shims: a name is imported from its home (0.x: no compatibility
-  promise for Python import paths, CHANGELOG.md).
+  promise for Python import paths, CHANGELOG.md);
+- a refused value is quoted in an error message by ``envs/option_spec.shown`` only: no second
+  helper that cuts a repr with ``...``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
 STATISTICS = ROOT / "statistics.py"
 INT32_HOME = ROOT / "envs" / "option_spec.py"
+SHOWN_HOME = INT32_HOME  # option_spec.shown: how an error message quotes a value
 
 # Names of interval and test functions; a formatter of one (``_ci_text``) is not one.
 INTERVAL_NAME = re.compile(
@@ -129,6 +132,25 @@ def f401_shims(path: Path, text: str) -> list[str]:
     ]
 
 
+def _is_cut(node: ast.AST) -> bool:
+    """``text[: limit - 3] + "..."``: a slice with an ellipsis added, what ``shown`` does."""
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Add)
+        and isinstance(node.left, ast.Subscript)
+        and isinstance(node.left.slice, ast.Slice)
+        and isinstance(node.right, ast.Constant)
+        and node.right.value in ("...", "\u2026")
+    )
+
+
+def value_cuts(path: Path, tree: ast.Module) -> list[str]:
+    """The places outside option_spec.py that cut a text and add ``...`` (a copy of shown)."""
+    if path == SHOWN_HOME:
+        return []
+    return [f"{_where(path, n)} [...] + '...'" for n in ast.walk(tree) if _is_cut(n)]
+
+
 def _scan(check, *, text: bool = False) -> list[str]:
     return [hit for path, src, tree in modules() for hit in check(path, src if text else tree)]
 
@@ -147,6 +169,9 @@ def test_the_scanners_see_what_they_refuse():
         "def _ci_text(pair): ...\n"
         "def _interval_text(entry): ...\n"
         "spec = dict(exclusive_low=True)\n"
+        "def _short(value, limit=60):\n"
+        "    text = repr(value)\n"
+        "    return text if len(text) <= limit else text[: limit - 3] + '...'\n"
     )
     tree = ast.parse(text)
     assert private_imports(planted, tree) == [
@@ -159,6 +184,8 @@ def test_the_scanners_see_what_they_refuse():
     assert [h.split()[-1] for h in interval_functions(planted, tree)] == ["mean_ci", "bootstrap"]
     assert interval_functions(STATISTICS, tree) == []
     assert old_range_words(planted, text) == ["dilemmax/envs/planted.py:9 exclusive_low"]
+    assert value_cuts(planted, tree) == ["dilemmax/envs/planted.py:12 [...] + '...'"]
+    assert value_cuts(SHOWN_HOME, tree) == []
 
 
 # ----------------------------------------------------------------------------- the tree
@@ -196,4 +223,12 @@ def test_no_re_export_shims():
     assert not found, (
         "a `noqa: F401` re-export: import the name from its home instead (0.x, no compatibility "
         "promise for import paths):\n  " + "\n  ".join(found)
+    )
+
+
+def test_a_refused_value_is_quoted_by_one_helper():
+    found = _scan(value_cuts)
+    assert not found, (
+        "a repr or a text cut with '...' again: quote a value with "
+        "dilemmax.envs.option_spec.shown(value, limit):\n  " + "\n  ".join(found)
     )

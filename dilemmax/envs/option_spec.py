@@ -34,8 +34,18 @@ class OptionError(UsageError, ValueError):
 
 
 def shown(value: Any, limit: int = 60) -> str:
-    """``value``'s repr cut to ``limit`` characters, as an error message quotes what it refused."""
-    text = repr(value)
+    """``value`` as an error message quotes what it refused: its repr (a number as written,
+    ``5.0`` for ``np.float32(5)``) cut with ``...`` to about ``limit`` characters, text cut
+    inside its quotes. The one helper of its kind (tests/test_one_home.py); it never raises,
+    so a hostile ``__repr__`` or an integer too long to print cannot hide the real error."""
+    try:
+        if isinstance(value, str):
+            return repr(value if len(value) <= limit else value[: limit - 3] + "...")
+        if isinstance(value, numbers.Integral) and abs(int(value)).bit_length() > 128:
+            return f"<integer of {abs(int(value)).bit_length()} bits>"
+        text = str(value) if isinstance(value, numbers.Number) else repr(value)
+    except Exception:  # what is refused may be anything: a failing repr is named by its type
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -38,7 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import INVALID_ACTION
-from dilemmax.envs.option_spec import INT32_MAX, INT32_MIN
+from dilemmax.envs.option_spec import INT32_MAX, INT32_MIN, shown
 
 EPISODE_AXIS = "episodes"  # the axis of the mesh :func:`run_episodes` spreads episodes over
 
@@ -196,7 +196,7 @@ def policy_action(action: Any, agent: str) -> jax.Array:
     """
     dtype, shape = _dtype_and_shape(action)
     if dtype is None or dtype.kind not in "iu" or int(np.prod(shape)) != 1:
-        what = f"{dtype}{list(shape)}" if hasattr(action, "dtype") else _short(action)
+        what = f"{dtype}{list(shape)}" if hasattr(action, "dtype") else shown(action)
         raise PolicyError(f"the policy of seat {agent} returned {what}; expected an integer action")
     if isinstance(action, jax.core.Tracer):
         return jnp.reshape(action, ()).astype(jnp.int32)
@@ -216,11 +216,6 @@ def _dtype_and_shape(action: Any) -> tuple[np.dtype | None, tuple]:
         array = np.asarray(action)
         return array.dtype, array.shape
     return None, ()
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ----------------------------------------------------------------------------- the seat loop

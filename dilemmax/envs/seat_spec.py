@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.policies import policies_for
 from dilemmax.errors import UsageError
 
@@ -46,6 +47,7 @@ KIND_MODULES = {
 }
 FLAG = "flag"  # an option written bare (",greedy"): its value is True
 MAX_SPEC = 10_000  # characters; no seat (model name, folder, base URLs) is longer
+_QUOTED = 200  # characters of a refused spec an error message quotes
 _KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -160,11 +162,7 @@ class SeatSpec:
 
 
 def _fail(text: str, problem: str) -> SeatSpecError:
-    return SeatSpecError(f"seat {_shown(text)}: {problem}")
-
-
-def _shown(text: str, limit: int = 200) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return SeatSpecError(f"seat {shown(text, _QUOTED)}: {problem}")
 
 
 def parse_seat(spec: str | SeatSpec) -> SeatSpec:
@@ -194,7 +192,9 @@ def parse_seat(spec: str | SeatSpec) -> SeatSpec:
     except SeatSpecError as error:
         raise _fail(text, str(error)) from None
     if not target:
-        raise SeatSpecError(f"seat {_shown(text)} names no {kind.name} target ({kind.target})")
+        raise SeatSpecError(
+            f"seat {shown(text, _QUOTED)} names no {kind.name} target ({kind.target})"
+        )
     if kind.target_ok is not None and not kind.target_ok(target):
         raise _fail(text, f"expected {kind.name}:{kind.target}")
     return SeatSpec(kind.name, target, _options(text, kind, entries), text)
@@ -209,15 +209,15 @@ def _options(text: str, kind: SeatKind, entries: list[str]) -> dict[str, Any]:
         if not name:
             raise _fail(text, "an option without a name (two commas, or a comma at the end?)")
         if name in written:
-            shown = name if _OPTION_NAME.fullmatch(name) else repr(name[:64])
-            raise SeatSpecError(f"seat {_shown(text)} gives {shown} twice")
+            twice = name if _OPTION_NAME.fullmatch(name) else repr(name[:64])
+            raise SeatSpecError(f"seat {shown(text, _QUOTED)} gives {twice} twice")
         written[name] = (value.strip(), bool(eq))
     unknown = sorted(n for n in written if n not in kind.options or not _OPTION_NAME.fullmatch(n))
     if unknown:
         allowed = ", ".join(kind.options) or "none"
-        shown = [n[:64] for n in unknown[:8]]
+        names = [n[:64] for n in unknown[:8]]
         raise SeatSpecError(
-            f"{kind.name} seat options {shown} are not known (in {_shown(text)}); "
+            f"{kind.name} seat options {names} are not known (in {shown(text, _QUOTED)}); "
             f"{kind.name} seats take: {allowed}"
         )
     options: dict[str, Any] = {}
@@ -230,7 +230,7 @@ def _options(text: str, kind: SeatKind, entries: list[str]) -> dict[str, Any]:
         elif not has_value:
             raise _fail(text, f"{name} needs a value ({name}=...)")
         else:
-            label = f"seat {_shown(text)}: {name}"
+            label = f"seat {shown(text, _QUOTED)}: {name}"
             options[name] = value if reader is None else reader(value, label)
     return options
 
@@ -294,8 +294,8 @@ def _scripted(spec: SeatSpec, env, context: SeatContext):
     known = ", ".join(sorted(choices))
     if spec.shorthand:  # perhaps a model or a folder written without its kind
         raise SeatSpecError(
-            f"seat {_shown(spec.text)} has no kind and names no scripted policy of this game "
-            f"(unknown policy {spec.target[:80]!r}; choose from {known}); otherwise write "
+            f"seat {shown(spec.text, _QUOTED)} has no kind and names no scripted policy of this "
+            f"game (unknown policy {spec.target[:80]!r}; choose from {known}); otherwise write "
             f"<kind>:<target> with a kind of {', '.join(seat_kinds())}"
         )
     problem = f"no scripted policy {spec.target[:80]!r} in this game; choose from {known}"

@@ -23,7 +23,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from dilemmax.envs.option_spec import INT32_MAX, Range
+from dilemmax.envs.option_spec import INT32_MAX, Range, shown
 from dilemmax.envs.options import OptionError
 
 SEED_MAX = INT32_MAX  # the seeds of every dilemmax command (commandline.seed_int)
@@ -73,9 +73,11 @@ class Urls:
     def check(self, value: Any, option: str) -> tuple[str, ...]:
         urls = parse_urls(value)
         if urls is None:
-            shown = f"{option} {_show(value)}" if option.startswith("--") else _named(option, value)
+            given = (
+                f"{option} {shown(value, 40)}" if option.startswith("--") else _named(option, value)
+            )
             raise OptionError(
-                f"{shown}: expected http://host:port/v1 or https://..., several "
+                f"{given}: expected http://host:port/v1 or https://..., several "
                 "joined by | (each once)"
             )
         return urls
@@ -176,9 +178,4 @@ def _as_number(value: Any, kind: str) -> float | int | None:
 
 def _named(option: str, value: Any) -> str:
     """``temperature=5`` (a flag: ``--temperature=5.0``)."""
-    return f"{option}={_show(value)}"
-
-
-def _show(value: Any, limit: int = 40) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{option}={shown(value, 40)}"

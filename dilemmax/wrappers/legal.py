@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from dilemmax.envs.option_spec import INT32_MAX
+from dilemmax.envs.option_spec import INT32_MAX, shown
 
 ILLEGAL_ACTION_MODES = ("raise", "noop", "terminate")
 
@@ -59,7 +59,7 @@ def check_count(
     if as_int is None or as_int < 1 or (high is not None and as_int > high):
         what = "a positive integer" + (f" up to {high}" if high is not None else "")
         what += " or None" if allow_none else ""
-        raise ValueError(f"{name} must be {what}, got {_short_repr(value)}")
+        raise ValueError(f"{name} must be {what}, got {shown(value)}")
     return as_int
 
 
@@ -67,10 +67,10 @@ def check_reward(name: str, value: Any) -> float:
     """``value`` as a finite float, else ValueError naming ``name`` (a NaN reward would poison
     every return it is summed into)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a finite number, got {_short_repr(value)}")
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     as_float = float(value)
     if not math.isfinite(as_float):
-        raise ValueError(f"{name} must be a finite number, got {_short_repr(value)}")
+        raise ValueError(f"{name} must be a finite number, got {shown(value)}")
     return as_float
 
 
@@ -99,8 +99,7 @@ def check_action(agent: str, action: Any, mask: np.ndarray) -> int:
     as_int = parse_action(action)
     if not is_legal(as_int, mask):
         raise ValueError(
-            f"illegal action {_short_repr(action)} for agent {agent!r}; "
-            f"legal actions: {legal_set(mask)}"
+            f"illegal action {shown(action)} for agent {agent!r}; legal actions: {legal_set(mask)}"
         )
     return as_int
 
@@ -115,14 +114,3 @@ def jax_action(action: int | None, num_actions: int) -> np.int32:
     if action is None or not 0 <= action < num_actions:
         return np.int32(num_actions)
     return np.int32(action)
-
-
-def _short_repr(value: Any, limit: int = 60) -> str:
-    """A bounded repr that never raises (Python refuses to print ints over 4300 digits)."""
-    if isinstance(value, numbers.Integral) and abs(int(value)).bit_length() > 128:
-        return f"<integer of {abs(int(value)).bit_length()} bits>"
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__ must not hide the real error
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."

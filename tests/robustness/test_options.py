@@ -166,3 +166,22 @@ def test_spec_check_accepts_or_raises_option_error_only(value, spec_index):
         assert math.isfinite(checked) and spec.low <= checked <= spec.high
     if spec.kind == "int" and checked is not None:
         assert isinstance(checked, int) and not isinstance(checked, bool)
+
+
+def test_a_refused_value_is_quoted_short_whole_and_without_raising():
+    """option_spec.shown, the one way an error message quotes what it refused: text cut inside
+    its quotes, numbers as written, and neither a huge integer nor a failing repr raises."""
+    import numpy as np
+
+    from dilemmax.envs.option_spec import shown
+
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    assert shown("abc") == "'abc'"
+    assert shown("x" * 100, 20) == repr("x" * 17 + "...")  # the closing quote kept
+    assert shown(np.float32(5)) == "5.0" and shown(7) == "7" and shown(None) == "None"
+    assert shown(list(range(100)), 20) == "[0, 1, 2, 3, 4, 5..."
+    assert shown(10**5000) == "<integer of 16610 bits>"
+    assert shown(Hostile()) == "<Hostile>"
