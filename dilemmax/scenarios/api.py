@@ -36,7 +36,8 @@ from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.policy import CallStats
-from dilemmax.llm.session import SessionOptions
+from dilemmax.llm.sampling import check_option
+from dilemmax.llm.session import PLAY_SEED, SessionOptions
 from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios import registry
@@ -182,6 +183,7 @@ def evaluate_scenarios(
         raise UsageError("name one focal population: a focal seat spec, or seats and a default")
     if max_steps is not None and max_steps < 1:
         raise UsageError("--max-steps must be >= 1")
+    check_option(seed, PLAY_SEED, "--seed")  # every session's seeds, JAX focal seats' too
     if not batched and resume:
         raise UsageError("--resume is for --seat/--seats focal seats (their transcript)")
     out = None if out is None else Path(out)

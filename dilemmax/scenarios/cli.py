@@ -24,21 +24,15 @@ the normalised score against random focal agents and the best of the game's zoo 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-from dilemmax.commandline import (
-    SCENARIO_SETS,
-    output_file,
-    parse_assignments,
-    positive_int,
-    seed_int,
-)
+from dilemmax.commandline import SCENARIO_SETS, output_file, positive_int
 from dilemmax.envs.seat_spec import is_model_seat, parse_seat
 from dilemmax.errors import UsageError, deprecated
-from dilemmax.llm.cli import add_model_arguments, generate_config
+from dilemmax.llm.cli import add_session_arguments, session_options
 from dilemmax.llm.client import FatalClientError
-from dilemmax.llm.seats import seat_entries
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.scenarios.api import GAMES, FocalError, evaluate_scenarios, scenario_listing
 
@@ -121,15 +115,13 @@ def _cmd_evaluate(args) -> int:
     source = _source(args)
     if args.json:
         output_file(args.json, "--json")
+    session = session_options(args)  # after _source: a model --focal plays as --seats
+    run = {f.name: getattr(session, f.name) for f in dataclasses.fields(session)}
+    del run["shard"]  # a scenario evaluation is not sharded
     try:
         evaluation = evaluate_scenarios(
-            args.game, args.focal if source == "focal" else None, seats=seat_entries(args.seat),
-            default_seat=args.seats if source == "seats" else None, scenario_set=args.scenario_set,
-            episodes=args.episodes, seed=args.seed, references=args.references == "zoo",
-            max_steps=args.max_steps,
-            generate=generate_config(args), protocol=parse_assignments(args.protocol, "--protocol"),
-            envs=args.envs, on_call_error=args.on_call_error, out=args.out, resume=args.resume,
-            progress=not args.no_progress,
+            args.game, args.focal if source == "focal" else None, scenario_set=args.scenario_set,
+            episodes=args.episodes, references=args.references == "zoo", **run,
         )  # fmt: skip
     except FocalError as error:  # named by the flag the user gave the population with
         given = str(getattr(args, args.focal_flag[2:]))[:120]
@@ -182,21 +174,13 @@ def add_commands(subparsers) -> None:
     q.add_argument("--scripted", help="deprecated: --focal scripted:NAME")
     q.add_argument("--greedy", action="store_true",
                    help="a trained or zoo population's most likely action (,greedy)")  # fmt: skip
-    q.add_argument("--seat", action="append", help="focal agent=<kind>:<target> (repeatable)")
-    q.add_argument("--seats", help="<kind>:<target> for every focal seat not given by --seat")
-    add_model_arguments(q)
     q.add_argument("--episodes", type=positive_int, default=8, help="per scenario (default 8)")
-    q.add_argument("--seed", type=seed_int, default=0)
     q.add_argument("--references", choices=("zoo", "none"), default="zoo",
                    help="zoo (default): random focal agents and the best zoo one")  # fmt: skip
-    q.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
-    q.add_argument("--envs", type=int, default=16, help="seats: environments stepped together")
-    q.add_argument("--protocol", action="append", help="seats: text protocol option key=value")
-    q.add_argument("--on-call-error", choices=("stop", "invalid"), default="stop",
-                   help="seats: a call that failed after its retries stops the run (resume "
-                   "later) or plays the invalid move")  # fmt: skip
-    q.add_argument("--out", help="folder: summary.md, summary.png, results.json (+ transcript)")
-    q.add_argument("--resume", action="store_true", help="seats: continue the run in --out")
     q.add_argument("--json", help="also write results.json's content to this file")
-    q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # The focal seats (the agents of a scenario env are its focal seats), the model flags and
+    # the run flags: play's and experiment's own, declared once (no --shard: not sharded).
+    add_session_arguments(
+        q, out_help="folder: summary.md, summary.png, results.json (+ transcript)", shard=False
+    )
     q.set_defaults(func=_cmd_evaluate)

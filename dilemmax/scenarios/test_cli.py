@@ -98,6 +98,36 @@ def test_bad_input_is_one_line_and_status_2_before_any_work(argv, message, capsy
     assert not (tmp_path / "o").exists()
 
 
+def _evaluate_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dilemmax")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    scenarios_parser = parser._subparsers._group_actions[0].choices["scenarios"]
+    return scenarios_parser._subparsers._group_actions[0].choices["evaluate"]
+
+
+def test_the_session_flags_are_declared_once_with_play_and_experiment():
+    """--seat, --seats, the model flags, --protocol, --envs, --seed, --max-steps,
+    --on-call-error, --out, --resume and --no-progress are llm.cli.add_session_arguments' (play's
+    and experiment's): the same names, defaults, choices and help (but --out's), no --shard; and
+    the same command line gives the same SessionOptions."""
+    from dilemmax.llm.cli import add_session_arguments, session_options
+
+    session = argparse.ArgumentParser()
+    add_session_arguments(session, shard=False)
+    evaluate = _evaluate_parser()
+    theirs = {tuple(a.option_strings): a for a in evaluate._actions}
+    described = ("dest", "default", "choices", "type", "nargs", "const")
+    for action in session._actions[1:]:  # past -h
+        ours = theirs[tuple(action.option_strings)]
+        assert [getattr(ours, k) for k in described] == [getattr(action, k) for k in described]
+        assert action.dest == "out" or ours.help == action.help, action.dest
+    assert ("--shard",) not in theirs
+    argv = ["--seats", "openai:m", "--temperature", "0.5", "--envs", "3", "--seed", "7",
+            "--on-call-error", "invalid", "--no-progress", "--protocol", "reveal=true"]  # fmt: skip
+    given = evaluate.parse_args(["--game", "moral_hazard", *argv])
+    assert session_options(given) == session_options(session.parse_args(argv))
+
+
 def test_out_in_the_way_is_refused(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     argv = ["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--out"]
