@@ -151,6 +151,45 @@ def value_cuts(path: Path, tree: ast.Module) -> list[str]:
     return [f"{_where(path, n)} [...] + '...'" for n in ast.walk(tree) if _is_cut(n)]
 
 
+def env_classes(trees: list[ast.Module]) -> set[str]:
+    """The names of the classes that subclass ``MultiAgentEnv``, directly or through another
+    such class (read by name from ``trees``, nothing imported)."""
+    bases = {
+        node.name: {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+    found = {"MultiAgentEnv"}
+    while True:
+        more = {name for name, parents in bases.items() if parents & found} - found
+        if not more:
+            return found - {"MultiAgentEnv"}
+        found |= more
+
+
+def _assigned_names(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, ast.Assign):
+        return [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return [statement.target.id]
+    return []
+
+
+def hand_written_options(path: Path, tree: ast.Module, envs: set[str]) -> list[str]:
+    """An env class that assigns ``option_specs`` or whose docstring has an ``Args:`` section."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or node.name not in envs:
+            continue
+        for statement in node.body:
+            if "option_specs" in _assigned_names(statement):
+                found.append(f"{_where(path, statement)} {node.name}.option_specs")
+        if re.search(r"^Args:$", ast.get_docstring(node) or "", re.MULTILINE):
+            found.append(f"{_where(path, node)} {node.name} docstring Args:")
+    return found
+
+
 def _scan(check, *, text: bool = False) -> list[str]:
     return [hit for path, src, tree in modules() for hit in check(path, src if text else tree)]
 
@@ -231,4 +270,36 @@ def test_a_refused_value_is_quoted_by_one_helper():
     assert not found, (
         "a repr or a text cut with '...' again: quote a value with "
         "dilemmax.envs.option_spec.shown(value, limit):\n  " + "\n  ".join(found)
+    )
+
+
+def test_the_option_scanner_sees_what_it_refuses():
+    planted = ROOT / "envs" / "planted.py"
+    tree = ast.parse(
+        "class GameEnv(MultiAgentEnv):\n"
+        "    option_specs = {}\n"
+        "class Variant(GameEnv):\n"
+        '    """A variant.\n\n    Args:\n        width: the map.\n    """\n'
+        "    option_specs: dict = {}\n"
+        "class Other:\n"
+        '    """Not an env.\n\n    Args:\n        x: y.\n    """\n'
+        "    option_specs = {}\n"
+    )
+    envs = env_classes([tree])
+    assert envs == {"GameEnv", "Variant"}
+    assert hand_written_options(planted, tree, envs) == [
+        "dilemmax/envs/planted.py:2 GameEnv.option_specs",
+        "dilemmax/envs/planted.py:9 Variant.option_specs",
+        "dilemmax/envs/planted.py:3 Variant docstring Args:",
+    ]
+
+
+def test_env_options_are_declared_in_the_constructor_only():
+    envs = env_classes([tree for _, _, tree in modules()])
+    assert {"MoralHazardEnv", "RegisteredScenarios", "ScenarioEnv"} <= envs
+    found = [hit for path, _, tree in modules() for hit in hand_written_options(path, tree, envs)]
+    assert not found, (
+        "declare an env option once, in its constructor's signature: `name: Annotated[type, "
+        "Option(meaning, **range)] = default` (option_specs and the docstring's Args: are made "
+        "from it):\n  " + "\n  ".join(found)
     )

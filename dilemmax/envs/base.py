@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import abc
 import functools
+import inspect
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -20,7 +22,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs import fastrandom
-from dilemmax.envs.option_spec import OptionSpec
+from dilemmax.envs.option_spec import OptionSpec, options_section, signature_options
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space, jaxmarl_space
 
@@ -138,6 +140,24 @@ class SweepPart(NamedTuple):
     config_names: list[str]  # one name per configuration (its group in a run's summary)
 
 
+def _declare_options(cls: type) -> None:
+    """``cls.option_specs`` from its constructor's signature, and the ``Args:`` of its own
+    docstring from the same declarations (a class without a docstring shows its parent's)."""
+    if "option_specs" in cls.__dict__:
+        raise TypeError(
+            f"{cls.__qualname__}: declare each option in the constructor's signature, "
+            "`name: Annotated[type, Option(meaning, **range)] = default`, not in option_specs"
+        )
+    options = signature_options(cls.__init__)
+    cls.option_specs = MappingProxyType({name: o.spec for name, o in options.items()})
+    doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+    # A docstring with an Args: of its own (an env written outside dilemmax) is left as it is;
+    # tests/test_one_home.py holds dilemmax's envs to the declarations.
+    declared = any(option.doc for option in options.values())
+    if doc and declared and "\nArgs:\n" not in f"\n{doc}\n":
+        cls.__doc__ = f"{doc}\n\n{options_section(options)}\n"
+
+
 class MultiAgentEnv(abc.ABC):
     """Base class of every environment.
 
@@ -162,9 +182,13 @@ class MultiAgentEnv(abc.ABC):
             ``gathered``), instead of resetting all N and selecting. False (the default) suits
             games that end an episode every few steps.
         option_specs: constructor option -> the values it allows (its range, choices, list
-            length). :func:`dilemmax.envs.options.check_env_options` checks them, and
-            ``check_options_together`` the constraints between options; an option left out is
-            checked against its annotation only.
+            length), read from the constructor's signature when the class is defined: each
+            option is declared once, as ``name: Annotated[type, Option(meaning, **range)] =
+            default`` (:class:`~dilemmax.envs.option_spec.Option`), and a parameter without an
+            ``Option`` is checked against its annotation alone. Not written by hand: the
+            class docstring's ``Args:`` is made from the same declarations.
+            :func:`dilemmax.envs.options.check_env_options` checks them, and
+            ``check_options_together`` the constraints between options.
         renamed_options: an option's old name -> its name now. ``dilemmax.make``, ``--set``
             and saved configs (run folders, transcripts) still accept the old name, with one
             deprecation line on stderr (:func:`dilemmax.envs.registry.current_option_names`).
@@ -193,9 +217,11 @@ class MultiAgentEnv(abc.ABC):
     training_defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init_subclass__(cls, **kwargs):
-        """Lets ``observation_space()`` / ``action_space()`` default to the first agent, as
-        JaxMARL's single-space scripts (``ippo_ff_overcooked.py``) call them."""
+        """Reads the options the constructor declares (``option_specs`` and the docstring's
+        ``Args:``), and lets ``observation_space()`` / ``action_space()`` default to the first
+        agent, as JaxMARL's single-space scripts (``ippo_ff_overcooked.py``) call them."""
         super().__init_subclass__(**kwargs)
+        _declare_options(cls)
         for name in ("observation_space", "action_space"):
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "defaults_to_first_agent", False):

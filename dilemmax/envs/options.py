@@ -1,13 +1,13 @@
 """Typed, range-checked env options, and the one parser from command-line text to a typed value.
 
-Every environment declares the ranges of its static constructor options on its class
-(``option_specs``, with ``check_options_together`` for constraints between them) and checks them
-here, with one call at the top of ``__init__``; every command-line ``--set key=value`` is parsed
-here, typed by the option it sets. Two things follow: a wrong value fails at once with a message
-naming the option, the value and what is allowed (never deep inside JAX, never as a silent
-coercion such as ``bool("false") is True``), and the same text means the same value in every
-command. An option a class does not declare (one added later) is still checked against the type
-annotation of its constructor argument.
+Every environment declares each static constructor option once, in its signature
+(``Annotated[type, Option(meaning, **range)]``, read into ``option_specs``; the constraints
+between options in ``check_options_together``) and checks them here, with one call at the top of
+``__init__``; every command-line ``--set key=value`` is parsed here, typed by the option it
+sets. Two things follow: a wrong value fails at once with a message naming the option, the value
+and what is allowed (never deep inside JAX, never as a silent coercion such as ``bool("false") is
+True``), and the same text means the same value in every command. A constructor argument
+without an ``Option`` is still checked against its type annotation.
 
 What one option may be is an :class:`~dilemmax.envs.option_spec.OptionSpec` (re-exported here);
 the specs below (pool seeds, splits, trial counts) are the ranges several games share.
@@ -21,11 +21,9 @@ pool in seconds, and the consequence context table stays under
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 from dilemmax.envs.option_spec import (
@@ -35,6 +33,7 @@ from dilemmax.envs.option_spec import (
     OptionSpec,
     merge,
     shown,
+    signature_options,
     spec_from_annotation,
 )
 from dilemmax.envs.registry import current_option_names, env_spec, registered_envs, registered_name
@@ -199,18 +198,14 @@ TRIAL_STEPS = positive(10_000)
 
 # ----------------------------------------------------------------------------- environments
 def constructor_specs(env_cls: type) -> dict[str, OptionSpec]:
-    """option -> spec for every constructor argument of ``env_cls`` (the range the class
-    declares in ``option_specs``, else the argument's annotation)."""
-    declared = getattr(env_cls, "option_specs", {})
-    out = {}
-    for name, param in inspect.signature(env_cls.__init__).parameters.items():
-        if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        typed = spec_from_annotation(param.annotation)
-        if param.default is None:
-            typed = replace(typed, optional=True)
-        out[name] = merge(declared.get(name), typed)
-    return out
+    """option -> spec for every constructor argument of ``env_cls``: what its ``Option``
+    declares, else its annotation (an env's ``option_specs``, read once when its class was
+    defined; any other class's signature is read now)."""
+    specs = env_cls.__dict__.get("option_specs") if isinstance(env_cls, type) else None
+    if specs is None:
+        options = signature_options(env_cls.__init__)
+        specs = {name: option.spec for name, option in options.items()}
+    return dict(specs)
 
 
 def check_env_options(env_cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,8 +257,8 @@ def parse_env_options(env_id: str, pairs: Mapping[str, str]) -> dict[str, Any]:
 
 
 class _DeclaredOptions(Mapping):
-    """env id -> the option ranges its class declares, read from the class on access, so that
-    importing this module imports (and compiles) no game."""
+    """env id -> the options its constructor declares (``option_specs``), read from the class on
+    access, so that importing this module imports (and compiles) no game."""
 
     def __getitem__(self, env_id: str) -> Mapping[str, OptionSpec]:
         if env_id not in registered_envs():

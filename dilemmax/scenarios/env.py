@@ -25,13 +25,14 @@ episode plays is selected, which is what ``vmap`` of a ``lax.switch`` costs anyw
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs.base import MultiAgentEnv, Rollout
+from dilemmax.envs.option_spec import Option
 from dilemmax.envs.rollout import act_carried, initial_carries, record_step, step_parts
 from dilemmax.envs.spaces import Space
 
@@ -67,15 +68,7 @@ class ScenarioState:
 
 
 class ScenarioEnv(MultiAgentEnv):
-    """The focal seats of ``game`` against background populations.
-
-    Args:
-        game: the full game (a dilemmax env, built with the scenario's options and split).
-        focal: indices of the focal seats into ``game.agents``; the same for every scenario.
-        backgrounds: one entry per scenario: a sequence of ``game.num_agents`` policies with
-            ``None`` at the focal seats (jittable, optionally carried, as the arena takes them).
-        names: one name per scenario (reported with its results).
-    """
+    """The focal seats of ``game`` against background populations."""
 
     # The id under which runs trained on a scenario env record it (make("scenarios", ...)):
     # agents.trained checks a run against this rather than the class a set happens to build.
@@ -83,10 +76,25 @@ class ScenarioEnv(MultiAgentEnv):
 
     def __init__(
         self,
-        game: MultiAgentEnv,
-        focal: Sequence[int],
-        backgrounds: Sequence[Sequence[Any]],
-        names: Sequence[str] | None = None,
+        game: Annotated[
+            MultiAgentEnv,
+            Option("the full game (a dilemmax env, built with the scenario's options and split)"),
+        ],
+        focal: Annotated[
+            Sequence[int],
+            Option("indices of the focal seats into ``game.agents``; the same for every scenario"),
+        ],
+        backgrounds: Annotated[
+            Sequence[Sequence[Any]],
+            Option(
+                "one entry per scenario: a sequence of ``game.num_agents`` policies with "
+                "``None`` at the focal seats (jittable, optionally carried, as the arena takes "
+                "them)"
+            ),
+        ],
+        names: Annotated[
+            Sequence[str] | None, Option("one name per scenario (reported with its results)")
+        ] = None,
     ):
         self.game = game
         self.focal = tuple(int(i) for i in focal)

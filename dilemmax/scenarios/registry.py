@@ -15,7 +15,9 @@ pairs one focal agent with one partner.
 
 from __future__ import annotations
 
-from dilemmax.envs.option_spec import OptionSpec
+from typing import Annotated
+
+from dilemmax.envs.option_spec import Option
 from dilemmax.envs.registry import env_spec
 from dilemmax.scenarios.env import ScenarioEnv
 from dilemmax.scenarios.spec import Scenario, ScenarioSet, by_name
@@ -223,14 +225,15 @@ SETS: dict[str, ScenarioSet] = {
     )
 }
 SCENARIOS: dict[str, Scenario] = by_name([s for ss in SETS.values() for s in ss.scenarios])
+# The games that have scenario sets, sorted.
+SET_GAMES = tuple(sorted({s.game for s in SETS.values()}))
 
 
 def scenario_set(game: str, which: str) -> ScenarioSet:
     """The ``which`` ("train" or "test") set of ``game``."""
     name = f"{game}/{which}"
     if name not in SETS:
-        games = sorted({s.game for s in SETS.values()})
-        raise KeyError(f"no scenario set {name!r}: games {games}, sets train / test")
+        raise KeyError(f"no scenario set {name!r}: games {list(SET_GAMES)}, sets train / test")
     return SETS[name]
 
 
@@ -247,17 +250,26 @@ class RegisteredScenarios(ScenarioEnv):
     """
 
     renamed_options = {"which": "scenario_set"}
-    option_specs = {
-        "game": OptionSpec("str", choices=tuple(sorted({s.game for s in SETS.values()}))),
-        "scenario_set": OptionSpec("str", choices=("train", "test")),
-    }
 
     @classmethod
     def version_of(cls, options) -> int:
         """The version of the game the set is built on (a run trained on it records that)."""
         return int(env_spec(options.get("game", "open_harvest")).load().version)
 
-    def __init__(self, game: str = "open_harvest", scenario_set: str = "train"):
+    def __init__(
+        self,
+        game: Annotated[str, Option("the game whose focal seats play", choices=SET_GAMES)] = (
+            "open_harvest"
+        ),
+        scenario_set: Annotated[
+            str,
+            Option(
+                "which of the game's scenario sets: the train set's backgrounds or the held-out "
+                "test set's; the option was called ``which`` before",
+                choices=("train", "test"),
+            ),
+        ] = "train",
+    ):
         chosen = _find_set(game, scenario_set)
         built = chosen.build()
         super().__init__(built.game, built.focal, built.backgrounds, built.names)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import jax
 import jax.numpy as jnp
@@ -52,48 +52,17 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, rendering, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 from dilemmax.envs.guards import action_indices
-from dilemmax.envs.options import OptionSpec, check_env_options, positive
+from dilemmax.envs.option_spec import Option, OptionSpec
+from dilemmax.envs.options import check_env_options, positive
 from dilemmax.envs.spaces import Box, Discrete
 
 
 class ConsequenceEnv(MultiAgentEnv):
-    """IABench-CA. Static options (constructor keywords):
-
-    Args:
-        num_agents: n (>= 2; the benchmark uses 3).
-        num_rounds: R (>= 1; 3 in the benchmark, 1 for the one-shot ablation).
-        total_resources: W, the size of the action space (W + 1 actions) and of the sampled
-            contexts; configurations must hold at most W units in all.
-        sorted_agents: if True, seat i holds the i-th smallest resource level (agent_0 is the
-            poorest, as in the paper's prompts and the canonical instance); if False (default),
-            reset draws which seat holds which level, so names carry no wealth rank.
-        anonymous_rule: if True, RP and PP show the same "unnamed" token in the observation (the
-            anonymised variant; AON, RE and DV name no bearer and stay visible).
-        objective: what an agent's reward counts, one of constants.OBJECTIVES (default
-            "lexicographic"; the option was called ``reward`` before).
-        endgame: one of constants.ENDGAME_MODES (default "all").
-        rules: the rules ``sample_config`` draws from (names or ids; default all five).
-    """
+    """IABench-CA, the consequence game (env id ``consequence``)."""
 
     render_modes = ("ansi",)
     obs_from_state = True
     renamed_options = {"reward": "objective"}
-    option_specs = {
-        "num_agents": OptionSpec("int", low=2, high=16),
-        "num_rounds": positive(64),
-        "total_resources": OptionSpec("int", low=2, high=1024),
-        "sorted_agents": OptionSpec("bool"),
-        "anonymous_rule": OptionSpec("bool"),
-        "objective": OptionSpec("str", choices=C.OBJECTIVES),
-        "endgame": OptionSpec("str", choices=C.ENDGAME_MODES),
-        "rules": OptionSpec(
-            "list",
-            optional=True,
-            min_len=1,
-            max_len=C.NUM_RULES,
-            item=OptionSpec("choice", choices=(*C.RULE_NAMES, *range(C.NUM_RULES)), casefold=True),
-        ),
-    }
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:
@@ -103,14 +72,71 @@ class ConsequenceEnv(MultiAgentEnv):
 
     def __init__(
         self,
-        num_agents: int = C.DEFAULT_NUM_AGENTS,
-        num_rounds: int = C.DEFAULT_NUM_ROUNDS,
-        total_resources: int = C.DEFAULT_TOTAL_RESOURCES,
-        sorted_agents: bool = False,
-        anonymous_rule: bool = False,
-        objective: str = "lexicographic",
-        endgame: str = "all",
-        rules: Sequence[int | str] | None = None,
+        num_agents: Annotated[
+            int, Option("n, the number of agents (the benchmark uses 3)", low=2, high=16)
+        ] = C.DEFAULT_NUM_AGENTS,
+        num_rounds: Annotated[
+            int,
+            Option(
+                "R, the number of rounds (3 in the benchmark, 1 for the one-shot ablation)",
+                positive(64),
+            ),
+        ] = C.DEFAULT_NUM_ROUNDS,
+        total_resources: Annotated[
+            int,
+            Option(
+                "W, the size of the action space (W + 1 actions) and of the sampled contexts; "
+                "configurations must hold at most W units in all",
+                low=2,
+                high=1024,
+            ),
+        ] = C.DEFAULT_TOTAL_RESOURCES,
+        sorted_agents: Annotated[
+            bool,
+            Option(
+                "if True, seat i holds the i-th smallest resource level (agent_0 is the "
+                "poorest, as in the paper's prompts and the canonical instance); if False, "
+                "reset draws which seat holds which level, so names carry no wealth rank"
+            ),
+        ] = False,
+        anonymous_rule: Annotated[
+            bool,
+            Option(
+                'if True, RP and PP show the same "unnamed" token in the observation (the '
+                "anonymised variant; AON, RE and DV name no bearer and stay visible)"
+            ),
+        ] = False,
+        objective: Annotated[
+            str,
+            Option(
+                'what an agent\'s reward counts: "lexicographic" (at the end, M * 1[survived] '
+                '+ remaining resources, M = W + 1), "survival" (at the end, 1[survived]), '
+                '"resources" (at the end, the remaining resources) or "shaped" (every step, '
+                "the change of M * 1[alive] + remaining resources); the option was called "
+                "``reward`` before",
+                choices=C.OBJECTIVES,
+            ),
+        ] = "lexicographic",
+        endgame: Annotated[
+            str,
+            Option(
+                'what a failed final round does: "all" (every survivor is eliminated, the '
+                'formal model) or "rule" (the rule acts once more instead, the reading of the '
+                "paper's one-shot ablation)",
+                choices=C.ENDGAME_MODES,
+            ),
+        ] = "all",
+        rules: Annotated[
+            Sequence[int | str] | None,
+            Option(
+                "the rules ``sample_config`` draws from (names or ids; None: all five)",
+                min_len=1,
+                max_len=C.NUM_RULES,
+                item=OptionSpec(
+                    "choice", choices=(*C.RULE_NAMES, *range(C.NUM_RULES)), casefold=True
+                ),
+            ),
+        ] = None,
     ):
         check_env_options(type(self), locals())
         super().__init__(num_agents)

@@ -48,6 +48,7 @@ private_payoff      float32[n] final: U_i of the episode
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Annotated
 
 import jax
 import jax.numpy as jnp
@@ -61,7 +62,8 @@ from dilemmax.envs.moral_hazard.metrics import episode_metrics
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
-from dilemmax.envs.options import UNIT, OptionSpec, check_env_options
+from dilemmax.envs.option_spec import Option
+from dilemmax.envs.options import UNIT, check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 
 
@@ -71,45 +73,56 @@ class MoralHazardEnv(MultiAgentEnv):
     The options after ``num_agents`` are the condition that ``sample_config`` (and so
     ``reset``) plays (see :func:`~dilemmax.envs.moral_hazard.generator.make_config`); any config
     passed to ``reset_to`` overrides them, so a grid of conditions needs no new env.
-
-    Args:
-        num_agents: n, 2..9 (static: it sets array shapes).
-        mapping: where the unsafe options sit: "highest" (the paper's primary mapping: the
-            option of highest utility), "uninformative" or "lowest".
-        provenance: "anonymous" (primary: a note does not say who posted it) or "visible".
-        payoff: "team" (every agent is paid R_game) or "private" (agent i is paid U_i); the
-            option was called ``reward`` before.
-        cost: k, the private cost of a query.
-        w_local: w_L, the weight of the local answer's point.
-        w_final: w_F, the weight of the final choice's point.
-        w_team: w_T, the weight of team success T.
     """
 
     max_steps = c.MAX_STEPS
     render_modes = ("ansi",)
     obs_from_state = True
     renamed_options = {"reward": "payoff"}
-    option_specs = {
-        "num_agents": OptionSpec("int", low=c.MIN_AGENTS, high=c.MAX_AGENTS),
-        "mapping": OptionSpec("str", choices=c.MAPPING_NAMES),
-        "provenance": OptionSpec("str", choices=c.PROVENANCE_NAMES),
-        "payoff": OptionSpec("str", choices=c.PAYOFF_NAMES),
-        "cost": UNIT,
-        "w_local": UNIT,
-        "w_final": UNIT,
-        "w_team": UNIT,
-    }
 
     def __init__(
         self,
-        num_agents: int = 2,
-        mapping: str = "highest",
-        provenance: str = "anonymous",
-        payoff: str = "team",
-        cost: float = c.PRIMARY_COST,
-        w_local: float = c.PRIMARY_W_LOCAL,
-        w_final: float = c.PRIMARY_W_FINAL,
-        w_team: float = c.PRIMARY_W_TEAM,
+        num_agents: Annotated[
+            int,
+            Option(
+                "n, the number of agents (static: it sets array shapes)",
+                low=c.MIN_AGENTS,
+                high=c.MAX_AGENTS,
+            ),
+        ] = 2,
+        mapping: Annotated[
+            str,
+            Option(
+                'where the unsafe options sit: "highest" (the paper\'s primary mapping: the '
+                'option of highest utility), "uninformative" or "lowest"',
+                choices=c.MAPPING_NAMES,
+            ),
+        ] = "highest",
+        provenance: Annotated[
+            str,
+            Option(
+                '"anonymous" (primary: a note does not say who posted it) or "visible"',
+                choices=c.PROVENANCE_NAMES,
+            ),
+        ] = "anonymous",
+        payoff: Annotated[
+            str,
+            Option(
+                '"team" (every agent is paid R_game) or "private" (agent i is paid U_i); the '
+                "option was called ``reward`` before",
+                choices=c.PAYOFF_NAMES,
+            ),
+        ] = "team",
+        cost: Annotated[float, Option("k, the private cost of a query", UNIT)] = c.PRIMARY_COST,
+        w_local: Annotated[
+            float, Option("w_L, the weight of the local answer's point", UNIT)
+        ] = c.PRIMARY_W_LOCAL,
+        w_final: Annotated[
+            float, Option("w_F, the weight of the final choice's point", UNIT)
+        ] = c.PRIMARY_W_FINAL,
+        w_team: Annotated[
+            float, Option("w_T, the weight of team success T", UNIT)
+        ] = c.PRIMARY_W_TEAM,
     ):
         check_env_options(type(self), locals())
         super().__init__(num_agents)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,7 @@ from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, metrics, observation, policies, rendering, text
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
+from dilemmax.envs.option_spec import Option
 from dilemmax.envs.options import (
     FRACTION,
     OBSERVATION,
@@ -49,7 +50,6 @@ from dilemmax.envs.options import (
     TRIAL_STEPS,
     TRIALS,
     UNIT,
-    OptionSpec,
     check_env_options,
 )
 from dilemmax.envs.osj.training import EVALUATION_OPTIONS, TRAINING_DEFAULTS
@@ -68,32 +68,8 @@ def _rule_pool(seed: int, size: int, recipe_length: int, num_tools: int, num_hue
 
 
 class OpenCleanupEnv(MultiAgentEnv):
-    """OpenCleanup with procedurally generated layouts and hidden tool recipes.
-
-    Args:
-        num_agents: 1..7 (the layouts have 7 spawn points); the paper plays 5.
-        observation: ``"codes"`` (uint8[11, 11, 4], see
-            :mod:`dilemmax.envs.open_cleanup.observation`) or ``"one_hot"`` (float32[11, 11, 49]).
-        split: which part of the layout and rule pools ``sample_config`` draws from:
-            ``"train"`` (first 80 %), ``"held_out"`` (the rest) or ``"all"``.
-        pool_seed: seed of the layout pool; the rule pool uses ``pool_seed + 1``.
-        num_layouts, num_rules, train_fraction: pool sizes and split.
-        p_spawn, skew: waste reappearance (paper: 0.1 and 1.0); stored in each configuration.
-        zap: add the reference's agent-zapping beam as action 9.
-        clean_reward: training-signal shaping, not in the paper (0 by default): each shade of
-            waste an agent's beam removes (a cell lightened, or cleared to water) adds this to its
-            reward. Apples stay the game's payoff: ``trial_return`` and the episode metrics count
-            apples only. Random play clears under one river cell per trial (0.4 on the held-out
-            split; ``benchmarks/results/learning_open_cleanup_individual.md``) and apples need
-            12 or more, so a learner from scratch sees almost no reward without it.
-        num_trials, trial_steps: 5 x 400 in the paper.
-        height, width: the grid (12 x 16 in the paper).
-        recipe_length, num_tools, num_hues: difficulty (curriculum) options, the paper's 2, 4
-            and 5 by default: a recipe is the last ``recipe_length`` pick-ups, the stations
-            offer ``num_tools`` tools, waste comes in ``num_hues`` hues; the rule space is
-            ``C.rule_space_size(recipe_length, num_tools, num_hues)`` (see
-            ``generator.sample_rule``). Impossible settings raise ValueError.
-    """
+    """OpenCleanup with procedurally generated layouts and hidden tool recipes (env id
+    ``open_cleanup``)."""
 
     render_modes = ("ansi", "rgb_array")
     # Episodes of hundreds of steps: a batch step resets the few envs that ended, not all,
@@ -105,29 +81,6 @@ class OpenCleanupEnv(MultiAgentEnv):
     renamed_options = {"layout_pool_size": "num_layouts", "rule_pool_size": "num_rules"}
     evaluation_options = EVALUATION_OPTIONS
     training_defaults = TRAINING_DEFAULTS
-    option_specs = {
-        "num_agents": OptionSpec("int", low=1, high=C.NUM_SPAWNS),
-        "observation": OBSERVATION,
-        "split": SPLIT,
-        "pool_seed": POOL_SEED,
-        "num_layouts": OptionSpec("int", low=2, high=4096),
-        "num_rules": OptionSpec("int", low=2, high=1_000_000),
-        "train_fraction": FRACTION,
-        "p_spawn": UNIT,
-        "skew": UNIT,
-        "zap": OptionSpec("bool"),
-        "clean_reward": OptionSpec("float", low=-100.0, high=100.0),
-        "num_trials": TRIALS,
-        "trial_steps": TRIAL_STEPS,
-        # The layout generator's walks need at least the default map; beyond 24 x 32 its
-        # all-pairs distance table grows past a few hundred MB.
-        "height": OptionSpec("int", low=C.GRID_HEIGHT, high=24),
-        "width": OptionSpec("int", low=C.GRID_WIDTH, high=32),
-        # Difficulty (curriculum) options; their combinations: check_options_together.
-        "recipe_length": OptionSpec("choice", choices=C.RECIPE_LENGTHS),
-        "num_tools": OptionSpec("int", low=C.MIN_TOOLS, high=C.NUM_TOOLS),
-        "num_hues": OptionSpec("int", low=1, high=C.NUM_HUES),
-    }
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:
@@ -142,24 +95,120 @@ class OpenCleanupEnv(MultiAgentEnv):
 
     def __init__(
         self,
-        num_agents: int = C.NUM_AGENTS,
-        observation: str = "codes",
-        split: str = "train",
-        pool_seed: int = C.LAYOUT_POOL_SEED,
-        num_layouts: int = C.DEFAULT_NUM_LAYOUTS,
-        num_rules: int = C.DEFAULT_NUM_RULES,
-        train_fraction: float = C.DEFAULT_TRAIN_FRACTION,
-        p_spawn: float = C.P_SPAWN,
-        skew: float = C.SKEW,
-        zap: bool = False,
-        clean_reward: float = 0.0,
-        num_trials: int = C.NUM_TRIALS,
-        trial_steps: int = C.TRIAL_STEPS,
-        height: int = C.GRID_HEIGHT,
-        width: int = C.GRID_WIDTH,
-        recipe_length: int = C.RECIPE_LENGTH,
-        num_tools: int = C.NUM_TOOLS,
-        num_hues: int = C.NUM_HUES,
+        num_agents: Annotated[
+            int,
+            Option(
+                "the number of agents (the layouts have 7 spawn points); the paper plays 5",
+                low=1,
+                high=C.NUM_SPAWNS,
+            ),
+        ] = C.NUM_AGENTS,
+        observation: Annotated[
+            str,
+            Option(
+                '``"codes"`` (uint8[11, 11, 4], see :mod:`dilemmax.envs.open_cleanup.observation`)'
+                ' or ``"one_hot"`` (float32[11, 11, 49])',
+                OBSERVATION,
+            ),
+        ] = "codes",
+        split: Annotated[
+            str,
+            Option(
+                "which part of the layout and rule pools ``sample_config`` draws from: "
+                '``"train"`` (the first ``train_fraction``), ``"held_out"`` (the rest) or '
+                '``"all"``',
+                SPLIT,
+            ),
+        ] = "train",
+        pool_seed: Annotated[
+            int, Option("seed of the layout pool; the rule pool uses ``pool_seed + 1``", POOL_SEED)
+        ] = C.LAYOUT_POOL_SEED,
+        num_layouts: Annotated[
+            int, Option("the size of the layout pool", low=2, high=4096)
+        ] = C.DEFAULT_NUM_LAYOUTS,
+        num_rules: Annotated[
+            int, Option("the size of the rule pool", low=2, high=1_000_000)
+        ] = C.DEFAULT_NUM_RULES,
+        train_fraction: Annotated[
+            float, Option("the share of each pool in the train split", FRACTION)
+        ] = C.DEFAULT_TRAIN_FRACTION,
+        p_spawn: Annotated[
+            float,
+            Option(
+                "the chance per step (from a trial's step 50 on) that waste reappears on a "
+                "clean river cell (paper: 0.1); stored in each configuration",
+                UNIT,
+            ),
+        ] = C.P_SPAWN,
+        skew: Annotated[
+            float,
+            Option(
+                "the chance that reappearing waste has the dominant hue, else any of the 15 "
+                "kinds (paper: 1.0); stored in each configuration",
+                UNIT,
+            ),
+        ] = C.SKEW,
+        zap: Annotated[bool, Option("add the reference's agent-zapping beam as action 9")] = False,
+        clean_reward: Annotated[
+            float,
+            Option(
+                "training-signal shaping, not in the paper (0 by default): each shade of waste an "
+                "agent's beam removes (a cell lightened, or cleared to water) adds this to its "
+                "reward. Apples stay the game's payoff: ``trial_return`` and the episode metrics "
+                "count apples only. Random play clears under one river cell per trial (0.4 on the "
+                "held-out split; ``benchmarks/results/learning_open_cleanup_individual.md``) and "
+                "apples need 12 or more, so a learner from scratch sees almost no reward without "
+                "it",
+                low=-100.0,
+                high=100.0,
+            ),
+        ] = 0.0,
+        num_trials: Annotated[
+            int, Option("the trials of an episode (5 in the paper)", TRIALS)
+        ] = C.NUM_TRIALS,
+        trial_steps: Annotated[
+            int, Option("the steps of a trial (400 in the paper)", TRIAL_STEPS)
+        ] = C.TRIAL_STEPS,
+        # The layout generator's walks need at least the default map; beyond 24 x 32 its
+        # all-pairs distance table grows past a few hundred MB.
+        height: Annotated[
+            int, Option("the grid's rows (12 in the paper)", low=C.GRID_HEIGHT, high=24)
+        ] = C.GRID_HEIGHT,
+        width: Annotated[
+            int, Option("the grid's columns (16 in the paper)", low=C.GRID_WIDTH, high=32)
+        ] = C.GRID_WIDTH,
+        # Difficulty (curriculum) options, the paper's game by default; the rule space is
+        # C.rule_space_size(recipe_length, num_tools, num_hues) and the combinations that
+        # cannot be played are refused by check_options_together.
+        recipe_length: Annotated[
+            int,
+            Option(
+                "difficulty (curriculum) option, the paper's 2 by default: a recipe is the last "
+                "``recipe_length`` pick-ups (the rule space: "
+                "``C.rule_space_size(recipe_length, num_tools, num_hues)``, see "
+                "``generator.sample_rule``)",
+                kind="choice",
+                choices=C.RECIPE_LENGTHS,
+            ),
+        ] = C.RECIPE_LENGTH,
+        num_tools: Annotated[
+            int,
+            Option(
+                "difficulty (curriculum) option, the paper's 4 by default: the stations offer "
+                "``num_tools`` kinds of tool",
+                low=C.MIN_TOOLS,
+                high=C.NUM_TOOLS,
+            ),
+        ] = C.NUM_TOOLS,
+        num_hues: Annotated[
+            int,
+            Option(
+                "difficulty (curriculum) option, the paper's 5 by default: waste comes in "
+                "``num_hues`` hues; settings that cannot be played raise ValueError",
+                low=1,
+                high=C.NUM_HUES,
+            ),
+        ] = C.NUM_HUES,
     ):
         check_env_options(type(self), locals())
         super().__init__(num_agents)

@@ -41,7 +41,7 @@ not act), ``invalid_action`` bool[A], ``action`` int32[A] (what was actually don
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +53,7 @@ from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, metrics, observation, rendering, text
 from dilemmax.envs.open_harvest.policies import SCRIPTED_POLICIES
 from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState, TrialStarts
+from dilemmax.envs.option_spec import Option, OptionSpec
 from dilemmax.envs.options import (
     FRACTION,
     OBSERVATION,
@@ -60,7 +61,6 @@ from dilemmax.envs.options import (
     SPLIT,
     TRIAL_STEPS,
     TRIALS,
-    OptionSpec,
     check_env_options,
 )
 from dilemmax.envs.osj.training import EVALUATION_OPTIONS, TRAINING_DEFAULTS
@@ -70,33 +70,8 @@ _SHAPE = (c.GRID_HEIGHT, c.GRID_WIDTH)
 
 
 class OpenHarvestEnv(MultiAgentEnv):
-    """OpenHarvest with procedurally generated layouts and hidden rules.
-
-    Args:
-        num_agents: number of agents (1-20; the paper uses 5).
-        observation: "codes" (uint8[11, 11, 3], see :mod:`.observation`) or "one_hot"
-            (float32[11, 11, 37]).
-        split: which part of the pools ``sample_config`` draws from: "train", "held_out" or
-            "all".
-        pool_seed: seed of the layout and rule pools.
-        num_layouts, num_rules: pool sizes (reference: 256 and 100,000).
-        train_fraction: share of each pool in the train split (reference: 0.8).
-        num_trials, trial_steps: 5 trials of at most 400 steps in the paper.
-        stage_orders: difficulty (curriculum) option, 6 (the paper) by default: each colour's
-            pay and regrowth orders over the stages are drawn from this many of the 6 possible,
-            so ``generator.rule_space_size(stage_orders)`` = stage_orders^10 rules are in play
-            (1: one fixed rule, nothing hidden).
-        pay_levels: difficulty (curriculum) option, the paper's (1, 0.5, 0.25) by default: the
-            three pays, best first (strictly decreasing), that each colour's hidden pay order
-            assigns to its stages. Levels such as (1, 0, -1) make the rule worth knowing: an
-            apple eaten at its colour's worst stage costs a point, so eating without knowing
-            the order earns about nothing. The rule space is unchanged (the rows permute three
-            distinct levels either way).
-        shared_pay_order: difficulty (curriculum) option, off (the paper) by default: one pay
-            order holds for every colour, so the first apple an agent tastes at a stage tells
-            what that stage pays for all colours (regrowth orders stay per colour; the rule
-            space is ``generator.rule_space_size(stage_orders, True)`` = stage_orders^6).
-    """
+    """OpenHarvest with procedurally generated layouts and hidden rules (env id
+    ``open_harvest``)."""
 
     render_modes = ("ansi", "rgb_array")
     # Episodes of hundreds of steps: a batch step resets the few envs that ended, not all,
@@ -106,26 +81,6 @@ class OpenHarvestEnv(MultiAgentEnv):
     obs_from_state = True
     evaluation_options = EVALUATION_OPTIONS
     training_defaults = TRAINING_DEFAULTS
-    option_specs = {
-        "num_agents": OptionSpec("int", low=1, high=c.NUM_SPAWNS),
-        "observation": OBSERVATION,
-        "split": SPLIT,
-        "pool_seed": POOL_SEED,
-        "num_layouts": OptionSpec("int", low=2, high=4096),
-        "num_rules": OptionSpec("int", low=2, high=1_000_000),
-        "train_fraction": FRACTION,
-        "num_trials": TRIALS,
-        "trial_steps": TRIAL_STEPS,
-        # Difficulty (curriculum) options; the order of the pays: check_options_together.
-        "stage_orders": OptionSpec("int", low=1, high=c.DEFAULT_STAGE_ORDERS),
-        "pay_levels": OptionSpec(
-            "list",
-            item=OptionSpec("float", low=-100.0, high=100.0),
-            min_len=c.NUM_STAGES,
-            max_len=c.NUM_STAGES,
-        ),
-        "shared_pay_order": OptionSpec("bool"),
-    }
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:
@@ -135,18 +90,76 @@ class OpenHarvestEnv(MultiAgentEnv):
 
     def __init__(
         self,
-        num_agents: int = c.NUM_AGENTS,
-        observation: str = "codes",
-        split: str = "train",
-        pool_seed: int = 0,
-        num_layouts: int = c.DEFAULT_NUM_LAYOUTS,
-        num_rules: int = c.DEFAULT_NUM_RULES,
-        train_fraction: float = c.DEFAULT_TRAIN_FRACTION,
-        num_trials: int = c.NUM_TRIALS,
-        trial_steps: int = c.TRIAL_STEPS,
-        stage_orders: int = c.DEFAULT_STAGE_ORDERS,
-        pay_levels: tuple[float, float, float] = c.PAY_LEVELS,
-        shared_pay_order: bool = False,
+        num_agents: Annotated[
+            int, Option("the number of agents (the paper uses 5)", low=1, high=c.NUM_SPAWNS)
+        ] = c.NUM_AGENTS,
+        observation: Annotated[
+            str,
+            Option(
+                '"codes" (uint8[11, 11, 3], see :mod:`.observation`) or "one_hot" '
+                "(float32[11, 11, 37])",
+                OBSERVATION,
+            ),
+        ] = "codes",
+        split: Annotated[
+            str,
+            Option(
+                'which part of the pools ``sample_config`` draws from: "train", "held_out" or '
+                '"all"',
+                SPLIT,
+            ),
+        ] = "train",
+        pool_seed: Annotated[int, Option("seed of the layout and rule pools", POOL_SEED)] = 0,
+        num_layouts: Annotated[
+            int, Option("the size of the layout pool (reference: 256)", low=2, high=4096)
+        ] = c.DEFAULT_NUM_LAYOUTS,
+        num_rules: Annotated[
+            int, Option("the size of the rule pool (reference: 100,000)", low=2, high=1_000_000)
+        ] = c.DEFAULT_NUM_RULES,
+        train_fraction: Annotated[
+            float, Option("share of each pool in the train split (reference: 0.8)", FRACTION)
+        ] = c.DEFAULT_TRAIN_FRACTION,
+        num_trials: Annotated[
+            int, Option("the trials of an episode (5 in the paper)", TRIALS)
+        ] = c.NUM_TRIALS,
+        trial_steps: Annotated[
+            int, Option("the most steps of a trial (400 in the paper)", TRIAL_STEPS)
+        ] = c.TRIAL_STEPS,
+        # Difficulty (curriculum) options; the order of the pays: check_options_together.
+        stage_orders: Annotated[
+            int,
+            Option(
+                "difficulty (curriculum) option, 6 (the paper) by default: each colour's pay and "
+                "regrowth orders over the stages are drawn from this many of the 6 possible, so "
+                "``generator.rule_space_size(stage_orders)`` = stage_orders^10 rules are in play "
+                "(1: one fixed rule, nothing hidden)",
+                low=1,
+                high=c.DEFAULT_STAGE_ORDERS,
+            ),
+        ] = c.DEFAULT_STAGE_ORDERS,
+        pay_levels: Annotated[
+            tuple[float, float, float],
+            Option(
+                "difficulty (curriculum) option, the paper's (1, 0.5, 0.25) by default: the three "
+                "pays, best first (strictly decreasing), that each colour's hidden pay order "
+                "assigns to its stages. Levels such as (1, 0, -1) make the rule worth knowing: an "
+                "apple eaten at its colour's worst stage costs a point, so eating without knowing "
+                "the order earns about nothing. The rule space is unchanged (the rows permute "
+                "three distinct levels either way)",
+                item=OptionSpec("float", low=-100.0, high=100.0),
+                min_len=c.NUM_STAGES,
+                max_len=c.NUM_STAGES,
+            ),
+        ] = c.PAY_LEVELS,
+        shared_pay_order: Annotated[
+            bool,
+            Option(
+                "difficulty (curriculum) option, off (the paper) by default: one pay order holds "
+                "for every colour, so the first apple an agent tastes at a stage tells what that "
+                "stage pays for all colours (regrowth orders stay per colour; the rule space is "
+                "``generator.rule_space_size(stage_orders, True)`` = stage_orders^6)"
+            ),
+        ] = False,
     ):
         checked = check_env_options(type(self), locals())
         self.stage_orders = int(stage_orders)
