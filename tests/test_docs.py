@@ -98,6 +98,35 @@ def test_each_game_page_lists_every_declared_option(env_id):
         assert cells[1] == spec.kind and spec.describe().replace("|", "\\|") in rows[0]
 
 
+def test_the_training_page_lists_every_config_field_with_the_range_its_check_enforces():
+    """docs/training.md's generated table: one row per TrainConfig field with its type, its
+    meaning and the values validate() allows; two ranges read against the check itself."""
+    import dataclasses
+
+    from dilemmax.envs.option_spec import INT32_MAX
+    from dilemmax.envs.options import OptionError
+    from dilemmax.train.config import TrainConfig, field_doc
+
+    page = (DOCS / "training.md").read_text()
+    page = page[page.index("\n## Every config field\n") : page.index("\nA game's own defaults")]
+    rows = {line.split(" | ")[0][3:-1]: line for line in page.splitlines() if line[:3] == "| `"}
+    escaped = lambda text: text.replace("|", "\\|")  # noqa: E731
+    for f in dataclasses.fields(TrainConfig):
+        assert f"| `{f.name}` | {escaped(f.type)} |" in rows[f.name], f.name
+        assert escaped(field_doc(f.name)) in rows[f.name]
+    assert set(rows) == {f.name for f in dataclasses.fields(TrainConfig)}
+    for name, shown, inside, outside in (
+        ("lr", "(0, 1]", (1e-9, 1.0), (0.0, 1.0 + 1e-9)),
+        ("eval_every", f"0..{INT32_MAX}", (0, INT32_MAX), (-1, INT32_MAX + 1)),
+    ):
+        assert shown in rows[name]
+        for value in inside:
+            TrainConfig(**{name: value}).validate()
+        for value in outside:
+            with pytest.raises(OptionError, match=name):
+                TrainConfig(**{name: value}).validate()
+
+
 def test_each_grid_game_page_shows_its_frame():
     for env_id in GAMES:
         if "rgb_array" in env_spec(env_id).load().render_modes:

@@ -31,6 +31,7 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from dilemmax.train.config import (
     TrainConfig,
     apply_overrides,
     check_env_kwargs,
+    describe_fields,
     field_spec,
     make_config,
     parse_sets,
@@ -283,10 +285,17 @@ def _held_out(run, split: str | None) -> str:
 
 def add_commands(subparsers) -> None:
     """Adds ``train`` and ``evaluate`` to the main parser's subcommands."""
-    p = subparsers.add_parser("train", help="train IPPO / MAPPO agents on an env")
+    p = subparsers.add_parser(
+        "train",
+        help="train IPPO / MAPPO agents on an env",
+        epilog=_config_keys(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("env", help="environment id (see `dilemmax list`)")
     p.add_argument("--algo", choices=("ippo", "mappo"), help="the algorithm (default: ippo)")
-    p.add_argument("--set", action="append", help="config key=value (repeatable)")
+    p.add_argument(
+        "--set", action="append", help="config key=value (repeatable; the keys are listed below)"
+    )
     p.add_argument("--out", help="run folder (default runs/<env>-<algo>-<time>)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -321,6 +330,23 @@ def add_commands(subparsers) -> None:
     p.add_argument("--set", action="append", help="config key=value for evaluation (repeatable)")
     p.add_argument("--json", help="where to write the metrics (default <run>/eval.json)")
     p.set_defaults(func=_cmd_evaluate)
+
+
+def _config_keys() -> str:
+    """The end of ``train --help``: every TrainConfig field (a ``--set`` key) with its default,
+    meaning and allowed values, read from the fields' declarations."""
+    head = (
+        "config keys: --set KEY=VALUE, each shown with its default and allowed values (a game's "
+        "own defaults replace some: docs/training.md; --set replaces both); lists and dicts in "
+        "Python or JSON syntax, env options as env_kwargs.<option>=VALUE"
+    )
+    lines = [*textwrap.wrap(head, 98), ""]
+    for field in describe_fields():
+        default = field.default if isinstance(field.default, str) else repr(field.default)
+        lines += textwrap.wrap(f"{field.name}={default} ({field.allowed})", 98, initial_indent="  ",
+                               subsequent_indent="      ")  # fmt: skip
+        lines += textwrap.wrap(field.doc, 98, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
 
 
 def _add_cluster_options(p) -> None:

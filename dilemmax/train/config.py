@@ -15,7 +15,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
 from dilemmax.agents.transforms import LEARNER_TRANSFORMS
@@ -55,119 +55,226 @@ _COUNT = OptionSpec("int", low=1, high=INT32_MAX)
 _COEF = OptionSpec("float", low=0.0, high=1e6)
 
 
-def ranged(spec: OptionSpec, default: Any = dataclasses.MISSING, **kwargs) -> Any:
-    """A TrainConfig field whose range is ``spec`` (in its metadata: ``FIELD_RANGES``)."""
-    return field(default=default, metadata={"range": spec}, **kwargs)
+def setting(default: Any = dataclasses.MISSING, doc: str = "", range: OptionSpec | None = None,
+            **kwargs) -> Any:  # fmt: skip
+    """A TrainConfig field, declared once: its default, and in its metadata its meaning
+    (``doc``, read by ``dilemmax train --help``, the errors of ``--set`` and the table of
+    docs/training.md) and the range its values must fit (``range``; None: its annotated type's,
+    see :func:`field_spec`)."""
+    return field(default=default, metadata={"doc": doc, "range": range}, **kwargs)
 
 
 @dataclass
 class TrainConfig:
-    """Everything a training run depends on.
+    """Everything a training run depends on: the env and its seats, PPO's hyperparameters, the
+    network, a warm start, and how the run is split, checkpointed, evaluated and logged.
 
-    Environment and seats:
-        env: registered env id. env_kwargs: its static constructor options for training;
-        eval_env_kwargs: options of the evaluation env (say ``{"split": "held_out"}``), merged
-        over env_kwargs.
-        env_config: overrides of fields of the env's configuration pytree, ``{field: value}``
-        (dotted names reach nested fields), applied to every sampled configuration; this fixes
-        for instance the consequence rule or the moral-hazard query cost.
-        train_grid / eval_grid: name of an env method returning a batched configuration grid
-        (leading axis C) to sample training configurations from, or to evaluate on; None samples
-        with ``env.sample_config``.
-        learners: indices of the seats that learn (None: all); the other seats play
-        ``partner_policy``, a seat spec that plays inside JAX (docs/seats.md): a scripted name
-        ("random", "first_legal" or one of the game's), ``scripted:<name>``,
-        ``trained:<run folder>[,seed=<k>][,greedy]`` or ``zoo:<game>/<population>``.
-        learner_transform: "module:function" of a policy transformer (policy -> policy) that
-        scripts some of a learner's decisions, e.g. the moral-hazard
-        ``dilemmax.envs.moral_hazard.policies:with_scripted_followup`` (only the work move is
-        learned). Where the transformed policy does not call the learner, the scripted action is
-        played and the step is left out of the policy loss.
-        reward: "individual" (each learner its own reward) or "team" (the mean over all agents);
-        reward_scale multiplies the rewards the learners train on (logged returns stay raw).
-
-    PPO (PureJaxRL / JaxMARL conventions): num_envs parallel envs, num_steps per rollout,
-    update_epochs x num_minibatches (minibatches split the envs), clipped surrogate, GAE.
-
-    Network: see :class:`~dilemmax.agents.networks.NetworkSpec`; shared_params shares one
-    parameter set across learners (agent-id input), else one per learner. recurrent: an RL^2
-    actor (and, for IPPO, critic) with a GRU memory of gru_hidden units that persists across
-    trials and resets at episode starts (:class:`~dilemmax.agents.networks.RecurrentNet`).
-
-    Warm start: init_from names a run folder (its newest checkpoint) or a checkpoint file whose
-    parameters a fresh run starts from (a curriculum's next stage), with a fresh optimiser; the
-    networks must have the same shapes. Resuming ignores it (the run's own checkpoint wins).
-
-    Run: num_seeds seeds train in one vmapped program; shard splits the env batch over every
-    device of the run, all processes' ("auto": when there is more than one; a run on several
-    processes always shards). checkpointer: "auto" (msgpack files on one process, orbax folders
-    on several), "msgpack" or "orbax" (see :mod:`dilemmax.train.run`). log_every updates make
-    one compiled chunk (the unit of logging, progress and checkpointing); checkpoint_every and
-    eval_every count chunks. wandb is off by default (wandb_mode "offline" works without a network).
-    stall_timeout: seconds a chunk may wait with the process idle (no CPU time used) before the
-    run ends with a one-line error and exit status 3 (:mod:`dilemmax.train.watchdog`; a busy
-    chunk is never ended); 0 never ends it.
+    Each field is declared once, with its default, its range and its meaning (its metadata:
+    :func:`field_doc`, :func:`field_spec`); ``dilemmax train --help`` lists them and
+    docs/training.md tabulates them. PPO follows PureJaxRL's and JaxMARL's conventions. A
+    game's own defaults are declared on its env class (``training_defaults``,
+    :func:`game_defaults`) and come between these and the user's.
     """
 
-    env: str = "moral_hazard"
-    algo: str = ranged(OptionSpec("str", choices=("ippo", "mappo")), "ippo")
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
-    env_config: dict[str, Any] = field(default_factory=dict)
-    train_grid: str | None = None
-    eval_grid: str | None = None
-    learners: list[int] | None = ranged(
-        OptionSpec("list", optional=True, min_len=1, item=OptionSpec("int", low=0)), None
+    # Environment and seats.
+    env: str = setting("moral_hazard", "the registered env id to train on")
+    algo: str = setting(
+        "ippo",
+        "ippo (a critic per learner, on its own observation) or mappo (a centralised critic "
+        "on the env's global state)",
+        OptionSpec("str", choices=("ippo", "mappo")),
     )
-    partner_policy: str = "random"
-    learner_transform: str | None = ranged(_TransformSpec("str", optional=True), None)
-    reward: str = ranged(OptionSpec("str", choices=("individual", "team")), "individual")
-    reward_scale: float = ranged(OptionSpec("float", low=-1e6, high=1e6), 1.0)
+    env_kwargs: dict[str, Any] = setting(
+        doc="the env's constructor options for training (`env_kwargs.<option>=value`)",
+        default_factory=dict,
+    )
+    eval_env_kwargs: dict[str, Any] = setting(
+        doc="options of the evaluation env, over env_kwargs (say `split=held_out`)",
+        default_factory=dict,
+    )
+    env_config: dict[str, Any] = setting(
+        doc="overrides of fields of the env's configuration pytree, `{field: value}` (dotted "
+        "names reach nested fields), applied to every sampled configuration: this fixes, say, "
+        "the consequence rule or the moral-hazard query cost",
+        default_factory=dict,
+    )
+    train_grid: str | None = setting(
+        None,
+        "the name of an env method returning a batched configuration grid to sample training "
+        "configurations from (lower-case letters, digits, underscores); None: "
+        "`env.sample_config`",
+    )
+    eval_grid: str | None = setting(
+        None,
+        "the name of an env method returning the configuration grid to evaluate on; None: "
+        "sampled configurations",
+    )
+    learners: list[int] | None = setting(
+        None,
+        "the indices of the seats that learn, each once (None: every seat); the others play "
+        "partner_policy",
+        OptionSpec("list", optional=True, min_len=1, item=OptionSpec("int", low=0)),
+    )
+    partner_policy: str = setting(
+        "random",
+        "the seat spec of the seats that do not learn, one that plays inside JAX (docs/seats.md):"
+        " a scripted name, `scripted:<name>`, `trained:<run folder>[,seed=<k>][,greedy]` or "
+        "`zoo:<game>/<population>`",
+    )
+    learner_transform: str | None = setting(
+        None,
+        "`module:function` of a registered policy transformer that scripts some of a learner's "
+        "decisions (say `dilemmax.envs.moral_hazard.policies:with_scripted_followup`: only the "
+        "work move is learned); a scripted step is played and left out of the policy loss",
+        _TransformSpec("str", optional=True),
+    )
+    reward: str = setting(
+        "individual",
+        "what a learner trains on: individual (its own reward) or team (the mean over all agents)",
+        OptionSpec("str", choices=("individual", "team")),
+    )
+    reward_scale: float = setting(
+        1.0,
+        "multiplies the rewards the learners train on (logged returns stay raw)",
+        OptionSpec("float", low=-1e6, high=1e6),
+    )
 
-    total_timesteps: int = ranged(OptionSpec("int", low=1, high=10**13), 200_000)
-    num_envs: int = ranged(OptionSpec("int", low=1, high=2**20), 64)
-    num_steps: int = ranged(OptionSpec("int", low=1, high=100_000), 16)
-    update_epochs: int = ranged(OptionSpec("int", low=1, high=10_000), 4)
-    num_minibatches: int = ranged(OptionSpec("int", low=1, high=2**20), 4)
-    lr: float = ranged(OptionSpec("float", low=0.0, high=1.0, low_open=True), 2.5e-3)
-    anneal_lr: bool = True
-    gamma: float = ranged(OptionSpec("float", low=0.0, high=1.0), 0.99)
-    gae_lambda: float = ranged(OptionSpec("float", low=0.0, high=1.0), 0.95)
-    clip_eps: float = ranged(OptionSpec("float", low=0.0, high=100.0, low_open=True), 0.2)
-    ent_coef: float = ranged(_COEF, 0.01)
-    vf_coef: float = ranged(_COEF, 0.5)
-    max_grad_norm: float = ranged(OptionSpec("float", low=0.0, high=1e6, low_open=True), 0.5)
-    normalize_advantages: bool = True
+    # PPO.
+    total_timesteps: int = setting(
+        200_000,
+        "env steps to train for, per seed (rounded up to whole chunks of log_every updates)",
+        OptionSpec("int", low=1, high=10**13),
+    )
+    num_envs: int = setting(
+        64, "envs stepped in parallel, per seed", OptionSpec("int", low=1, high=2**20)
+    )
+    num_steps: int = setting(
+        16, "steps of each env per rollout (one update)", OptionSpec("int", low=1, high=100_000)
+    )
+    update_epochs: int = setting(
+        4, "PPO epochs over each rollout", OptionSpec("int", low=1, high=10_000)
+    )
+    num_minibatches: int = setting(
+        4,
+        "minibatches per epoch; they split the envs, so num_envs must be a multiple",
+        OptionSpec("int", low=1, high=2**20),
+    )
+    lr: float = setting(
+        2.5e-3,
+        "Adam's learning rate",
+        OptionSpec("float", low=0.0, high=1.0, low_open=True),
+    )
+    anneal_lr: bool = setting(
+        True, "anneal the learning rate linearly to 0 over every minibatch step of the run"
+    )
+    gamma: float = setting(0.99, "the discount", OptionSpec("float", low=0.0, high=1.0))
+    gae_lambda: float = setting(0.95, "GAE's lambda", OptionSpec("float", low=0.0, high=1.0))
+    clip_eps: float = setting(
+        0.2,
+        "the clip range of the surrogate's ratio and of the value update",
+        OptionSpec("float", low=0.0, high=100.0, low_open=True),
+    )
+    ent_coef: float = setting(0.01, "the weight of the entropy bonus", _COEF)
+    vf_coef: float = setting(0.5, "the weight of the value loss", _COEF)
+    max_grad_norm: float = setting(
+        0.5,
+        "gradients are clipped to this global norm",
+        OptionSpec("float", low=0.0, high=1e6, low_open=True),
+    )
+    normalize_advantages: bool = setting(
+        True, "normalise the advantages of each minibatch to mean 0 and standard deviation 1"
+    )
 
-    shared_params: bool = True
-    hidden: int = ranged(OptionSpec("int", low=1, high=65_536), 64)
-    num_layers: int = ranged(OptionSpec("int", low=0, high=64), 2)
-    activation: str = ranged(OptionSpec("str", choices=("tanh", "relu")), "tanh")
-    embed_dim: int = ranged(OptionSpec("int", low=1, high=4096), 8)
-    conv_features: list[int] = ranged(
-        OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
+    # Network (dilemmax.agents.networks.NetworkSpec).
+    shared_params: bool = setting(
+        True, "one parameter set for every learner (with agent_id as input), else one each"
+    )
+    hidden: int = setting(
+        64, "the width of the dense layers", OptionSpec("int", low=1, high=65_536)
+    )
+    num_layers: int = setting(
+        2, "dense hidden layers after the encoder", OptionSpec("int", low=0, high=64)
+    )
+    activation: str = setting(
+        "tanh", "the dense layers' activation", OptionSpec("str", choices=("tanh", "relu"))
+    )
+    embed_dim: int = setting(
+        8,
+        "the embedding size of each cell code of a grid observation",
+        OptionSpec("int", low=1, high=4096),
+    )
+    conv_features: list[int] = setting(
+        doc="output channels of each 3x3 convolution over a grid observation; [] flattens the "
+        "embedded view straight into the dense layers",
+        range=OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
         default_factory=lambda: [16, 32],
     )
-    agent_id: bool = True
-    conv_impl: str = ranged(OptionSpec("str", choices=CONV_IMPLS), "auto")
-    recurrent: bool = False
-    gru_hidden: int = ranged(OptionSpec("int", low=1, high=65_536), 64)
-    init_from: str | None = ranged(OptionSpec("str", optional=True), None)
+    agent_id: bool = setting(True, "feed a one-hot agent index to the networks")
+    conv_impl: str = setting(
+        "auto",
+        "xla (`lax.conv`), im2col (patches and a matmul) or auto (im2col on the CPU, xla "
+        "elsewhere): the same function with the same parameters",
+        OptionSpec("str", choices=CONV_IMPLS),
+    )
+    recurrent: bool = setting(
+        False,
+        "an RL^2 actor (and, for IPPO, critic) with a GRU memory that persists across the "
+        "trials of an episode and resets when a new one starts",
+    )
+    gru_hidden: int = setting(
+        64, "the width of the recurrent memory", OptionSpec("int", low=1, high=65_536)
+    )
+    init_from: str | None = setting(
+        None,
+        "a run folder (its newest checkpoint) or a checkpoint file whose parameters a fresh run "
+        "starts from, with a fresh optimiser (the same network shapes); --resume ignores it",
+        OptionSpec("str", optional=True),
+    )
 
-    seed: int = ranged(OptionSpec("int", low=0, high=INT32_MAX), 0)
-    num_seeds: int = ranged(OptionSpec("int", low=1, high=65_536), 1)
-    shard: str = ranged(OptionSpec("choice", choices=("auto", "on", "off", True, False)), "auto")
-    checkpointer: str = ranged(OptionSpec("str", choices=("auto", "msgpack", "orbax")), "auto")
-    log_every: int = ranged(_COUNT, 10)
-    checkpoint_every: int = ranged(_COUNT, 5)
-    keep_checkpoints: int = ranged(_COUNT, 3)
-    eval_every: int = ranged(OptionSpec("int", low=0, high=INT32_MAX), 5)
-    eval_episodes: int = ranged(_COUNT, 16)
-    progress: bool = True
-    stall_timeout: float = ranged(OptionSpec("float", low=0.0, high=1e7), 600.0)
-    wandb: bool = False
-    wandb_project: str = "dilemmax"
-    wandb_mode: str = ranged(OptionSpec("str", choices=("online", "offline", "disabled")), "online")
+    # The run.
+    seed: int = setting(0, "the run's seed", OptionSpec("int", low=0, high=INT32_MAX))
+    num_seeds: int = setting(
+        1, "seeds trained together in one vmapped program", OptionSpec("int", low=1, high=65_536)
+    )
+    shard: str = setting(
+        "auto",
+        "split the env batch over every device of the run: auto (when there is more than one; "
+        "a run on several processes always shards), on or off",
+        OptionSpec("choice", choices=("auto", "on", "off", True, False)),
+    )
+    checkpointer: str = setting(
+        "auto",
+        "the checkpoint format: auto (msgpack files on one process, orbax folders on several), "
+        "msgpack or orbax",
+        OptionSpec("str", choices=("auto", "msgpack", "orbax")),
+    )
+    log_every: int = setting(
+        10,
+        "updates per compiled chunk, the unit of logging, progress and checkpoints",
+        _COUNT,
+    )
+    checkpoint_every: int = setting(5, "chunks between checkpoints (and one at the end)", _COUNT)
+    keep_checkpoints: int = setting(3, "the newest checkpoints kept", _COUNT)
+    eval_every: int = setting(
+        5,
+        "chunks between evaluations (and one at the end); 0: none",
+        OptionSpec("int", low=0, high=INT32_MAX),
+    )
+    eval_episodes: int = setting(16, "evaluation episodes per configuration and seed", _COUNT)
+    progress: bool = setting(True, "show a progress bar on stderr")
+    stall_timeout: float = setting(
+        600.0,
+        "seconds a chunk may wait with the process idle before the run ends with one line and "
+        "exit status 3 (a busy chunk is never ended); 0: never",
+        OptionSpec("float", low=0.0, high=1e7),
+    )
+    wandb: bool = setting(False, "log to Weights & Biases (the wandb extra)")
+    wandb_project: str = setting("dilemmax", "the Weights & Biases project")
+    wandb_mode: str = setting(
+        "online",
+        "online, offline (no network needed) or disabled",
+        OptionSpec("str", choices=("online", "offline", "disabled")),
+    )
 
     # ------------------------------------------------------------------ derived
     @property
@@ -199,7 +306,10 @@ class TrainConfig:
         floats."""
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            setattr(self, f.name, field_spec(f.name).check(f.name, value, "TrainConfig"))
+            try:
+                setattr(self, f.name, field_spec(f.name).check(f.name, value, "TrainConfig"))
+            except OptionError as error:
+                raise explained(error, f.name) from None
         if self.num_envs % self.num_minibatches:
             raise OptionError(
                 f"TrainConfig: num_envs ({self.num_envs}) must be a multiple of num_minibatches "
@@ -286,11 +396,45 @@ def _check_recorded_version(values: dict[str, Any], recorded: Any, where: str) -
 _GRID_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
-# Each field's declared range, read from its metadata (a field without one, say one added later,
-# is still checked against its annotated type).
+# Each field's declared range, read from its metadata (a field without one is checked against
+# its annotated type).
 FIELD_RANGES: dict[str, OptionSpec] = {
-    f.name: f.metadata["range"] for f in dataclasses.fields(TrainConfig) if "range" in f.metadata
+    f.name: f.metadata["range"]
+    for f in dataclasses.fields(TrainConfig)
+    if f.metadata.get("range") is not None
 }
+
+
+def field_doc(name: str) -> str:
+    """What TrainConfig field ``name`` means, on one line (its declaration's ``doc``)."""
+    (found,) = (f for f in dataclasses.fields(TrainConfig) if f.name == name)
+    return " ".join(found.metadata.get("doc", "").split())
+
+
+class FieldDescription(NamedTuple):
+    """One TrainConfig field as its declaration gives it: what the help and docs list."""
+
+    name: str
+    type: str  # the annotation, as written
+    default: Any
+    allowed: str  # the values its check accepts, in words (field_spec(name).describe())
+    doc: str  # what it means, on one line
+
+
+def describe_fields() -> list[FieldDescription]:
+    """Every TrainConfig field, in declaration order: ``dilemmax train --help``'s list of
+    ``--set`` keys and docs/training.md's table are made from these."""
+    out = []
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        allowed = field_spec(f.name).describe()
+        out.append(FieldDescription(f.name, str(f.type), default, allowed, field_doc(f.name)))
+    return out
+
+
+def explained(error: OptionError, name: str) -> OptionError:
+    """``error`` about field ``name``, with what the field means: still one line."""
+    return OptionError(f"{error} ({name}: {field_doc(name)})")
 
 
 @functools.cache
@@ -334,7 +478,11 @@ def parse_sets(pairs: list[str] | None, env: str | None = None) -> dict[str, Any
         key = key.strip()
         if not sep or not key:
             raise OptionError(f"--set expects key=value, got {shown(pair)}")
-        out[key] = parse_value(text, _spec_for_key(key, env), key)
+        spec = _spec_for_key(key, env)
+        try:
+            out[key] = parse_value(text, spec, key)
+        except OptionError as error:
+            raise (error if "." in key else explained(error, key)) from None
     return out
 
 
@@ -343,7 +491,7 @@ def _spec_for_key(key: str, env: str | None) -> OptionSpec | None:
     names = list(_annotations())
     if head not in names:
         close = difflib.get_close_matches(head, names, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = f" (did you mean {close[0]!r}: {field_doc(close[0])}?)" if close else ""
         raise OptionError(f"unknown config key {head!r}{hint}; keys: {', '.join(sorted(names))}")
     if not rest:
         return field_spec(head)

@@ -13,6 +13,8 @@ from dilemmax.envs.options import OptionError
 from dilemmax.train.config import (
     FIELD_RANGES,
     TrainConfig,
+    describe_fields,
+    field_doc,
     field_spec,
     make_config,
     parse_sets,
@@ -98,3 +100,36 @@ def test_the_packages_own_transform_resolves():
     name = "dilemmax.envs.moral_hazard.policies:with_scripted_followup"
     assert resolve_learner_transform(name) is with_scripted_followup
     assert make_config("moral_hazard", "ippo", {"learner_transform": name}).learner_transform
+
+
+# ----------------------------------------------------------------------------- declared once
+def test_every_field_is_declared_with_its_meaning_and_a_type():
+    """A field's type, default, range and meaning sit in its declaration; the class docstring
+    is an overview that restates no field."""
+    for f in dataclasses.fields(TrainConfig):
+        assert field_doc(f.name), f"{f.name} has no meaning in its declaration"
+        assert field_spec(f.name).kind != "any", f"{f.name} has no type a check can read"
+    assert len(TrainConfig.__doc__) < 1000
+
+
+def test_train_help_lists_every_key_with_its_meaning(capsys):
+    from dilemmax.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for f in describe_fields():
+        assert f"{f.name}=" in shown and f.doc in shown and f.allowed in shown, f.name
+
+
+def test_a_set_out_of_range_or_unknown_is_one_line_with_the_fields_meaning(capsys, tmp_path):
+    from dilemmax.cli import main
+
+    out = tmp_path / "run"
+    for pair, words in (("lr=5", "lr=5.0"), ("nmu_envs=3", "did you mean 'num_envs'")):
+        assert main(["train", "consequence", "--set", pair, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err, err
+        name = pair.split("=")[0].replace("nmu_envs", "num_envs")
+        assert words in err and field_doc(name) in err, err
+    assert not out.exists()
