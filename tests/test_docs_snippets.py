@@ -2,7 +2,8 @@
 
 A page's ```python blocks run in order in one namespace (a later block may use an earlier one's
 names), in a fresh folder. Its ```bash blocks run line by line there too: each command is a
-`dilemmax ...` or `python ...` line (a trailing backslash joins lines; `#` starts a comment).
+`dilemmax ...` or `python ...` line (a trailing backslash joins lines; `#` starts a comment); a
+`dilemmax` line runs in this process through the command's own entry point, ``dilemmax.cli.main``.
 An HTML comment just before a block changes how it runs:
 
     <!-- docs-test: skip <reason> -->            the block is not run; the reason is required
@@ -16,6 +17,9 @@ and are not run.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import io
 import os
 import re
 import shlex
@@ -84,16 +88,41 @@ def _commands(code: str) -> list[str]:
 
 
 def _run_command(line: str, cwd: Path, where: str) -> None:
+    """Runs a `dilemmax ...` line in this process (the command line's own entry point, with the
+    suite's imports and compiled programs already loaded: a subprocess would pay a cold import
+    of the stack per line), a `python -c CODE` line by executing CODE, and any other `python`
+    line as a subprocess."""
     words = shlex.split(line, comments=True)
     if words[0] == "dilemmax":
-        words = [sys.executable, "-m", "dilemmax", *words[1:]]
+        _run_in_process(words[1:], where, line)
+    elif words[0] == "python" and len(words) == 3 and words[1] == "-c":
+        exec(compile(words[2], where, "exec"), {"__name__": "__main__"})
     elif words[0] == "python":
-        words = [sys.executable, *words[1:]]
+        _run_subprocess([sys.executable, *words[1:]], cwd, where, line)
     else:
         pytest.fail(f"{where}: `{line}` is neither a dilemmax nor a python command; mark the block")
+
+
+def _run_in_process(argv: list[str], where: str, line: str) -> None:
+    from dilemmax.cli import main
+
+    errors = io.StringIO()
+    # A command that hangs ends this worker with every thread's stack, so the test fails
+    # (pytest-xdist reports the lost worker) instead of holding CI.
+    faulthandler.dump_traceback_later(COMMAND_TIMEOUT, exit=True)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+            status = main(argv)
+    except SystemExit as exit_:  # argparse exits on a usage error
+        status = exit_.code
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert status in (0, None), f"{where}: `{line}` failed ({status}):\n{errors.getvalue()[-3000:]}"
+
+
+def _run_subprocess(words: list[str], cwd: Path, where: str, line: str) -> None:
     env = {
         **os.environ,
-        "OPENAI_API_KEY": "unused",
         "PYTHONPATH": str(ROOT),
         # The suite's compilation cache: a command compiles what an earlier run compiled once.
         "JAX_COMPILATION_CACHE_DIR": os.environ.get("JAX_COMPILATION_CACHE_DIR")
@@ -124,6 +153,7 @@ def test_the_page_code_runs(page, tmp_path, monkeypatch):
     if not blocks:
         pytest.skip("no block of this page runs (each skipped one says why)")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
     namespace = {"__name__": "docs_snippet"}
     for block in blocks:
         code = block.runnable_code()

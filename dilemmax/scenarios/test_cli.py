@@ -62,6 +62,41 @@ def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, 
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_zoo_references_score_each_population_of_the_game(tmp_path, monkeypatch):
+    """With a zoo of one population of the game (and one of another game, left out), each
+    scenario's reference is the better of random focal agents and that population, by the scores
+    score_policy gives each for the same seed; the focal row is normalised between them."""
+    from dilemmax.agents import zoo
+
+    shipped = zoo.root()
+    own = tmp_path / "zoo"
+    names = ("moral_hazard/ippo_s0", "consequence/ippo_s0")
+    entries = {name: zoo.manifest()[name] for name in names}
+    for entry in entries.values():
+        (own / entry["run"]).parent.mkdir(parents=True, exist_ok=True)
+        (own / entry["run"]).symlink_to(shipped / entry["run"], target_is_directory=True)
+    (own / "manifest.json").write_text(json.dumps(entries))
+    monkeypatch.setenv("DILEMMAX_ZOO", str(own))
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--game", "moral_hazard", "--scenario-set", "train", "--focal",
+            "teacher", "--episodes", "2", "--seed", "4", "--out", str(out)]  # fmt: skip
+    assert scenarios(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    scenario_set, key = SETS["moral_hazard/train"], jax.random.key(4)
+    population = zoo.load("moral_hazard/ippo_s0")
+    mine = {r.scenario: r.mean for r in E.score_policy(scenario_set, population, key, 2)}
+    rows = {row["scenario"]: row for row in results["rows"]}
+    assert set(rows) == set(mine)
+    for name, reference in results["references"].items():
+        means = {"random": reference["random"], "zoo:moral_hazard/ippo_s0": mine[name]}
+        best = max(means, key=means.get)
+        assert reference["best_population"] == best
+        assert reference["best"] == pytest.approx(means[best], abs=1e-6)
+        assert rows[name]["normalised"] == pytest.approx(
+            E.normalised(rows[name]["mean"], reference["random"], means[best])
+        )
+
+
 BAD = [
     (["evaluate", "--game", "moral_hazard"], "name one focal population"),
     (["evaluate", "--game", "moral_hazard", "--scripted", "teacher", "--zoo", "x/y"],

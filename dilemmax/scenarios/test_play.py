@@ -66,6 +66,7 @@ def test_scenario_configs_are_the_ones_score_policy_plays(built):
     assert not jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), other, want))
 
 
+@pytest.mark.slow
 def test_planted_model_scores_what_its_policy_scores_and_resumes_without_a_call(tmp_path, built):
     """moral_hazard/test, 2 episodes a scenario. Against the partner who never queries (a
     deterministic script) the game is deterministic given its configuration, and the model plays

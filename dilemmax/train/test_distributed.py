@@ -30,6 +30,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 COMMON = textwrap.dedent(
     """
@@ -146,6 +147,7 @@ def _max_diff(a, b) -> float:
     )
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one_resume_each_other_and_stop_when_a_peer_dies(tmp_path):
     port = str(_free_port())
 

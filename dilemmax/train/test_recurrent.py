@@ -130,6 +130,7 @@ def _greedy_returns(trainer, state) -> np.ndarray:
     return np.asarray(metrics["return_per_trial"])
 
 
+@pytest.mark.slow
 def test_recurrent_policy_solves_the_memory_task_and_feed_forward_cannot(trained):
     rnn = _greedy_returns(*trained[True][:2])  # [seeds, episodes, trials]
     ff = _greedy_returns(*trained[False][:2])

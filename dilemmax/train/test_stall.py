@@ -170,6 +170,7 @@ STALLING_RUN = """
 """
 
 
+@pytest.mark.slow
 def test_a_stalled_chunk_ends_the_run_in_one_line_and_resume_continues(tmp_path):
     out = tmp_path / "run"
     start = time.monotonic()
@@ -212,6 +213,7 @@ STALLED_BEFORE = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(STALLED_BEFORE))
 def test_configurations_that_stalled_train_to_the_end(case, tmp_path):
     args, xla_flags = STALLED_BEFORE[case]

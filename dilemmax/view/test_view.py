@@ -27,6 +27,9 @@ from dilemmax.view.runs import read_run
 
 # Tiny options per game; the same options for a game's rollout and play run, so one compiled
 # replay serves both.
+# One worker runs this file: its recorded runs and its browser are built once (a minute of play).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("view")]
+
 GAMES = {
     "open_cleanup": ({"num_agents": 3, "trial_steps": 6, "num_trials": 2}, "greedy"),
     "open_harvest": ({"num_agents": 2, "trial_steps": 5, "num_trials": 2}, "greedy"),
