@@ -42,9 +42,11 @@ __all__ = [
     "ENV_OPTIONS",
     "FRACTION",
     "INT32_MAX",
+    "LAYOUT_POOL",
     "MAX_TEXT",
     "OBSERVATION",
     "POOL_SEED",
+    "RULE_POOL",
     "SPLIT",
     "TRIALS",
     "TRIAL_STEPS",
@@ -190,6 +192,8 @@ def positive(high: int | None = None) -> OptionSpec:
 SPLIT = OptionSpec("str", choices=("train", "held_out", "all"))
 OBSERVATION = OptionSpec("str", choices=("codes", "one_hot"))
 POOL_SEED = OptionSpec("int", low=0, high=INT32_MAX - 2)  # the rule pool uses seed + 1
+LAYOUT_POOL = OptionSpec("int", low=2, high=4096)  # layouts generated at make time
+RULE_POOL = OptionSpec("int", low=2, high=1_000_000)
 FRACTION = OptionSpec("float", low=0.01, high=0.99)
 UNIT = OptionSpec("float", low=0.0, high=1.0)
 TRIALS = positive(100)

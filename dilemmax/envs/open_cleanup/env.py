@@ -44,8 +44,10 @@ from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
 from dilemmax.envs.option_spec import Option
 from dilemmax.envs.options import (
     FRACTION,
+    LAYOUT_POOL,
     OBSERVATION,
     POOL_SEED,
+    RULE_POOL,
     SPLIT,
     TRIAL_STEPS,
     TRIALS,
@@ -124,10 +126,10 @@ class OpenCleanupEnv(MultiAgentEnv):
             int, Option("seed of the layout pool; the rule pool uses ``pool_seed + 1``", POOL_SEED)
         ] = C.LAYOUT_POOL_SEED,
         num_layouts: Annotated[
-            int, Option("the size of the layout pool", low=2, high=4096)
+            int, Option("the size of the layout pool", LAYOUT_POOL)
         ] = C.DEFAULT_NUM_LAYOUTS,
         num_rules: Annotated[
-            int, Option("the size of the rule pool", low=2, high=1_000_000)
+            int, Option("the size of the rule pool", RULE_POOL)
         ] = C.DEFAULT_NUM_RULES,
         train_fraction: Annotated[
             float, Option("the share of each pool in the train split", FRACTION)

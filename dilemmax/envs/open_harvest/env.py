@@ -56,8 +56,10 @@ from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState
 from dilemmax.envs.option_spec import Option, OptionSpec
 from dilemmax.envs.options import (
     FRACTION,
+    LAYOUT_POOL,
     OBSERVATION,
     POOL_SEED,
+    RULE_POOL,
     SPLIT,
     TRIAL_STEPS,
     TRIALS,
@@ -111,10 +113,10 @@ class OpenHarvestEnv(MultiAgentEnv):
         ] = "train",
         pool_seed: Annotated[int, Option("seed of the layout and rule pools", POOL_SEED)] = 0,
         num_layouts: Annotated[
-            int, Option("the size of the layout pool (reference: 256)", low=2, high=4096)
+            int, Option("the size of the layout pool (reference: 256)", LAYOUT_POOL)
         ] = c.DEFAULT_NUM_LAYOUTS,
         num_rules: Annotated[
-            int, Option("the size of the rule pool (reference: 100,000)", low=2, high=1_000_000)
+            int, Option("the size of the rule pool (reference: 100,000)", RULE_POOL)
         ] = c.DEFAULT_NUM_RULES,
         train_fraction: Annotated[
             float, Option("share of each pool in the train split (reference: 0.8)", FRACTION)
