@@ -15,7 +15,7 @@ from flax import struct
 
 from dilemmax.agents import checkpoint
 from dilemmax.agents.networks import masked_categorical
-from dilemmax.agents.transforms import register_learner_transform
+from dilemmax.agents.transforms import LEARNER_TRANSFORMS
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.spaces import Box, Discrete
 from dilemmax.train.config import make_config
@@ -231,10 +231,11 @@ def script_everything(policy):
     return lambda key, observation: jnp.int32(0)
 
 
-register_learner_transform("dilemmax.train.test_ppo:script_everything", script_everything)
-
-
-def test_steps_scripted_by_a_learner_transform_carry_no_policy_gradient():
+def test_steps_scripted_by_a_learner_transform_carry_no_policy_gradient(monkeypatch):
+    # Allowed for this test only: the allowlist is what the docs and --help list.
+    monkeypatch.setitem(
+        LEARNER_TRANSFORMS, "dilemmax.train.test_ppo:script_everything", script_everything
+    )
     config = toy_config(learner_transform="dilemmax.train.test_ppo:script_everything")
     trainer = Trainer(config, env=ToyEnv())
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
