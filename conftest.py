@@ -15,8 +15,8 @@ if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
 
 def pytest_collection_modifyitems(config, items):
     """Test files holding a test marked slow run first, each file's tests still together and in
-    their order. pytest-xdist hands tests out in this order, so the long ones start while the
-    short ones fill the gaps after them, and no worker is left finishing a two-minute test alone
-    at the end of the run; keeping a file together keeps its module fixtures built once."""
+    their order. pytest-xdist hands out whole files in this order (``--dist loadfile``), so the
+    long files start while the short ones fill the gaps after them, and no worker is left
+    finishing a two-minute file alone at the end of the run."""
     slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)

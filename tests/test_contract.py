@@ -65,6 +65,7 @@ def test_spaces_masks_and_observations(env_id):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_same_key_same_trajectory_jitted_or_not(env_id):
     env = dilemmax.make(env_id)
@@ -102,6 +103,7 @@ def test_random_episodes_end_and_report_metrics(env_id):
         assert bool(jnp.all(jnp.isfinite(jnp.asarray(value, jnp.float32)))), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_scripted_policies_play(env_id):
     env = dilemmax.make(env_id)

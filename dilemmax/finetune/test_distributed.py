@@ -148,6 +148,7 @@ def phase_codes(root: Path, name: str) -> list[str | None]:
     ]
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_adapter_of_one_with_the_same_global_batch(
     launched, tiny_model_dir, small_data_dir, tmp_path
 ):

@@ -86,6 +86,7 @@ def test_focal_only_env_is_the_full_game_with_the_background_seated(built):
         assert got_actions == [[row[i] for i in env.focal] for row in want_actions]
 
 
+@pytest.mark.slow
 def test_every_scenario_of_a_set_runs_in_one_vmapped_program_as_it_does_alone(built):
     env = built("consequence/train")
     key = jax.random.key(3)

@@ -57,6 +57,7 @@ def test_random_team_baseline_is_low():
     assert float(np.mean(metrics["score"])) < 0.35
 
 
+@pytest.mark.slow
 def test_ippo_learns_the_primary_condition(trained_run):
     out, run = trained_run
     records = run.records()

@@ -141,6 +141,7 @@ def test_masked_categorical_never_samples_illegal_actions_and_stays_finite():
     ("algo", "shared", "grid"),
     [("ippo", True, False), ("mappo", False, True)],
 )
+@pytest.mark.slow
 def test_update_shapes_and_finite_losses(algo, shared, grid):
     config = toy_config(algo=algo, shared_params=shared)
     trainer = Trainer(config, env=ToyEnv(grid=grid))

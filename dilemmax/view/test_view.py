@@ -27,8 +27,8 @@ from dilemmax.view.runs import read_run
 
 # Tiny options per game; the same options for a game's rollout and play run, so one compiled
 # replay serves both.
-# One worker runs this file: its recorded runs and its browser are built once (a minute of play).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("view")]
+# Its recorded runs take a minute of play (built once: the suite hands out whole files).
+pytestmark = pytest.mark.slow
 
 GAMES = {
     "open_cleanup": ({"num_agents": 3, "trial_steps": 6, "num_trials": 2}, "greedy"),

@@ -30,6 +30,7 @@ def make_sb3_vec_env(env_id: str):
     return ss.concat_vec_envs_v1(env, 1, num_cpus=0, base_class="stable_baselines3")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_ppo_collects_and_trains(env_id):
     torch.manual_seed(0)  # (PPO's seed= calls a seed() SuperSuit's vector env lacks)

@@ -48,6 +48,7 @@ def dqn_learners(env: PettingZooEnv) -> MultiAgentOffPolicyAlgorithm:
     return MultiAgentOffPolicyAlgorithm(algorithms=algorithms, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_multi_agent_dqn_collects_and_trains(env_id, tmp_path):
     torch.manual_seed(0)

@@ -161,6 +161,7 @@ def runs(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_a_config_edited_below_its_checkpoint_is_refused_on_resume(runs, tmp_path, capsys):
     for key, value, words in (
         ("total_timesteps", 16, "total_timesteps=16"),
