@@ -31,6 +31,7 @@ import jax
 
 from dilemmax.commandline import output_folder
 from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.registry import make
 from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.errors import UsageError
@@ -43,9 +44,8 @@ from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios import registry
 from dilemmax.scenarios.focal import focal_policy, zoo_populations
 from dilemmax.scenarios.play import play_scenarios
-from dilemmax.scenarios.registry import SETS
+from dilemmax.scenarios.registry import SET_GAMES, SETS
 
-GAMES = tuple(sorted({s.game for s in SETS.values()}))
 COMMAND = "scenarios evaluate"  # what its run folders' lock records (runlock.last_writer)
 
 
@@ -54,12 +54,18 @@ class FocalError(UsageError):
     command names the flag it came from)."""
 
 
+def check_game(game: str) -> None:
+    """Raises a one-line :class:`UsageError` unless ``game`` has scenario sets."""
+    if game not in SET_GAMES:
+        raise UsageError(f"--game {shown(game, 80)}: no scenario sets; games: {SET_GAMES}")
+
+
 # --------------------------------------------------------------------------- list
 def scenario_listing(game: str | None = None) -> list[dict]:
     """Every scenario of the registered sets (of ``game``, or all): per set its options, and
     per scenario its name, description, focal and background seats and digest."""
-    if game is not None and game not in GAMES:
-        raise UsageError(f"--game {str(game)[:80]!r}: no scenario sets; games: {GAMES}")
+    if game is not None:
+        check_game(game)
     out = []
     for set_name in (n for n in SETS if game is None or SETS[n].game == game):
         scenarios = SETS[set_name]
@@ -152,7 +158,7 @@ def evaluate_scenarios(
     """Scores a focal population on ``game``'s scenario set ``scenario_set``, ``episodes`` each.
 
     Args:
-        game: a game with scenario sets (:data:`GAMES`).
+        game: a game with scenario sets (:data:`~dilemmax.scenarios.registry.SET_GAMES`).
         focal: the seat spec of every focal seat: ``scripted:<name>``, ``trained:<run>[,seed=
             <k>][,greedy]``, ``zoo:<game>/<population>[,greedy]`` (played inside JAX, every
             scenario in one program), or a model (``openai:<model>``, ...), which plays as
@@ -171,8 +177,7 @@ def evaluate_scenarios(
 
     Every mistake is a one-line :class:`~dilemmax.errors.UsageError` before anything plays.
     """
-    if game not in GAMES:
-        raise UsageError(f"--game {str(game)[:80]!r}: no scenario sets; games: {GAMES}")
+    check_game(game)
     seats = dict(seats or {})
     if focal is not None and (seats or default_seat is not None):
         raise UsageError("name one focal population: a focal seat spec, or seats and a default")

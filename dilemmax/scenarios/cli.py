@@ -34,7 +34,8 @@ from dilemmax.errors import UsageError, deprecated
 from dilemmax.llm.cli import add_session_arguments, session_options
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.transcript import TranscriptMismatch
-from dilemmax.scenarios.api import GAMES, FocalError, evaluate_scenarios, scenario_listing
+from dilemmax.scenarios.api import FocalError, check_game, evaluate_scenarios, scenario_listing
+from dilemmax.scenarios.registry import SET_GAMES
 
 HELP = "held-out scenarios: list the sets, or score a focal population on one"
 
@@ -110,8 +111,7 @@ def _with_greedy(spec: str) -> str:
 # --------------------------------------------------------------------------- evaluate
 def _cmd_evaluate(args) -> int:
     args.scenario_set = _scenario_set_name(args)
-    if args.game not in GAMES:
-        raise UsageError(f"--game {str(args.game)[:80]!r}: no scenario sets; games: {GAMES}")
+    check_game(args.game)
     source = _source(args)
     if args.json:
         output_file(args.json, "--json")
@@ -157,12 +157,12 @@ def add_commands(subparsers) -> None:
     )  # fmt: skip
     sub = p.add_subparsers(dest="scenarios_command", required=True)
     q = sub.add_parser("list", help="every set and scenario, with its digest")
-    q.add_argument("--game", help=f"only this game's sets ({', '.join(GAMES)})")
+    q.add_argument("--game", help=f"only this game's sets ({', '.join(SET_GAMES)})")
     q.add_argument("--json", help="also write the listing to this JSON file")
     q.set_defaults(func=_cmd_list)
 
     q = sub.add_parser("evaluate", help="a focal population's score on a scenario set")
-    q.add_argument("--game", required=True, help=f"the game ({', '.join(GAMES)})")
+    q.add_argument("--game", required=True, help=f"the game ({', '.join(SET_GAMES)})")
     q.add_argument("--scenario-set", choices=SCENARIO_SETS, default="test",
                    help="which of the game's scenario sets to play (default: test)")  # fmt: skip
     q.add_argument("--set", dest="old_set", choices=SCENARIO_SETS, help=argparse.SUPPRESS)
