@@ -45,12 +45,20 @@ class Price:
     output: float
 
 
+def _show(value: Any) -> str:
+    """A value for a one-line message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _rate(value: Any, where: str) -> float:
     """One rate, checked: a finite number >= 0 (a bool or a string is refused, not coerced)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PriceError(f"{where}: expected a number of dollars per million tokens, got {value!r}")
+        raise PriceError(
+            f"{where}: expected a number of dollars per million tokens, got {_show(value)}"
+        )
     if not math.isfinite(value) or value < 0:
-        raise PriceError(f"{where}: expected a finite number >= 0, got {value!r}")
+        raise PriceError(f"{where}: expected a finite number >= 0, got {_show(value)}")
     return float(value)
 
 
@@ -58,7 +66,7 @@ def price_from_mapping(rates: Any, where: str) -> Price:
     """A :class:`Price` from ``{input, cached_input?, output}``; ``where`` names the source in
     errors (``"prices.json: model 'm'"``)."""
     if not isinstance(rates, Mapping):
-        raise PriceError(f"{where}: expected a mapping of {', '.join(FIELDS)}, got {rates!r}")
+        raise PriceError(f"{where}: expected a mapping of {', '.join(FIELDS)}, got {_show(rates)}")
     unknown = sorted(str(key) for key in rates if key not in FIELDS)
     if unknown:
         raise PriceError(f"{where}: unknown field {unknown[0]!r} (allowed: {', '.join(FIELDS)})")
@@ -75,7 +83,7 @@ def parse_price(text: str, where: str = "price") -> Price:
     if len(parts) not in (2, 3):
         raise PriceError(
             f"{where}: expected input/output or input/cached_input/output dollars per million "
-            f"tokens (e.g. 0.15/0.60), got {text!r}"
+            f"tokens (e.g. 0.15/0.60), got {_show(text)}"
         )
     numbers = []
     for name, part in zip(("input", "cached_input", "output")[-len(parts) :], parts, strict=True):
@@ -117,11 +125,13 @@ def load_prices(path: str | Path) -> dict[str, Price]:
     path = Path(path)
     content = _read(path)
     if not isinstance(content, Mapping):
-        raise PriceError(f"{path}: expected a mapping of model name to prices, got {content!r}")
+        raise PriceError(
+            f"{path}: expected a mapping of model name to prices, got {_show(content)}"
+        )
     prices = {}
     for model, rates in content.items():
         if not isinstance(model, str) or not model:
-            raise PriceError(f"{path}: model names must be non-empty strings, got {model!r}")
+            raise PriceError(f"{path}: model names must be non-empty strings, got {_show(model)}")
         prices[model] = price_from_mapping(rates, f"{path}: model {model!r}")
     return prices
 
@@ -146,4 +156,6 @@ def cost(price: Price, prompt_tokens: int, cached_tokens: int, completion_tokens
         raise ValueError("token counts must be >= 0")
     cached = min(cached_tokens, prompt_tokens)  # a server never caches more than it was sent
     fresh = prompt_tokens - cached
-    return (fresh * price.input + cached * price.cached_input + completion_tokens * price.output) / PER
+    return (
+        fresh * price.input + cached * price.cached_input + completion_tokens * price.output
+    ) / PER
