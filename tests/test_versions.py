@@ -103,3 +103,16 @@ def test_scenario_hashes_hold_at_version_0_and_change_with_the_version(monkeypat
     assert {k: digests[k] for k in recorded} == recorded
     monkeypatch.setattr(MoralHazardEnv, "version", 1)
     assert chosen.digests()["moral_hazard/never_queries"] != recorded["moral_hazard/never_queries"]
+
+
+def test_a_transcript_records_its_text_protocols_and_refuses_a_resume_under_another(tmp_path):
+    path = tmp_path / "transcript.jsonl"
+    label = ["moral_hazard-text-v1"]
+    with Transcript(path, {"env": "moral_hazard"}, games=["moral_hazard-v0"], protocols=label):
+        pass
+    assert json.loads(path.read_text().splitlines()[0])["protocols"] == label
+    with Transcript(path, {"env": "moral_hazard"}, resume=True, protocols=label):
+        pass
+    with pytest.raises(UsageError) as err:
+        Transcript(path, {"env": "moral_hazard"}, resume=True, protocols=["moral_hazard-text-v2"])
+    _one_line_naming(err, "text protocol moral_hazard-text-v1", "moral_hazard-text-v2")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,15 @@ class NoReply:
 
 
 class TextProtocol(abc.ABC):
-    """Renderer and parser of one game, for one prompt variant."""
+    """Renderer and parser of one game, for one prompt variant.
+
+    ``protocol_version`` counts changes of the prompts' text or order that leave the game as it
+    was (docs/versions.md): a transcript records it, and ``--resume`` refuses a transcript made
+    under another one, as its replies answer other prompts. The game's own version moves only for
+    what an agent learns from.
+    """
+
+    protocol_version: ClassVar[int] = 0
 
     @abc.abstractmethod
     def render(self, state: Any, agent: str) -> str:

@@ -55,7 +55,7 @@ from dilemmax.llm.play import (
     seat_protocols,
 )
 from dilemmax.llm.seats import check_agents, check_specs, seats_for
-from dilemmax.llm.transcript import Transcript
+from dilemmax.llm.transcript import Transcript, protocol_label
 from dilemmax.runlock import RunFolderError, RunLock
 
 
@@ -318,6 +318,7 @@ def play_parts(
                     identity,
                     resume=options.resume,
                     games=[env_label(p.env) for p in parts],
+                    protocols=_protocol_labels(parts, options),
                 )
             )
             opened.append(transcript)
@@ -446,6 +447,12 @@ def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None
         return None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--protocol: {error}") from error
+
+
+def _protocol_labels(parts: Sequence[Part], options: SessionOptions) -> list[str]:
+    """The text protocols the parts' prompts are rendered with, as the transcript records them."""
+    made = ((p, _protocol(p, run_options(p, options.protocol))) for p in parts)
+    return [protocol_label(env_label(p.env), pr) for p, pr in made if pr is not None]
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ in the server's JSON, which UTF-8 cannot encode) is written as its JSON escape a
 the same string.
 
 Line types: ``{"type": "run", ...}`` (first line: the run's identity, and the games it plays
-with their versions, ``"games": ["moral_hazard-v0"]``), ``{"type": "call", ...}``
+with their versions, ``"games": ["moral_hazard-v0"]``, and the text protocols its prompts were
+rendered with, ``"protocols": ["moral_hazard-text-v1"]``), ``{"type": "call", ...}``
 and ``{"type": "episode", ...}`` (an episode's metrics, when it ends), and ``{"type": "seat",
 ...}`` (something that happened to a model seat, such as its server refusing structured output:
 docs/transcripts.md, "Seat events"). A reader skips line types it does not know, so a transcript
@@ -137,6 +138,27 @@ def _check_games(path: Path, head: Mapping[str, Any], games: Sequence[str]) -> N
         )
 
 
+def protocol_label(game: str, protocol: Any) -> str:
+    """``"open_cleanup-text-v1"``: the text protocol a game's prompts are rendered with, and its
+    version (``TextProtocol.protocol_version``; ``game``: the game or its ``env_label``)."""
+    return f"{game.rsplit('-v', 1)[0]}-text-v{int(getattr(protocol, 'protocol_version', 0))}"
+
+
+def _check_protocols(path: Path, head: Mapping[str, Any], protocols: Sequence[str]) -> None:
+    """Refuses to resume a transcript whose prompts were rendered under another version of a
+    text protocol (its recorded replies answer other prompts). A header without them predates
+    protocol versions: v0."""
+    if not protocols:
+        return
+    recorded = head.get("protocols") or [f"{p.rsplit('-v', 1)[0]}-v0" for p in protocols]
+    if sorted(set(recorded)) != sorted(set(protocols)):
+        raise TranscriptMismatch(
+            f"{path} was recorded under text protocol {', '.join(sorted(set(recorded)))}, but "
+            f"this dilemmax renders {', '.join(sorted(set(protocols)))} (docs/versions.md): its "
+            "replies answer other prompts; use a new --out"
+        )
+
+
 class Transcript:
     """Appends call and episode lines to ``path``; replays recorded calls on resume.
 
@@ -144,11 +166,14 @@ class Transcript:
         path: the JSONL file.
         identity: what identifies the run (hashed into ``run`` on the first line).
         resume: read existing lines and replay them; otherwise the file must not exist yet.
+        games: the ``"<game>-v<N>"`` labels of the games it plays.
+        protocols: the ``"<game>-text-v<N>"`` labels of the text protocols (:func:`protocol_label`).
 
     Raises:
         FileExistsError: not resuming and the file exists.
         TranscriptError: resuming a file that does not exist, or whose first line is damaged.
-        TranscriptMismatch: resuming a file written by a different run.
+        TranscriptMismatch: resuming a file written by a different run, or under another
+            text protocol version.
     """
 
     def __init__(
@@ -157,6 +182,7 @@ class Transcript:
         identity: Mapping[str, Any],
         resume: bool = False,
         games: Sequence[str] = (),
+        protocols: Sequence[str] = (),
     ):
         self.path = Path(path)
         self.run = run_key(identity)
@@ -183,6 +209,7 @@ class Transcript:
                     f"command's is {self.run!r}): resume with the same command, or use a new --out"
                 )
             _check_games(self.path, head, games)
+            _check_protocols(self.path, head, protocols)
         for row in rows:
             if row.get("type") == "call" and isinstance(row.get("key"), str):
                 self.recorded.setdefault(row["key"], row)
@@ -197,7 +224,8 @@ class Transcript:
         self._file.seek(end)
         if not rows:
             header = {"type": "run", "run": self.run, "identity": _jsonable(dict(identity))}
-            self._write({**header, **({"games": sorted(set(games))} if games else {})})
+            header.update({"games": sorted(set(games))} if games else {})
+            self._write({**header, **({"protocols": sorted(set(protocols))} if protocols else {})})
 
     @property
     def resumable(self) -> bool:
