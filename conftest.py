@@ -19,6 +19,10 @@ os.environ["XLA_FLAGS"] = " ".join(
 
 import jax  # noqa: E402  (after XLA_FLAGS, which XLA reads when its first backend starts)
 
+# What each test and file costs in wall time and compiled programs, and the compile budget each
+# file is held to (tests/cost_report.py).
+pytest_plugins = ["tests.cost_report"]
+
 # A persistent compilation cache: pytest-xdist workers and repeated test modules compile many of
 # the same programs (env steps, pool generators); the second compile of each becomes a disk read.
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):

@@ -5,6 +5,10 @@ from dilemmax import xla_defaults
 
 xla_defaults.apply()
 
+from dilemmax import compile_log  # noqa: E402
+
+compile_log.log_to_directory_from_environment()  # DILEMMAX_COMPILE_LOG: count what compiles
+
 from dilemmax.envs import make, registered_envs  # noqa: E402
 
 __version__ = "0.1.0"
