@@ -22,6 +22,7 @@ from typing import Any
 
 from dilemmax.commandline import flag_of, output_folder, parse_assignments, read_json_file
 from dilemmax.envs.seat_spec import is_model_seat
+from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry
 from dilemmax.experiments.design import (
@@ -234,6 +235,7 @@ def header(
 
 
 # --------------------------------------------------------------------------- running
+@typed_arguments
 def run(
     design: str | Design,
     *,
@@ -330,6 +332,7 @@ def _analysed(design, params, options, record, plan, results, extra, out, run_ke
     return ExperimentResult(design.name, Path(out), payload, dict(report.tables), written)
 
 
+@typed_arguments
 def merge(dirs: Sequence[str | Path], out: str | Path | None) -> ExperimentResult:
     """``dilemmax experiment merge SHARD_DIR... --out DIR``: the shards analysed as one run.
 
@@ -362,6 +365,7 @@ def merge(dirs: Sequence[str | Path], out: str | Path | None) -> ExperimentResul
         raise
 
 
+@typed_arguments
 def combine(name: str, dirs: Sequence[str | Path], out: str | Path | None) -> ExperimentResult:
     """``dilemmax experiment combine <design> RUN_DIR... --out DIR``: the cross-run report.
 

@@ -29,6 +29,7 @@ from dilemmax.envs.memory import check_waves_fit
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.envs.seat_spec import is_model_seat
+from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.finetune.checks import (
     RLOO_FIELDS,
@@ -84,6 +85,7 @@ class Evaluation:
         return table3(self.results, self.base)
 
 
+@typed_arguments
 def evaluate(
     out: str | Path,
     *,
@@ -191,6 +193,7 @@ def _method_specs(methods, taken, generate: GenerateConfig) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- reward
+@typed_arguments
 def reward(
     model: str,
     data: str | Path,
@@ -258,6 +261,7 @@ def check_baseline(baseline: Mapping[str, Any], name: str, split: str, count: in
 
 
 # --------------------------------------------------------------------------- gepa
+@typed_arguments
 def gepa(settings: GEPASettings) -> dict[str, Any]:
     """GEPA prompt optimisation against R_game (the ``gepa`` extra), every folder checked
     before any model loads; returns :func:`~dilemmax.finetune.gepa.optimize_prompts`' result."""

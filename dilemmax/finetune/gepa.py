@@ -26,6 +26,7 @@ import numpy as np
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.text import NoReply, TextProtocol
+from dilemmax.envs.typecheck import typed_fields
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest
 from dilemmax.llm.hf_client import TransformersClient
@@ -40,6 +41,7 @@ SEED_INSTRUCTIONS = {
 }
 
 
+@typed_fields
 @dataclass(frozen=True)
 class GEPASettings:
     """One GEPA run (defaults: the paper's)."""

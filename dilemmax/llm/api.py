@@ -30,6 +30,7 @@ import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.registry import env_spec, make, registered_envs
+from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
@@ -182,6 +183,7 @@ def play_session(
     rotate: bool = False,
     on_call_error: str = SESSION.on_call_error,
     out: str | Path | None = None,
+@typed_arguments
     resume: bool = False,
     shard: Shard | str | None = None,
     progress: bool = False,
@@ -206,8 +208,9 @@ def play_session(
             (``out`` then also holds ``shard.json``; :func:`merge_play_shards` joins them).
         progress: a progress bar on stderr.
 
-    Every mistake (an unknown seat kind, option or agent, a value out of range, an unwritable
-    folder) is a one-line :class:`~dilemmax.errors.UsageError` before any call is made.
+    Every mistake (an argument of the wrong kind, an unknown seat kind, option or agent, a value
+    out of range, an unwritable folder) is a one-line :class:`~dilemmax.errors.UsageError` before
+    any call is made.
     """
     options = SessionOptions(
         seats=dict(seats or {}),
@@ -323,3 +326,4 @@ def merge_play_shards(dirs: Sequence[str | Path], out: str | Path) -> PlayRun:
     run = _play_run(recorded.get("env"), merged.results, recorded.get("max_steps"), merged.out)
     _write_results(run)
     return run
+@typed_arguments

@@ -22,6 +22,12 @@ from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 
 
+# Model options that decide how calls travel, not what they answer (words of their flags): left
+# out of a run's identity, so a shard may use its own server and a resume may change them, and
+# out of a reply's cache key (which names the server itself).
+TRANSPORT_WORDS = ("url", "key", "timeout", "attempts", "concurrency")
+
+
 def option(default: Any, help: str, range: Any = None, flag: str | None = None, **cli: Any) -> Any:
     """A config field: its default and, in its metadata, its help text, the range its values
     must fit (None: any), its command-line flag (default ``--`` + the name with dashes) and

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
-from dilemmax.llm.client import ChatRequest, Client, Completion, OnResult
+from dilemmax.errors import UsageError
+from dilemmax.llm.client import ChatRequest, Client, Completion, FatalClientError, OnResult
+from dilemmax.llm.pricing import Price, cost
 
 JSON_MODES = ("json_schema", "json_object")
 
@@ -59,6 +61,8 @@ class CallStats:
     completion_tokens: int = 0
     latency_s: float = 0.0
     reasoning_tokens: int = 0  # of the completion tokens, spent thinking (provider's count)
+    cached_tokens: int = 0  # of the prompt tokens, read from the server's prompt cache
+    cache_write_tokens: int = 0  # of the prompt tokens, written into it (Anthropic's)
     json_mode_calls: int = 0
     json_valid: int = 0
     output_requested: str = ""  # "" when the client does not say (scripted, local models)
@@ -83,6 +87,8 @@ class CallStats:
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
         self.reasoning_tokens += completion.reasoning_tokens
+        self.cached_tokens += completion.cached_tokens
+        self.cache_write_tokens += completion.cache_write_tokens
         self.latency_s += completion.latency_s
         if parsed is not None:
             self.act_calls += 1
@@ -111,7 +117,15 @@ class CallStats:
             return f"{requested}>{self.output_in_effect or 'text'}"
         return requested
 
-    def summary(self) -> dict[str, Any]:
+    def cost(self, price: Price | None) -> float | None:
+        """Dollars of these calls at ``price`` (cached prompt tokens at its cached rate); None
+        when the price is unknown, or no call reported its tokens (0 is this project's unknown)."""
+        if price is None or (self.calls and not (self.prompt_tokens or self.completion_tokens)):
+            return None
+        return cost(price, self.prompt_tokens, self.cached_tokens, self.completion_tokens)
+
+    def summary(self, price: Price | None = None) -> dict[str, Any]:
+        """The counts as ``results.json`` holds them; ``cost_usd`` at ``price`` (None: unknown)."""
         acts = max(self.act_calls, 1)
         return {
             "calls": self.calls,
@@ -124,6 +138,9 @@ class CallStats:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": self.cost(price),
             "mean_latency_s": self.latency_s / max(self.calls, 1),
             "output_requested": self.output_requested or None,
             "output_in_effect": self.output_in_effect or None,

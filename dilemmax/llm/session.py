@@ -44,7 +44,7 @@ from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import sampling
-from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.config import TRANSPORT_WORDS, GenerateConfig
 from dilemmax.llm.play import (
     BatchedPlay,
     PlayResult,
@@ -179,9 +179,6 @@ class SessionOptions:
 # --------------------------------------------------------------------------- checks
 PLAY_SEED = Range("int", 0, INT32_MAX)
 
-# Model options that decide how calls travel, not what they answer: left out of a run's
-# identity, so a shard may use its own server and a resume may change them.
-TRANSPORT_WORDS = ("url", "key", "timeout", "attempts", "concurrency")
 # The model options a run's identity names as its "sampling" list, in this order.
 SAMPLING_IDENTITY = ("temperature", "top_p", "max_tokens", "seed")
 

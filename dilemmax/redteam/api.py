@@ -35,6 +35,7 @@ from dilemmax.envs.consequence.generator import context_table
 from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.registry import make
 from dilemmax.envs.seat_spec import is_model_seat
+from dilemmax.envs.typecheck import typed_arguments, typed_fields
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import build_seat
@@ -108,6 +109,7 @@ def _npz_name(path: str | Path) -> str:
 
 
 # --------------------------------------------------------------------------- reference
+@typed_fields
 @dataclass(frozen=True)
 class ReferenceOptions:
     """``dilemmax redteam reference``: the cooperative-refinement reference on the whole grid.
@@ -132,6 +134,7 @@ class ReferenceResult:
     out: Path | None = None
 
 
+@typed_arguments
 def reference(options: ReferenceOptions, out: str | Path | None = None) -> ReferenceResult:
     """Solves the reference (UR_ref for every context, rule and epsilon); with ``out``, writes
     the ``.npz`` there and its summary table beside it."""
@@ -152,6 +155,7 @@ def reference(options: ReferenceOptions, out: str | Path | None = None) -> Refer
 
 
 # --------------------------------------------------------------------------- play
+@typed_fields
 @dataclass(frozen=True)
 class PlayOptions:
     """``dilemmax redteam play``: one policy in every seat over the contexts x rules.
@@ -197,6 +201,7 @@ class PlayedPopulation:
     out: Path | None = None
 
 
+@typed_arguments
 def play(options: PlayOptions, out: str | Path | None = None) -> PlayedPopulation:
     """Plays the population ``options`` describe; a model population's ``out`` is a run folder
     (its transcript; ``resume`` continues it), a jittable one's an ``.npz`` file."""
@@ -316,6 +321,7 @@ def _model_run(out: Path | None, what: str, identity: dict, resume: bool, progre
 
 
 # --------------------------------------------------------------------------- gap
+@typed_fields
 @dataclass(frozen=True)
 class GapOptions:
     """``dilemmax redteam gap``: the institutional alignment gap of populations.
@@ -331,6 +337,7 @@ class GapOptions:
     seed: int = 0
 
 
+@typed_arguments
 def gap(
     reference_file: str | Path,
     populations: Sequence[str | Path],
@@ -347,6 +354,7 @@ def gap(
 
 
 # --------------------------------------------------------------------------- ablate
+@typed_fields
 @dataclass(frozen=True)
 class AblateOptions:
     """``dilemmax redteam ablate``: the prompt ablations of one policy against their controls.
@@ -372,6 +380,7 @@ class AblateOptions:
     generate: GenerateConfig = field(default_factory=GenerateConfig)
 
 
+@typed_arguments
 def ablate(options: AblateOptions, out: str | Path | None = None) -> dict:
     """Every ablation of ``options`` against its control: the report (JSON-able); with ``out``,
     written there as ``ablations.json``, its table and Table 4 (and a model's transcript)."""
@@ -440,6 +449,7 @@ def write_ablations(report: dict, out: Path) -> None:
 
 
 # --------------------------------------------------------------------------- label
+@typed_fields
 @dataclass(frozen=True)
 class LabelOptions:
     """``dilemmax redteam label``: every rationale of runs labelled, with shares and CIs.
@@ -468,6 +478,7 @@ class LabelResult:
     judge: dict | None = None
 
 
+@typed_arguments
 def label(runs: Sequence[str | Path], out: str | Path, options: LabelOptions = LabelOptions()):
     """Labels every rationale of the runs (run folders or ``transcript.jsonl`` files) and writes
     the shares with CIs to the folder ``out`` (:mod:`dilemmax.redteam.rationale_labels`); with a
@@ -504,6 +515,7 @@ def _judge(traces, options: LabelOptions, out: Path) -> dict:
 Context = tuple[Sequence[int], int]  # ((w1, w2, w3), T)
 
 
+@typed_fields
 @dataclass(frozen=True)
 class CertifyOptions:
     """``dilemmax redteam certify``: the certified rule region of a deployment and its case.
@@ -550,6 +562,7 @@ class SafetyCase:
     files: tuple[Path, ...] = ()
 
 
+@typed_arguments
 def certify(
     options: CertifyOptions, evidence: Population | str | Path, out: str | Path | None = None
 ) -> SafetyCase:

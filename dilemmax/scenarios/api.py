@@ -34,6 +34,7 @@ from dilemmax.envs.memory import check_episodes_fit, check_waves_fit
 from dilemmax.envs.option_spec import shown
 from dilemmax.envs.registry import make
 from dilemmax.envs.seat_spec import is_model_seat
+from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.policy import CallStats
@@ -61,6 +62,7 @@ def check_game(game: str) -> None:
 
 
 # --------------------------------------------------------------------------- list
+@typed_arguments
 def scenario_listing(game: str | None = None) -> list[dict]:
     """Every scenario of the registered sets (of ``game``, or all): per set its options, and
     per scenario its name, description, focal and background seats and digest."""
@@ -136,6 +138,7 @@ class ScenarioEvaluation:
         return _json_safe(payload)
 
 
+@typed_arguments
 def evaluate_scenarios(
     game: str,
     focal: str | None = None,

@@ -25,7 +25,7 @@ import numpy as np
 
 from dilemmax.envs.osj.replies import explore_share
 from dilemmax.experiments.open_grid.events import Episode, per_trial, recrafts
-from dilemmax.llm.session import TRANSPORT_WORDS
+from dilemmax.llm.config import TRANSPORT_WORDS
 from dilemmax.redteam.figures import markdown_table
 
 TABLE3_HEADER = (
