@@ -72,6 +72,11 @@ class Completion:
         output_refused: the server's refusal of this request's structured form (a 400 to its
             ``response_format``), when the client asked again in plain text ("" otherwise). The
             retry counts in ``retries``.
+        cached_tokens: of the prompt tokens, those the server read from its prompt cache
+            (OpenAI's and vLLM's ``usage.prompt_tokens_details.cached_tokens``, Anthropic's
+            cache reads through Inspect); 0 if none or unknown. Priced at the cached rate.
+        cache_write_tokens: of the prompt tokens, those the server wrote into its cache
+            (Anthropic's cache writes through Inspect); 0 if none or unknown.
     """
 
     text: str
@@ -83,6 +88,8 @@ class Completion:
     reasoning_tokens: int = 0
     output: str = ""
     output_refused: str = ""
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 def asked_output(request: ChatRequest, output: str) -> str:

@@ -118,12 +118,21 @@ def request_config(request: ChatRequest, output: str, extra_body: Mapping[str, A
 def completion_from_output(output, latency_s: float = 0.0, retries: int = 0) -> Completion:
     """An Inspect ``ModelOutput`` as a :class:`Completion`: the first choice's text and the
     provider's token counts (input, output and reasoning; 0 where it reported none). Read
-    totally: an output of an odd shape keeps what it has."""
+    totally: an output of an odd shape keeps what it has.
+
+    Inspect's ``input_tokens`` are the prompt tokens billed at the full rate, beside its cache
+    reads (``input_tokens_cache_read``: Anthropic's cache hits, OpenAI's cached tokens) and
+    writes (``input_tokens_cache_write``); the prompt tokens are all three, as Inspect's own
+    ``usage_input_tokens`` counts them, and the cache reads are the cached tokens."""
     text = getattr(output, "completion", "")
     usage = getattr(output, "usage", None)
+    read = token_count(getattr(usage, "input_tokens_cache_read", None))
+    write = token_count(getattr(usage, "input_tokens_cache_write", None))
     return Completion(
         text if isinstance(text, str) else "",
-        prompt_tokens=token_count(getattr(usage, "input_tokens", None)),
+        prompt_tokens=token_count(getattr(usage, "input_tokens", None)) + read + write,
+        cached_tokens=read,
+        cache_write_tokens=write,
         completion_tokens=token_count(getattr(usage, "output_tokens", None)),
         latency_s=latency_s,
         retries=retries,

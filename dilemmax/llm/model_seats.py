@@ -179,6 +179,12 @@ class ModelSeats(StepHook):
                 "prompt_tokens": completion.prompt_tokens,
                 "completion_tokens": completion.completion_tokens,
                 "reasoning_tokens": completion.reasoning_tokens,
+                "cached_tokens": completion.cached_tokens,
+                **(
+                    {"cache_write_tokens": completion.cache_write_tokens}
+                    if completion.cache_write_tokens
+                    else {}
+                ),
                 "latency_s": round(completion.latency_s, 6),
                 "retries": completion.retries,
                 # The output mode of a request with a schema, and a refusal of its structured
@@ -257,6 +263,8 @@ def _completion_from_row(row: Mapping[str, Any]) -> Completion:
         prompt_tokens=int(row.get("prompt_tokens") or 0),
         completion_tokens=int(row.get("completion_tokens") or 0),
         reasoning_tokens=int(row.get("reasoning_tokens") or 0),  # absent in older transcripts
+        cached_tokens=int(row.get("cached_tokens") or 0),  # absent in older transcripts
+        cache_write_tokens=int(row.get("cache_write_tokens") or 0),
         latency_s=float(row.get("latency_s") or 0.0),
         retries=int(row.get("retries") or 0),
         error=str(row.get("error") or ""),

@@ -224,9 +224,14 @@ class OpenAIClient(aio.BatchedClient):
         text = text if isinstance(text, str) else ""  # a refusal or tool call: no reply text
         usage = _field(response, "usage")
         details = _field(usage, "completion_tokens_details")
+        prompt_tokens = token_count(_field(usage, "prompt_tokens"))
+        # OpenAI's prompt caching and vLLM's prefix caching report the prompt tokens they read
+        # from the cache here (never more than the prompt: a larger count is not believed).
+        cached = token_count(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
         return Completion(
             text,
-            prompt_tokens=token_count(_field(usage, "prompt_tokens")),
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached if cached <= prompt_tokens else 0,
             completion_tokens=token_count(_field(usage, "completion_tokens")),
             latency_s=latency,
             retries=retries,

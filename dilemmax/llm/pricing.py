@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dilemmax.envs.seat_spec import SeatSpecError, parse_seat, seat_kind
 from dilemmax.errors import UsageError
 
 PER = 1_000_000  # prices are per million tokens
@@ -159,3 +160,24 @@ def cost(price: Price, prompt_tokens: int, cached_tokens: int, completion_tokens
     return (
         fresh * price.input + cached * price.cached_input + completion_tokens * price.output
     ) / PER
+
+
+def read_price_option(text: str, label: str) -> str:
+    """A seat's ``price=`` option checked (a seat option reader): the text, kept as written."""
+    parse_price(text, label)
+    return text
+
+
+def seat_price(seat: str, prices: Mapping[str, Price]) -> Price | None:
+    """The price of a seat named by its spec: its own ``price=`` option, else the prices file's
+    entry for its model (:func:`price_for` of ``kind:target``); None when neither gives one."""
+    try:
+        spec = parse_seat(seat)
+    except SeatSpecError:  # a name that is no spec (a Python caller's own client)
+        return price_for(seat, prices)
+    if not seat_kind(spec.kind).model:  # scripted and trained seats call no model
+        return None
+    own = spec.options.get("price")
+    if isinstance(own, str):
+        return parse_price(own, f"seat {seat!r}: price")
+    return price_for(f"{spec.kind}:{spec.target}", prices)

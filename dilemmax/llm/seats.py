@@ -6,7 +6,9 @@ A seat is written in the one grammar of :mod:`dilemmax.envs.seat_spec`
 its own endpoint and sampling (``openai:m,base_url=http://a/v1|http://b/v1,api_key_env=KEY,
 temperature=0.2,top_k=20,presence_penalty=1.5,reasoning_effort=low,output=json_object``; what a
 seat leaves out comes from the run's :class:`~dilemmax.llm.config.GenerateConfig`) and its own
-text-protocol options (``role=cooperator``, passed on as :attr:`Seat.protocol_options`). Several
+text-protocol options (``role=cooperator``, passed on as :attr:`Seat.protocol_options`), and
+its price in dollars per million tokens (``price=0.15/0.60``, or ``price=0.15/0.075/0.60`` with
+the cached-input rate: :mod:`dilemmax.llm.pricing`). Several
 base URLs, joined by ``|``, are replicas of one model that the client spreads its calls over.
 ``scripted:``, ``trained:`` and ``zoo:`` seats (and a bare scripted name) play inside JAX.
 
@@ -38,6 +40,7 @@ from dilemmax.llm.config import GenerateConfig, field_names
 from dilemmax.llm.hf_client import TransformersClient, check_adapter_folder, check_model_folder
 from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.pricing import read_price_option
 
 # Text-protocol options a model seat may set for itself (the rest are the run's --protocol):
 # the Schelling role (item 1.5 of the grid games' system prompt) and the grid games' reveal of
@@ -106,7 +109,10 @@ for _kind, _options in SEAT_OPTIONS.items():
             _kind,
             TARGETS[_kind],
             _model_policy,
-            options={name: _reader(allowed) for name, allowed in _options.items()},
+            options={
+                **{name: _reader(allowed) for name, allowed in _options.items()},
+                "price": read_price_option,  # dollars per million tokens (llm.pricing)
+            },
             check=_check_model,
             target_ok=(lambda target: "/" in target.strip("/")) if _kind == "inspect" else None,
             jittable=False,

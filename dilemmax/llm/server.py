@@ -79,6 +79,12 @@ class LocalChatServer:
         refused_fields: top-level request fields the server does not know: a request that
             carries one gets 422 ``{"detail": "Unexpected fields in the request: {...}"}``, as
             ``transformers serve`` answers ``top_k``.
+        count_tokens: text -> its token count, for ``usage`` (default: one token per
+            whitespace-separated word of the messages joined). Given, the prompt tokens are the
+            sum over the messages' contents, as :mod:`dilemmax.llm.plan` counts them.
+        cached_tokens: request body -> the prompt tokens to report as read from a prompt cache
+            (``usage.prompt_tokens_details.cached_tokens``, as OpenAI and vLLM report them);
+            None: no details, as a server without a prompt cache answers.
 
     Attributes:
         received: requests that arrived (every attempt, retries included).
@@ -97,8 +103,12 @@ class LocalChatServer:
         structured_output: bool = True,
         retry_after: str = "1",
         refused_fields: tuple[str, ...] = (),
+        count_tokens: Callable[[str], int] | None = None,
+        cached_tokens: Callable[[dict], int] | None = None,
     ):
         self.reply = reply
+        self.count_tokens = count_tokens
+        self.cached_tokens = cached_tokens
         self.refused_fields = frozenset(refused_fields)
         self.faults = dict(faults or {})
         bad = sorted(set(self.faults.values()) - set(FAULTS))
@@ -260,8 +270,22 @@ class LocalChatServer:
 
     def _completion(self, body: dict, fault: str | None = None) -> dict[str, Any]:
         text = str(self.reply(body)) + ("\ud800" if fault == "surrogate" else "")
-        prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
-        prompt_tokens, completion_tokens = _approx_tokens(prompt), _approx_tokens(text)
+        contents = [str(m.get("content", "")) for m in body.get("messages", [])]
+        if self.count_tokens is None:
+            prompt_tokens, completion_tokens = (
+                _approx_tokens(" ".join(contents)),
+                _approx_tokens(text),
+            )
+        else:
+            prompt_tokens = sum(self.count_tokens(c) for c in contents)
+            completion_tokens = self.count_tokens(text)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens(body)}
         return {
             "id": "chatcmpl-local",
             "object": "chat.completion",
@@ -274,11 +298,7 @@ class LocalChatServer:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
 

@@ -40,8 +40,10 @@ FORMAT = "dilemmax-shard"
 VERSION = 1
 STATS_FIELDS = tuple(vars(CallStats()))
 # The counts a shard's record holds since shards were written; the JSON-mode counts and the
-# output mode came later (a record without them merges as not counted / not said).
-REQUIRED_STATS = tuple(f for f in COUNTS if f not in ("json_mode_calls", "json_valid"))
+# output mode came later, and so did the prompt-cache counts (a record without them merges as
+# not counted / not said).
+LATER_STATS = ("json_mode_calls", "json_valid", "cached_tokens", "cache_write_tokens")
+REQUIRED_STATS = tuple(f for f in COUNTS if f not in LATER_STATS)
 STEPS_FILE = re.compile(r"steps_\d+\.npz")  # a part's kept steps, beside the record
 DTYPE_KINDS = "biuf"  # bool, int, unsigned, float: the dtypes an episode metric has
 MAX_RECORD_BYTES = 4 << 30  # far above a paper-sized sweep's (~1 kB per episode)
