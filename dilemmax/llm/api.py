@@ -167,6 +167,7 @@ def _write_results(run: PlayRun) -> None:
 SESSION = SessionOptions()  # the session options' defaults (progress aside: off from Python)
 
 
+@typed_arguments
 def play_session(
     env: str,
     *,
@@ -183,7 +184,6 @@ def play_session(
     rotate: bool = False,
     on_call_error: str = SESSION.on_call_error,
     out: str | Path | None = None,
-@typed_arguments
     resume: bool = False,
     shard: Shard | str | None = None,
     progress: bool = False,
@@ -317,6 +317,7 @@ def record_options(
     )
 
 
+@typed_arguments
 def merge_play_shards(dirs: Sequence[str | Path], out: str | Path) -> PlayRun:
     """The shards of one play run (their ``out`` folders) merged into ``out``: the run's results
     as the unsharded run gives them, its transcript as one (it reads and resumes as that run's),
@@ -326,4 +327,3 @@ def merge_play_shards(dirs: Sequence[str | Path], out: str | Path) -> PlayRun:
     run = _play_run(recorded.get("env"), merged.results, recorded.get("max_steps"), merged.out)
     _write_results(run)
     return run
-@typed_arguments
