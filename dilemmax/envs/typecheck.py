@@ -179,11 +179,11 @@ def typed_arguments(function: Callable) -> Callable:
     @functools.wraps(function)
     def checked(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            return function(*args, **kwargs)  # Python's own message for a call that cannot bind
+            given = signature.bind(*args, **kwargs).arguments
+        except TypeError:  # a call that cannot bind: Python's own message, from the call below
+            given = {}
         hints = _hints(function)
-        for name, value in bound.arguments.items():
+        for name, value in given.items():
             kind = signature.parameters[name].kind
             values = (
                 value.values() if kind is inspect.Parameter.VAR_KEYWORD

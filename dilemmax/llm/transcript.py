@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dilemmax.envs.text import Prompt
+from dilemmax.envs.typecheck import field_problem
 from dilemmax.errors import EnvVersionError, UsageError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -84,12 +85,18 @@ def read_lines(path: Path) -> tuple[list[dict], int]:
     A last line without its newline is a write the process did not finish: it is left out (and
     the returned length stops before it). A complete line that is not a JSON object is skipped.
     """
+    numbered, end = numbered_lines(path)
+    return [row for _, row in numbered], end
+
+
+def numbered_lines(path: Path) -> tuple[list[tuple[int, dict]], int]:
+    """:func:`read_lines` with each line's number in the file (from 1), for messages."""
     if not path.exists():
         return [], 0
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     rows = []
-    for raw in data[:end].split(b"\n"):
+    for number, raw in enumerate(data[:end].split(b"\n"), 1):
         if not raw.strip():
             continue
         try:
@@ -97,8 +104,66 @@ def read_lines(path: Path) -> tuple[list[dict], int]:
         except ValueError:
             continue
         if isinstance(row, dict):
-            rows.append(row)
+            rows.append((number, row))
     return rows, end
+
+
+# What each field of each line type holds (docs/transcripts.md), checked before a line from
+# a file is used (a resume's replies, a replay page), so that a hand-written or foreign
+# transcript gets one line naming the file, the line and the field rather than a traceback. A
+# field a line leaves out is not checked (older transcripts lack some); others are free.
+_TOKENS = int | None
+LINE_FIELDS: dict[str, dict[str, Any]] = {
+    "run": {
+        "run": str,
+        "identity": Mapping[str, Any],
+        "games": list[str],
+        "protocols": list[str],
+    },
+    "call": {
+        **dict.fromkeys(("key", "part", "seat", "agent", "kind", "prompt_hash"), str),
+        **dict.fromkeys(("env", "episode", "step", "action"), int),
+        **dict.fromkeys(("system", "prompt", "reply", "error", "parse_error"), str | None),
+        **dict.fromkeys(("output", "output_refused"), str | None),
+        **dict.fromkeys(("valid", "recovered"), bool),
+        "fields": Mapping[str, Any] | None,
+        **dict.fromkeys(("prompt_tokens", "completion_tokens", "reasoning_tokens"), _TOKENS),
+        **dict.fromkeys(("cached_tokens", "cache_write_tokens", "retries"), _TOKENS),
+        "latency_s": float | None,
+    },
+    "episode": {
+        "id": str,
+        "part": str,
+        "episode": int,
+        "config_index": int | None,
+        "seats": Mapping[str, str],
+        "steps": int,
+        "truncated": bool,
+        "metrics": Mapping[str, Any],
+        "start": Mapping[str, Any],
+        "actions": Mapping[str, list[int]],
+    },
+    "seat": {"seat": str, "event": str},
+}
+
+
+def line_problem(row: Mapping[str, Any]) -> str | None:
+    """What is wrong with a line's fields ("games='x' is not allowed: expected a list of
+    strings"), None when nothing; a line type not in :data:`LINE_FIELDS` is not checked."""
+    for name, hint in LINE_FIELDS.get(row.get("type"), {}).items():
+        problem = field_problem(name, row[name], hint) if name in row else None
+        if problem:
+            return problem
+    return None
+
+
+def check_lines(path: Path, numbered: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+    """Raises :class:`TranscriptError` naming the file, line and field of the first line whose
+    fields do not hold what docs/transcripts.md says they hold."""
+    for number, row in numbered:
+        problem = line_problem(row)
+        if problem:
+            raise TranscriptError(f"{path} line {number}: {problem} (docs/transcripts.md)")
 
 
 def _json_line(row: Mapping[str, Any]) -> str:
@@ -198,9 +263,11 @@ class Transcript:
             raise TranscriptError(
                 f"--resume: there is no {self.path} to continue; drop --resume to start the run"
             )
-        rows, end = read_lines(self.path) if resume else ([], 0)
+        numbered, end = numbered_lines(self.path) if resume else ([], 0)
+        rows = [row for _, row in numbered]
         if end:
             _check_header(self.path)
+            check_lines(self.path, numbered)
         if rows:
             head = rows[0]
             if head.get("run") != self.run:
