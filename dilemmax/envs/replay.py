@@ -12,6 +12,7 @@ what the replay page (``dilemmax view``) draws.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -19,7 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.rollout import advance, start_episode
+from dilemmax.envs.typecheck import field_problem
 
 
 def episode_start(env: MultiAgentEnv, key: jax.Array, config=None) -> dict[str, Any]:
@@ -37,6 +40,39 @@ def episode_start(env: MultiAgentEnv, key: jax.Array, config=None) -> dict[str, 
         "key": np.asarray(jax.random.key_data(key)).tolist(),
         "config": leaves,
     }
+
+
+# What each field of an episode start holds (docs/transcripts.md), checked before a start read
+# from a file is replayed.
+START_FIELDS: dict[str, Any] = {
+    "env": str,
+    "options": Mapping[str, Any] | None,
+    "key": list[int],
+    "config": list | None,
+}
+
+
+def start_problem(start: Any) -> str | None:
+    """What is wrong with an episode start read from a file ("start.key=[1] is not allowed:
+    ..."), None when nothing: its fields' kinds, and a key of as many uint32 words as JAX's
+    default key has. Its configuration is checked against the env's by :func:`start_config`."""
+    problem = field_problem("start", start, Mapping[str, Any])
+    if problem:
+        return problem
+    if not start.get("env"):
+        return "start names no env (its registered id)"
+    for name, hint in START_FIELDS.items():
+        problem = field_problem(f"start.{name}", start.get(name), hint) if name in start else None
+        if problem:
+            return problem
+    words = int(np.asarray(jax.random.key_data(jax.random.key(0))).size)
+    key = start.get("key")
+    if not isinstance(key, list) or len(key) != words or not all(0 <= k < 2**32 for k in key):
+        return (
+            f"start.key={shown(key)} is not allowed: expected {words} integers in 0..4294967295 "
+            "(jax.random.key_data of the episode key)"
+        )
+    return None
 
 
 def start_key(start: dict) -> jax.Array:

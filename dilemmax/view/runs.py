@@ -32,6 +32,12 @@ from dilemmax.envs.replay import start_config, start_key
 from dilemmax.envs.rollout import episode_jobs, run_episodes
 from dilemmax.envs.seat_spec import parse_seat, resolve_seat
 from dilemmax.errors import UsageError
+from dilemmax.view.records import (
+    check_actions,
+    check_rollout_lines,
+    check_transcript_lines,
+    rollout_actions,
+)
 
 TRANSCRIPT = "transcript.jsonl"
 
@@ -86,21 +92,22 @@ def read_run(path: str | Path, episodes: int = 4, seed: int = 0) -> Run:
             f"{path}: a folder without {TRANSCRIPT} (play / experiment) or config.json (train); "
             "nothing to view"
         )
-    rows = list(_json_rows(path))
-    if not rows:
+    numbered = list(_json_rows(path))
+    if not numbered:
         raise UsageError(f"{path}: holds no JSON lines to view")
-    if rows[0].get("type") == "run":
-        return _read_transcript(path, rows)
-    if all("episode" in r for r in rows):
-        return _read_rollout(path, rows)
+    if numbered[0][1].get("type") == "run":
+        return _read_transcript(path, numbered)
+    if all("episode" in row for _, row in numbered):
+        return _read_rollout(path, numbered)
     raise UsageError(
         f"{path}: neither a play transcript (first line a run line) nor a rollout file (every "
         "line with an episode); see docs/transcripts.md"
     )
 
 
-def _json_rows(path: Path) -> Iterator[dict]:
-    """The complete JSON-object lines of ``path`` (a partial last line is a write cut off)."""
+def _json_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """The complete JSON-object lines of ``path`` with their line numbers (from 1; a partial
+    last line is a write cut off)."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -115,7 +122,7 @@ def _json_rows(path: Path) -> Iterator[dict]:
                 return  # the last write, cut off
             raise UsageError(f"{path} line {number}: not JSON") from None
         if isinstance(row, dict):
-            yield row
+            yield number, row
 
 
 _ENVS: dict[str, MultiAgentEnv] = {}
@@ -152,16 +159,15 @@ def _episode_from(start, actions_by_agent, where: str, **fields) -> Episode:
 
 
 # --------------------------------------------------------------------------- rollout files
-def _read_rollout(path: Path, rows: list[dict]) -> Run:
+def _read_rollout(path: Path, numbered: list[tuple[int, dict]]) -> Run:
+    check_rollout_lines(path, numbered)
     by_episode: dict[int, dict] = {}
-    for row in rows:
-        entry = by_episode.setdefault(
-            int(row["episode"]), {"steps": [], "metrics": {}, "start": None}
-        )
+    for number, row in numbered:
+        entry = by_episode.setdefault(row["episode"], {"steps": [], "metrics": {}, "start": None})
         if "start" in row:
             entry["start"] = row["start"]
         elif "t" in row:
-            entry["steps"].append(row)
+            entry["steps"].append((number, row))
         elif "metrics" in row:
             entry["metrics"] = row["metrics"]
     episodes = []
@@ -172,9 +178,7 @@ def _read_rollout(path: Path, rows: list[dict]) -> Run:
                 f"{where}: no start line (written before rollouts recorded their episode "
                 "starts); run the rollout again to view it"
             )
-        steps = sorted(entry["steps"], key=lambda r: r["t"])
-        agents = list(steps[0]["actions"]) if steps else []
-        actions = {a: [s["actions"][a] for s in steps] for a in agents}
+        actions = rollout_actions(env_of(entry["start"], where), path, e, entry["steps"])
         episode = _episode_from(
             entry["start"], actions, where, label=f"episode {e}", metrics=entry["metrics"]
         )
@@ -184,25 +188,28 @@ def _read_rollout(path: Path, rows: list[dict]) -> Run:
 
 
 # --------------------------------------------------------------------------- play transcripts
-def _read_transcript(path: Path, rows: list[dict] | None = None) -> Run:
-    rows = list(_json_rows(path)) if rows is None else rows
+def _read_transcript(path: Path, numbered: list[tuple[int, dict]] | None = None) -> Run:
+    numbered = list(_json_rows(path)) if numbered is None else numbered
+    rows = [row for _, row in numbered]
     head = rows[0] if rows else {}
     if head.get("type") != "run":
         raise UsageError(f"{path}: line 1 is not a run line, so not a play transcript")
+    check_transcript_lines(path, numbered)
     calls: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("type") == "call":
             calls.setdefault(f"{row.get('part')}|e{row.get('episode')}", []).append(row)
     episodes = []
-    for row in rows:
+    for number, row in numbered:
         if row.get("type") != "episode":
             continue
-        where = f"{path} episode {row.get('id')}"
+        where = f"{path} line {number} (episode {row.get('id')})"
         if "start" not in row or "actions" not in row:
             raise UsageError(
                 f"{where}: no start and actions (written before play recorded them); play the "
                 "run again to view it"
             )
+        check_actions(env_of(row["start"], where), row["actions"], where, row.get("steps"))
         episode = _episode_from(
             row["start"],
             row["actions"],
