@@ -79,9 +79,12 @@ def parse_design_argv(design, argv: list[str]):
 
 
 def _run(design, args: argparse.Namespace) -> None:
+    params = config_from_namespace(design.params, args)
+    if args.plan:  # no call made and nothing written: no --out needed
+        print(_runner().run_design(design, params, session_options(args), True).format())
+        return
     if not args.out:  # the command line always writes its run (Python may keep it in memory)
         raise UsageError(f"{design.name} needs --out DIR (results.json, tables, figures)")
-    params = config_from_namespace(design.params, args)
     _runner().run_design(design, params, session_options(args))
 
 

@@ -44,6 +44,8 @@ from dilemmax.experiments.report import (
 )
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan, plan_parts
+from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.results import format_calls, seat_stats, unreadable_replies
 from dilemmax.llm.seats import seat_entries
 from dilemmax.llm.session import (
@@ -223,7 +225,11 @@ def header(
         "calls": sum(s.calls for s in stats.values()),
         "calls_planned": plan.calls,
         "seat_calls": {
-            seat: {**s.summary(), "unreadable": unreadable_replies(s)} for seat, s in stats.items()
+            seat: {
+                **s.summary(seat_price(seat, options.prices)),
+                "unreadable": unreadable_replies(s),
+            }
+            for seat, s in stats.items()
         },
         "seats": {
             "by_agent": dict(options.seats),
@@ -251,8 +257,10 @@ def run(
     resume: bool = False,
     progress: bool = True,
     shard: str | None = None,
+    prices: Mapping[str, Price] | None = None,
+    plan: bool = False,
     **params: Any,
-) -> ExperimentResult:
+) -> ExperimentResult | CallPlan:
     """``dilemmax experiment <design>`` from Python, shaped like ``inspect_ai.eval``.
 
     Args:
@@ -270,6 +278,10 @@ def run(
         resume: continue the run in ``out``.
         progress: a progress bar on stderr.
         shard: ``"i/N"``: play shard i of N of the episodes (:func:`merge` joins them).
+        prices: model -> :class:`~dilemmax.llm.pricing.Price`, for the plan's and the
+            results' costs (a seat's own ``price=`` comes first).
+        plan: return the run's :class:`~dilemmax.llm.plan.CallPlan` (calls, tokens and cost
+            per model seat) without calling any model or writing anything.
         **params: the design's own parameters (its ``Design.params`` fields; the paper's sizes
             by default), e.g. ``replicates=1, episodes=2``.
     """
@@ -287,18 +299,27 @@ def run(
         resume=resume,
         progress=progress,
         shard=shard,
+        prices=dict(prices or {}),
     )
-    return run_design(found, make_params(found.params, params, found.name), options)
+    return run_design(found, make_params(found.params, params, found.name), options, plan)
 
 
-def run_design(design: Design, params: DesignParams, options: SessionOptions) -> ExperimentResult:
-    """Plays, analyses and writes one run of ``design`` (or a shard's record)."""
+def run_design(
+    design: Design, params: DesignParams, options: SessionOptions, plan_only: bool = False
+) -> ExperimentResult | CallPlan:
+    """Plays, analyses and writes one run of ``design`` (or a shard's record); ``plan_only``:
+    returns its :class:`~dilemmax.llm.plan.CallPlan` instead, with no call made."""
     if options.on_call_error not in ON_CALL_ERROR:
         raise UsageError(f"on_call_error {options.on_call_error!r}: not one of {ON_CALL_ERROR}")
     plan = plan_of(design, params, options)
     ident = identity(design, params, options, plan)
     record = options_record(design, params, options)
     print(f"{design.name} ({design.section}): {len(plan.parts)} part(s), ~{plan.calls:,.0f} calls")
+    call_plan = plan_parts(plan.parts, options)
+    if plan_only:
+        return call_plan
+    if call_plan.seats:
+        print(call_plan.format())
     session = play_parts(plan.parts, options, ident, COMMAND)
     out = session.out
     if out is None:
@@ -319,7 +340,7 @@ def run_design(design: Design, params: DesignParams, options: SessionOptions) ->
 def _analysed(design, params, options, record, plan, results, extra, out, run_key):
     """The design's report of ``results``, written into ``out`` (whose lock the caller holds)
     unless it is None, after the seats' calls as ``dilemmax play`` prints them."""
-    calls = format_calls(seat_stats(results))
+    calls = format_calls(seat_stats(results), options.prices)
     if calls:
         print(calls)
     report = design.analyse(plan, list(results), params, options, extra)

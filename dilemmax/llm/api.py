@@ -34,8 +34,10 @@ from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
+from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.results import summarize
 from dilemmax.llm.session import (
     Part,
@@ -124,6 +126,7 @@ class PlayRun:
     wall_s: float
     max_steps: int | None = None
     out: Path | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)  # for the seats' costs
 
     @property
     def truncated(self) -> int:
@@ -136,7 +139,9 @@ class PlayRun:
             "summary": {
                 g: {m: list(v) for m, v in rows.items()} for g, rows in self.summary.items()
             },
-            "calls": {seat: s.summary() for seat, s in self.calls.items()},
+            "calls": {
+                seat: s.summary(seat_price(seat, self.prices)) for seat, s in self.calls.items()
+            },
             "episodes": self.episodes,
         }
 
@@ -187,7 +192,9 @@ def play_session(
     resume: bool = False,
     shard: Shard | str | None = None,
     progress: bool = False,
-) -> PlayRun:
+    prices: Mapping[str, Price] | None = None,
+    plan: bool = False,
+) -> PlayRun | CallPlan:
     """Plays ``episodes`` episodes of the game ``env`` with the seats given, batched.
 
     Args:
@@ -207,6 +214,11 @@ def play_session(
         shard: ``"i/N"`` or :class:`~dilemmax.llm.session.Shard`: play every N-th episode
             (``out`` then also holds ``shard.json``; :func:`merge_play_shards` joins them).
         progress: a progress bar on stderr.
+        prices: model -> :class:`~dilemmax.llm.pricing.Price` (``load_prices(FILE)``), for
+            the plan's and the results' costs (a seat's own ``price=`` comes first).
+        plan: return the run's :class:`~dilemmax.llm.plan.CallPlan` (calls, tokens and cost
+            per model seat) without calling any model or writing anything. A real run prints
+            the same plan before its first call.
 
     Every mistake (an argument of the wrong kind, an unknown seat kind, option or agent, a value
     out of range, an unwritable folder) is a one-line :class:`~dilemmax.errors.UsageError` before
@@ -225,6 +237,7 @@ def play_session(
         resume=resume,
         progress=progress,
         shard=shard,
+        prices=dict(prices or {}),
     )
     check_run_options(options)
     if episodes < 1:
@@ -239,6 +252,11 @@ def play_session(
         for name, part_env, configs, names in planned
     ]
     identity = play_identity(env, made_options, options, episodes, grid, rotate)
+    call_plan = plan_parts(parts, options)
+    if plan:
+        return call_plan
+    if call_plan.seats:
+        print(call_plan.format())
     session = play_parts(parts, options, identity, COMMAND)
     for part, result in zip(parts, session.results, strict=True):
         names = part.config_names
@@ -249,6 +267,7 @@ def play_session(
         record = record_options(env, made_options, options, episodes, grid, rotate)
         shards.write_record(session, COMMAND, identity, record, extra={})
     run = _play_run(env, session.results, max_steps, session.out)
+    run.prices = options.prices
     _write_results(run)
     return run
 

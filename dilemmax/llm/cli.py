@@ -33,6 +33,8 @@ from dilemmax.errors import UsageError  # a mistake in the command line: one lin
 from dilemmax.llm.api import PlayRun, merge_play_shards, play_session
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan
+from dilemmax.llm.pricing import load_prices
 from dilemmax.llm.results import format_calls, format_summary
 from dilemmax.llm.seats import seat_entries
 from dilemmax.llm.session import ON_CALL_ERROR, SessionOptions
@@ -80,8 +82,23 @@ def add_session_arguments(
     parser.add_argument("--out", help=out_help)
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cost_arguments(parser)
     if shard:
         parser.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
+
+
+def add_cost_arguments(parser) -> None:
+    """``--plan`` and ``--prices FILE`` (:mod:`dilemmax.llm.plan`, :mod:`dilemmax.llm.pricing`)."""
+    parser.add_argument(
+        "--plan", action="store_true",
+        help="print the run's plan (calls, prompt and completion tokens, cost per model seat) "
+        "and stop before any call",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prices", metavar="FILE",
+        help="JSON or YAML: model -> {input, cached_input, output} dollars per million tokens "
+        "(a seat's own price=IN/OUT comes first)",
+    )  # fmt: skip
 
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
@@ -100,6 +117,7 @@ def session_options(args: argparse.Namespace) -> SessionOptions:
         resume=args.resume,
         progress=not args.no_progress,
         shard=getattr(args, "shard", None),
+        prices=load_prices(args.prices) if args.prices else {},
     )
 
 
@@ -131,8 +149,12 @@ def _play(args) -> int:
         env_options=parse_assignments(args.set),
         grid=args.grid,
         rotate=args.rotate,
+        plan=args.plan,
         **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)},
     )
+    if isinstance(run, CallPlan):  # --plan: no call made, nothing written
+        print(run.format())
+        return 0
     _report(run, args.json)
     if args.shard is not None and run.out is not None and (run.out / "shard.json").is_file():
         print(f"shard {args.shard}: merge the shards with `dilemmax play merge DIR... --out DIR`")
@@ -152,7 +174,7 @@ def _report(run: PlayRun, json_path: str | None) -> None:
     stopped = f", {run.truncated} stopped at --max-steps {run.max_steps}" if run.truncated else ""
     print(f"{run.env}: {len(run.episodes)} episode(s) in {run.wall_s:.1f}s{stopped}")
     print(format_summary(run.summary))
-    calls = format_calls(run.calls)
+    calls = format_calls(run.calls, run.prices)
     if calls:
         print(calls)
     if run.out is not None:

@@ -181,3 +181,10 @@ def seat_price(seat: str, prices: Mapping[str, Price]) -> Price | None:
     if isinstance(own, str):
         return parse_price(own, f"seat {seat!r}: price")
     return price_for(f"{spec.kind}:{spec.target}", prices)
+
+
+def format_cost(dollars: float | None) -> str:
+    """Dollars as the tables show them ("unknown" without a price)."""
+    if dollars is None:
+        return "unknown"
+    return f"${dollars:,.4f}" if dollars < 1 else f"${dollars:,.2f}"

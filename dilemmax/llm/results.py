@@ -9,13 +9,14 @@ rotated arena reports each policy, not each chair.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.llm.policy import CallStats
+from dilemmax.llm.pricing import Price, format_cost, seat_price
 from dilemmax.statistics import bootstrap_ci
 
 
@@ -131,25 +132,30 @@ def seat_stats(results) -> dict[str, CallStats]:
     return stats
 
 
-def format_calls(stats: dict[str, CallStats]) -> str:
-    """A table of each model seat's calls: validity, recovery, errors, retries, tokens."""
+def format_calls(stats: dict[str, CallStats], prices: Mapping[str, Price] | None = None) -> str:
+    """A table of each model seat's calls: validity, recovery, errors, retries, tokens (in /
+    of them read from the server's prompt cache / out) and cost at ``prices`` (a seat's own
+    ``price=`` first)."""
     if not stats:
         return ""
     header = (
         f"  {'seat':32s} {'calls':>7s} {'replayed':>8s} {'valid':>7s} {'recovered':>9s} "
-        f"{'unreadable':>10s} {'errors':>6s} {'retries':>7s} {'tokens in/out':>15s} "
+        f"{'unreadable':>10s} {'errors':>6s} {'retries':>7s} {'tokens in/cached/out':>22s} "
+        f"{'cost':>10s} "
         f"{'latency':>8s} {'output':>16s} {'json':>11s}"
     )
     lines = ["model calls:", header]
     for name, s in stats.items():
         row = s.summary()
-        tokens = f"{s.prompt_tokens}/{s.completion_tokens}"
+        tokens = f"{s.prompt_tokens}/{s.cached_tokens}/{s.completion_tokens}"
+        dollars = format_cost(s.cost(seat_price(name, prices or {})))
         if s.calls and not (s.prompt_tokens or s.completion_tokens):
             tokens = "unknown"  # the provider reported no usage (0 is this project's unknown)
         lines.append(
             f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
             f"{row['recovered_rate']:9.1%} {unreadable_replies(s):10d} {s.errors:6d} "
-            f"{s.retries:7d} {tokens:>15s} {row['mean_latency_s']:7.3f}s "
+            f"{s.retries:7d} {tokens:>22s} {dollars:>10s} "
+            f"{row['mean_latency_s']:7.3f}s "
             f"{s.output_shown:>16s} {json_replies(s):>11s}"
         )
     lines.append(

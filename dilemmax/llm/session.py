@@ -54,6 +54,7 @@ from dilemmax.llm.play import (
     rotate_seats,
     seat_protocols,
 )
+from dilemmax.llm.pricing import Price
 from dilemmax.llm.seats import check_agents, check_specs, seats_for
 from dilemmax.llm.transcript import Transcript, protocol_label
 from dilemmax.runlock import RunFolderError, RunLock
@@ -154,6 +155,8 @@ class SessionOptions:
         resume: continue the run in ``out``.
         progress: show a progress bar on stderr.
         shard: play only this shard of the episodes (``--shard i/N``; text is parsed).
+        prices: model -> its :class:`~dilemmax.llm.pricing.Price` (``--prices FILE``), for
+            the plan's and the results' costs; a seat's own ``price=`` comes first.
     """
 
     seats: Mapping[str, str] = field(default_factory=dict)
@@ -168,6 +171,7 @@ class SessionOptions:
     resume: bool = False
     progress: bool = True
     shard: Shard = field(default_factory=Shard)
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.out, str):

@@ -37,14 +37,16 @@ from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.policy import CallStats
+from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.sampling import check_option
 from dilemmax.llm.session import PLAY_SEED, SessionOptions
 from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios import registry
 from dilemmax.scenarios.focal import focal_policy, zoo_populations
-from dilemmax.scenarios.play import play_scenarios
+from dilemmax.scenarios.play import plan_scenarios, play_scenarios
 from dilemmax.scenarios.registry import SET_GAMES, SETS
 
 COMMAND = "scenarios evaluate"  # what its run folders' lock records (runlock.last_writer)
@@ -157,7 +159,9 @@ def evaluate_scenarios(
     out: str | Path | None = None,
     resume: bool = False,
     progress: bool = False,
-) -> ScenarioEvaluation:
+    prices: Mapping[str, Price] | None = None,
+    plan: bool = False,
+) -> ScenarioEvaluation | CallPlan:
     """Scores a focal population on ``game``'s scenario set ``scenario_set``, ``episodes`` each.
 
     Args:
@@ -177,6 +181,10 @@ def evaluate_scenarios(
             options, as :func:`dilemmax.llm.api.play_session`'s (model seats only).
         out: the folder of summary.md, summary.png and results.json (and a model run's
             transcript).
+        prices: model -> :class:`~dilemmax.llm.pricing.Price`, for the plan's and the calls'
+            costs (a seat's own ``price=`` comes first).
+        plan: return the model seats' :class:`~dilemmax.llm.plan.CallPlan` (calls, tokens and
+            cost) without calling any model or writing anything.
 
     Every mistake is a one-line :class:`~dilemmax.errors.UsageError` before anything plays.
     """
@@ -203,16 +211,21 @@ def evaluate_scenarios(
     key = jax.random.key(seed)
     populations = zoo_populations(env, game) if references else None
     calls = None
+    if plan and not batched:  # focal seats inside JAX: no model call to plan
+        return CallPlan((), episodes * len(env.names), 0)
     if batched:
         options = SessionOptions(
             seats=seats, default_seat=default_seat, generate=generate or GenerateConfig(),
             protocol=dict(protocol or {}), envs=envs, seed=seed, max_steps=max_steps,
             on_call_error=on_call_error, out=out, resume=resume, progress=progress,
+            prices=dict(prices or {}),
         )  # fmt: skip
+        if plan:
+            return plan_scenarios(scenarios, env, options, episodes)
         label = ", ".join([*(f"{a}={s}" for a, s in seats.items()),
                            *([f"--seats {default_seat}"] if default_seat else [])])  # fmt: skip
         scores, played = play_scenarios(scenarios, env, options, episodes)
-        calls = call_summary(played)
+        calls = call_summary(played, options.prices)
     else:
         try:
             policy = focal_policy(focal, env, game)
@@ -273,13 +286,14 @@ def write_evaluation(evaluation: ScenarioEvaluation, out: str | Path) -> None:
         (out / "results.json").write_text(json.dumps(evaluation.to_json(), indent=1) + "\n")
 
 
-def call_summary(results) -> dict:
-    """seat -> its model calls over every scenario (calls, tokens, errors, retries)."""
+def call_summary(results, prices: Mapping[str, Price] | None = None) -> dict:
+    """seat -> its model calls over every scenario (calls, tokens, errors, retries, cost at
+    ``prices``)."""
     stats: dict[str, CallStats] = {}
     for result in results:
         for seat, s in result.stats.items():
             stats[seat] = stats.get(seat, CallStats()).merged(s)
-    return {seat: s.summary() for seat, s in stats.items()}
+    return {seat: s.summary(seat_price(seat, prices or {})) for seat, s in stats.items()}
 
 
 def _json_safe(tree):

@@ -33,6 +33,7 @@ from dilemmax.envs.seat_spec import is_model_seat, parse_seat
 from dilemmax.errors import UsageError, deprecated
 from dilemmax.llm.cli import add_session_arguments, session_options
 from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.scenarios.api import FocalError, check_game, evaluate_scenarios, scenario_listing
 from dilemmax.scenarios.registry import SET_GAMES
@@ -121,13 +122,16 @@ def _cmd_evaluate(args) -> int:
     try:
         evaluation = evaluate_scenarios(
             args.game, args.focal if source == "focal" else None, scenario_set=args.scenario_set,
-            episodes=args.episodes, references=args.references == "zoo", **run,
+            episodes=args.episodes, references=args.references == "zoo", plan=args.plan, **run,
         )  # fmt: skip
     except FocalError as error:  # named by the flag the user gave the population with
         given = str(getattr(args, args.focal_flag[2:]))[:120]
         raise UsageError(f"{args.focal_flag} {given!r}: {error}") from error
     except (FatalClientError, TranscriptMismatch, FileExistsError) as error:
         raise UsageError(str(error)) from error
+    if isinstance(evaluation, CallPlan):  # --plan: no call made, nothing written
+        print(evaluation.format())
+        return 0
     print(evaluation.title)
     print(evaluation.table(), end="")
     if evaluation.out is not None:

@@ -39,6 +39,7 @@ from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.envs.seat_spec import parse_seat
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.seats import check_agents, check_specs
 from dilemmax.llm.session import (
@@ -194,6 +195,22 @@ def score_rows(
     return rows
 
 
+def plan_scenarios(
+    scenarios: ScenarioSet,
+    env: ScenarioEnv,
+    options: SessionOptions,
+    episodes: int,
+    resolve_zoo: ZooResolver | None = None,
+) -> CallPlan:
+    """What :func:`play_scenarios` with the same arguments would ask of its model seats (a
+    :class:`~dilemmax.llm.plan.CallPlan`), with nothing played, called or written."""
+    specs = focal_specs(env, options.seats, options.default_seat, options.generate,
+                        options.protocol)  # fmt: skip
+    check_run_options(options)
+    parts = scenario_parts(scenarios, env, jax.random.key(options.seed), episodes, resolve_zoo)
+    return plan_parts(parts, dataclasses.replace(options, seats=specs, default_seat=None))
+
+
 def play_scenarios(
     scenarios: ScenarioSet,
     env: ScenarioEnv,
@@ -214,5 +231,8 @@ def play_scenarios(
     # The focal seats by agent; the background seats come from the parts.
     seated = dataclasses.replace(options, seats=specs, default_seat=None)
     identity = play_identity(scenarios, digests, specs, seated, episodes)
+    call_plan = plan_parts(parts, seated)  # printed before the first call
+    if call_plan.seats:
+        print(call_plan.format())
     session = play_parts(parts, seated, identity, "scenarios evaluate")
     return score_rows(scenarios, env, session.results, digests), session.results
