@@ -34,6 +34,7 @@ from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.limits import LimitReached, Limits, partial_fields
 from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
@@ -116,6 +117,8 @@ class PlayRun:
         wall_s: seconds the parts took to play.
         max_steps: the run's step cap (None: the game's own end).
         out: the run folder (None: nothing written).
+        stopped: the spending limit that stopped the run (its episodes: those that finished;
+            results.json says ``"partial": true``); None when it played to the end.
     """
 
     env: str
@@ -129,6 +132,7 @@ class PlayRun:
     prices: Mapping[str, Price] = field(default_factory=dict)  # for the seats' costs
 
     @property
+    stopped: LimitReached | None = None
     def truncated(self) -> int:
         """Episodes stopped at ``max_steps``."""
         return sum(bool(e["truncated"]) for e in self.episodes)
@@ -148,6 +152,7 @@ class PlayRun:
 
 def _play_run(env_id: str, parts: Sequence[PlayResult], max_steps, out) -> PlayRun:
     """The run's summary, call counts and episodes (each episode's info with its metrics)."""
+            **partial_fields(self.stopped),
     calls: dict[str, CallStats] = {}
     for result in parts:
         for seat, s in result.stats.items():
@@ -208,6 +213,8 @@ def play_session(
         protocol: text-protocol options (``{"memory_rounds": 2}``).
         generate: the model options of every model seat (a seat's spec may override them).
         grid: sweep the paper's grid (consequence: contexts x rules; moral_hazard: 15
+    limits: Limits | None = None,
+    cache: str | Path | bool | None = None,
             conditions); rotate: play every seating rotation.
         on_call_error: ``"stop"`` (resume later) or ``"invalid"`` (play the invalid move).
         out: the run folder (``transcript.jsonl``, ``results.json``); resume: continue it.
@@ -230,6 +237,9 @@ def play_session(
         generate=generate or SESSION.generate,
         protocol=dict(protocol or {}),
         envs=envs,
+        limits: what the run may spend (:class:`~dilemmax.llm.limits.Limits`); a limit reached
+            stops it with the finished episodes as a partial result (``PlayRun.stopped``).
+        cache: the response cache's folder (True: ``~/.cache/dilemmax/responses``).
         seed=seed,
         max_steps=max_steps,
         on_call_error=on_call_error,
@@ -253,6 +263,8 @@ def play_session(
     ]
     identity = play_identity(env, made_options, options, episodes, grid, rotate)
     call_plan = plan_parts(parts, options)
+        limits=limits or Limits(),
+        cache=cache,
     if plan:
         return call_plan
     if call_plan.seats:
@@ -263,11 +275,11 @@ def play_session(
         for info in result.episodes:
             label = names[info["config_index"]] if names else None
             info["group"] = (label or info["part"]) if grid else "all"
-    if options.shard.sharded:
+    if options.shard.sharded and session.stopped is None:  # a stopped shard is not merged
         record = record_options(env, made_options, options, episodes, grid, rotate)
         shards.write_record(session, COMMAND, identity, record, extra={})
     run = _play_run(env, session.results, max_steps, session.out)
-    run.prices = options.prices
+    run.stopped, run.prices = session.stopped, options.prices
     _write_results(run)
     return run
 

@@ -33,6 +33,7 @@ from dilemmax.errors import UsageError  # a mistake in the command line: one lin
 from dilemmax.llm.api import PlayRun, merge_play_shards, play_session
 from dilemmax.llm.client import FatalClientError
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.limits import STOPPED_STATUS, Limits, stop_line
 from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.pricing import load_prices
 from dilemmax.llm.results import format_calls, format_summary
@@ -83,6 +84,7 @@ def add_session_arguments(
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_cost_arguments(parser)
+    add_spending_arguments(parser)
     if shard:
         parser.add_argument("--shard", help="play shard i of N (i/N) of the episodes; merge later")
 
@@ -101,6 +103,28 @@ def add_cost_arguments(parser) -> None:
     )  # fmt: skip
 
 
+def add_spending_arguments(parser) -> None:
+    """``--max-calls``, ``--token-limit``, ``--cost-limit`` (:mod:`dilemmax.llm.limits`) and
+    ``--cache [DIR]`` (:mod:`dilemmax.llm.cache`)."""
+    stop = f"; reached, the run stops (exit status {STOPPED_STATUS}): --resume with a higher one"
+    parser.add_argument("--max-calls", type=int, help="model calls the run may make" + stop)
+    parser.add_argument("--token-limit", type=int,
+                        help="prompt + completion tokens the run may spend" + stop)  # fmt: skip
+    parser.add_argument("--cost-limit", type=float,
+                        help="dollars the run may spend, at the seats' prices" + stop)  # fmt: skip
+    parser.add_argument(
+        "--cache", nargs="?", const=True, metavar="DIR",
+        help="answer calls from a response cache across runs and store new replies there "
+        "(default DIR: $XDG_CACHE_HOME/dilemmax/responses, ~/.cache/dilemmax/responses)",
+    )  # fmt: skip
+
+
+def spending_options(args: argparse.Namespace) -> dict:
+    """The SessionOptions fields of :func:`add_spending_arguments`' flags."""
+    limits = Limits(args.max_calls, args.token_limit, args.cost_limit).check()
+    return {"limits": limits, "cache": args.cache}
+
+
 def session_options(args: argparse.Namespace) -> SessionOptions:
     """The :class:`~dilemmax.llm.session.SessionOptions` of :func:`add_session_arguments`'
     flags (the model flags checked: a value out of range is one line naming its flag)."""
@@ -117,6 +141,7 @@ def session_options(args: argparse.Namespace) -> SessionOptions:
         resume=args.resume,
         progress=not args.no_progress,
         shard=getattr(args, "shard", None),
+        **spending_options(args),
         prices=load_prices(args.prices) if args.prices else {},
     )
 
@@ -156,6 +181,9 @@ def _play(args) -> int:
         print(run.format())
         return 0
     _report(run, args.json)
+    if run.stopped is not None:
+        print(stop_line("play", run.stopped, run.out, len(run.episodes)), file=sys.stderr)
+        return STOPPED_STATUS
     if args.shard is not None and run.out is not None and (run.out / "shard.json").is_file():
         print(f"shard {args.shard}: merge the shards with `dilemmax play merge DIR... --out DIR`")
     return 0

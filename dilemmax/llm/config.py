@@ -21,7 +21,6 @@ from typing import Any
 from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 
-
 # Model options that decide how calls travel, not what they answer (words of their flags): left
 # out of a run's identity, so a shard may use its own server and a resume may change them, and
 # out of a reply's cache key (which names the server itself).

@@ -26,7 +26,8 @@ from tqdm import tqdm
 from dilemmax.envs.loop import StepHook
 from dilemmax.envs.rollout import EpisodeJob
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt
-from dilemmax.llm.client import Completion, FatalClientError
+from dilemmax.llm.cache import hit_row, served
+from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
 from dilemmax.llm.policy import CallStats, parse_safely, requested_output
 from dilemmax.llm.transcript import call_key, prompt_hash
 
@@ -93,16 +94,25 @@ class ModelSeats(StepHook):
             ordinal = ordinals[slot]
             keys.append(call_key(self.part, episode, self.slots[e], t, agent, prompt.kind, ordinal))
         replies: list[tuple[Completion, bool] | None] = [None] * len(asks)
-        missing: dict[str, list[int]] = {}
-        for i, (_, agent, prompt) in enumerate(asks):
+        cached: list[bool | None] = [None] * len(asks)  # from the response cache (None: off)
+        digests = self._cache_keys(asks)
+        missing: list[int] = []
+        for i, (_, _, prompt) in enumerate(asks):
             row = runner.transcript.replay(keys[i], prompt) if runner.transcript else None
             if row is not None:
                 replies[i] = (_completion_from_row(row), True)
+                cached[i] = row.get("cached")
             else:
-                missing.setdefault(seat_of[agent].name, []).append(i)
+                missing.append(i)
         parsed: list[ParsedReply | None] = [None] * len(asks)
-
         failed: dict[int, Completion] = {}
+        for i in list(missing):
+            stored = runner.cache.get(digests[i]) if digests[i] else None
+            if stored is not None:  # answered from the cache: no call, recorded as such
+                missing.remove(i)
+                replies[i], cached[i] = (served(stored), False), True
+                parsed[i] = parse_safely(self.protocols[asks[i][1]], stored.text, asks[i][2])
+                self._record(keys[i], t, asks[i], replies[i][0], parsed[i], hit_row(stored))
 
         def record(i: int, completion: Completion) -> None:
             # Runs as each call returns (possibly on a client thread): parse and write it now.
@@ -111,7 +121,15 @@ class ModelSeats(StepHook):
                 return
             parsed[i] = parse_safely(self.protocols[asks[i][1]], completion.text, asks[i][2])
             replies[i] = (completion, False)
-            self._record(keys[i], t, asks[i], completion, parsed[i])
+            if digests[i]:
+                cached[i] = False
+                runner.cache.put(digests[i], completion)
+            if runner.budget is not None:
+                runner.budget.add(seat_of[asks[i][1]].name, completion.prompt_tokens,
+                                  completion.completion_tokens,
+                                  getattr(completion, "cached_tokens", 0))  # fmt: skip
+            miss = {"cached": False} if digests[i] else {}
+            self._record(keys[i], t, asks[i], completion, parsed[i], miss)
             if completion.output_refused:
                 self._fell_back(seat_of[asks[i][1]], keys[i], t, completion)
 
@@ -123,12 +141,20 @@ class ModelSeats(StepHook):
                 if parsed[i] is None and i not in failed:  # a client that did not report it
                     record(i, completion)
 
-        if len(missing) == 1:
-            ask(*next(iter(missing.items())))
-        elif missing:  # different models answer at the same time
-            with ThreadPoolExecutor(len(missing)) as pool:
-                for future in [pool.submit(ask, name, idx) for name, idx in missing.items()]:
-                    future.result()
+        # The run's spending limits say how many calls may go; those sent are answered and
+        # written before a limit stops the run (LimitReached, from allowance).
+        while missing:
+            allowed = runner.budget.allowance(len(missing)) if runner.budget else len(missing)
+            batch, missing = missing[:allowed], missing[allowed:]
+            by_seat: dict[str, list[int]] = {}
+            for i in batch:
+                by_seat.setdefault(seat_of[asks[i][1]].name, []).append(i)
+            if len(by_seat) == 1:
+                ask(*next(iter(by_seat.items())))
+            else:  # different models answer at the same time
+                with ThreadPoolExecutor(len(by_seat)) as pool:
+                    for future in [pool.submit(ask, name, idx) for name, idx in by_seat.items()]:
+                        future.result()
         if failed:
             raise CallsFailed(_failure_message(failed, keys, runner.transcript))
         for i, (e, agent, prompt) in enumerate(asks):
@@ -142,15 +168,17 @@ class ModelSeats(StepHook):
             stats = runner.stats.setdefault(
                 seat.name, CallStats(output_requested=requested_output(seat.policy))
             )
-            stats.add(completion, parsed[i] if prompt.kind == "act" else None, replayed, keys[i])
+            act = parsed[i] if prompt.kind == "act" else None
+            stats.add(completion, act, replayed, keys[i], cached=cached[i])
             if self.replies is not None and prompt.kind == "act":
                 reply = {"step": t, "agent": agent, "fields": dict(parsed[i].fields)}
                 self.replies[e].append({**reply, "valid": bool(parsed[i].valid)})
         runner._update_progress()
         return parsed
 
-    def _record(self, key, t, ask, completion: Completion, parsed) -> None:
-        """Writes one call (prompt, reply, what it parsed to) to the transcript, flushed."""
+    def _record(self, key, t, ask, completion: Completion, parsed, extra=None) -> None:
+        """Writes one call (prompt, reply, what it parsed to) to the transcript, flushed;
+        ``extra``: what the response cache adds (a hit, or a miss)."""
         e, agent, prompt = ask
         runner = self.runner
         if runner.transcript is None:
@@ -195,8 +223,21 @@ class ModelSeats(StepHook):
                     if completion.output_refused
                     else {}
                 ),
+                **(extra or {}),
             }
         )
+
+    def _cache_keys(self, asks) -> list[str | None]:
+        """Each ask's response-cache key (None without ``--cache``), taken in play order for
+        every ask, replayed ones too, so each keeps its sample index on a resume."""
+        cache = self.runner.cache
+        if cache is None:
+            return [None] * len(asks)
+        seat_of = dict(zip(self.runner.env.agents, self.runner.seats, strict=True))
+        return [
+            cache.key(seat_of[agent].name, ChatRequest.from_prompt(prompt), self.wave[e].episode)
+            for e, agent, prompt in asks
+        ]
 
     def _fell_back(self, seat, key: str, t: int, completion: Completion) -> None:
         """The server refused a structured request of ``seat``, whose client now asks in plain

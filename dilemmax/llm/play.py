@@ -196,6 +196,11 @@ class BatchedPlay:
             seat with ``protocol_options`` needs its instance here unless ``protocol`` is the
             default, which then builds ``env.text_protocol(**seat.protocol_options)``.
         keep_steps: also give each episode's per-step infos and act replies (PlayResult).
+        budget: the run's spending limits (:class:`~dilemmax.llm.limits.Budget`), asked before
+            each batch of calls; a limit reached raises
+            :class:`~dilemmax.llm.limits.LimitReached` and :attr:`finished` holds the waves
+            played to the end.
+        cache: the run's response cache (:class:`~dilemmax.llm.cache.RunCache`; None: off).
     """
 
     def __init__(
@@ -210,6 +215,8 @@ class BatchedPlay:
         on_call_error: str = "stop",
         protocols: Mapping[str, TextProtocol] | None = None,
         keep_steps: bool = False,
+        budget=None,
+        cache=None,
     ):
         if on_call_error not in CALL_ERROR_POLICIES:
             raise ValueError(
@@ -234,6 +241,8 @@ class BatchedPlay:
         self.transcript = transcript
         self.progress = progress
         self.keep_steps = bool(keep_steps)
+        self.budget, self.cache = budget, cache
+        self.finished: list[PlayResult] = []  # the waves of the latest run() played to the end
         self.stats: dict[str, CallStats] = {}
         self._loop = _loop_for(env, self.seats, self.num_steps)
         self._model_agents = [a for a, s in zip(env.agents, self.seats, strict=True) if s.is_model]
@@ -282,13 +291,20 @@ class BatchedPlay:
         if select is not None:
             chosen = set(select)
             slotted = [item for p, item in enumerate(slotted) if p in chosen]
-        per_wave = []
+        per_wave = self.finished = []
         memories: dict[tuple[int, str], Any] = {}
         for first in range(0, len(slotted), self.num_envs):
             wave = slotted[first : first + self.num_envs]
             per_wave.append(self._play_wave(wave, configs, part, memories))
         result = concatenate(per_wave)
         result.stats, result.wall_s = dict(self.stats), time.perf_counter() - start
+        return result
+
+    def played_so_far(self) -> PlayResult:
+        """The waves of the latest :meth:`run` played to the end, with every call counted (those
+        of a wave a spending limit stopped too): what a stopped run reports."""
+        result = concatenate(self.finished)
+        result.stats = dict(self.stats)
         return result
 
     # ------------------------------------------------------------------ one wave

@@ -65,14 +65,24 @@ class CallStats:
     cache_write_tokens: int = 0  # of the prompt tokens, written into it (Anthropic's)
     json_mode_calls: int = 0
     json_valid: int = 0
+    cache_hits: int = 0  # calls answered from the response cache (--cache): none was made
+    cache_misses: int = 0  # calls the cache did not hold, made and then stored
     output_requested: str = ""  # "" when the client does not say (scripted, local models)
     output_in_effect: str = ""  # of the latest reply to a request with a schema
     output_switch: dict | None = None
 
     def add(
-        self, completion: Completion, parsed: ParsedReply | None, replayed: bool, call: str = ""
+        self,
+        completion: Completion,
+        parsed: ParsedReply | None,
+        replayed: bool,
+        call: str = "",
+        cached: bool | None = None,
     ) -> None:
-        """Counts one call (``call``: its key, which names where a fallback happened)."""
+        """Counts one call (``call``: its key, which names where a fallback happened;
+        ``cached``: answered from the response cache, or not; None: no cache)."""
+        self.cache_hits += int(cached is True)
+        self.cache_misses += int(cached is False)
         if completion.output:
             self.output_in_effect = completion.output
         if completion.output_refused and self.output_switch is None:
@@ -147,6 +157,8 @@ class CallStats:
             "output_switched": self.output_switch,
             "json_mode_calls": self.json_mode_calls,
             "json_valid": self.json_valid,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
             "json_valid_rate": (
                 self.json_valid / self.json_mode_calls if self.json_mode_calls else None
             ),

@@ -20,8 +20,10 @@ together.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dilemmax.commandline import parse_assignments
@@ -36,7 +38,7 @@ from dilemmax.envs.seat_spec import (
 )
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import sampling
-from dilemmax.llm.config import GenerateConfig, field_names
+from dilemmax.llm.config import TRANSPORT_WORDS, GenerateConfig, field_names
 from dilemmax.llm.hf_client import TransformersClient, check_adapter_folder, check_model_folder
 from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -288,3 +290,34 @@ def seats_for(
             raise UsageError(f"no seat for {agent}: add --seat {agent}=<kind>:<target> or --seats")
         seats.append(build_seat(spec, env, generate, protocol, cache))
     return seats
+
+
+def reply_identity(spec: str | SeatSpec, generate: GenerateConfig | None = None) -> dict:
+    """What decides a model seat's replies besides what it is asked (the response cache's key,
+    :mod:`dilemmax.llm.cache`): its kind and model, its servers, and every generation option,
+    its own over the run's ``generate``; not how calls travel (key, timeout, attempts,
+    concurrency), its protocol options (they change the prompt, which the key holds) or its
+    price. A Transformers seat is named by its model and adapter folders, resolved."""
+    spec = parse_seat(spec)
+    options = _model_options(spec)
+    generate = GenerateConfig() if generate is None else generate
+    if spec.kind != "hf":
+        settings = api_settings(options, generate)
+        named = {
+            f.name: getattr(settings, f.name)
+            for f in dataclasses.fields(settings)
+            if not any(word in (f.metadata["flag"] or f.name) for word in TRANSPORT_WORDS)
+        }
+        return {"kind": spec.kind, "model": spec.target, "base_url": settings.base_url, **named}
+    adapter = options.get("adapter")
+    sampled = generate.merged({k: v for k, v in options.items() if k in ("temperature", "top_p")})
+    return {
+        "kind": "hf",
+        "model": str(Path(spec.target).expanduser().resolve()),
+        "adapter": str(Path(adapter).expanduser().resolve()) if adapter else None,
+        "max_new_tokens": options.get("max_new_tokens", sampled.max_tokens),
+        "temperature": sampled.temperature,
+        "top_p": sampled.top_p,
+        "seed": sampled.seed,
+        "batch_size": options.get("batch_size"),  # batches pad prompts, which may move replies
+    }

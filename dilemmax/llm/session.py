@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +45,9 @@ from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
 from dilemmax.llm import sampling
+from dilemmax.llm.cache import RunCache, cache_folder
 from dilemmax.llm.config import TRANSPORT_WORDS, GenerateConfig
+from dilemmax.llm.limits import LimitReached, Limits, budget_for
 from dilemmax.llm.play import (
     BatchedPlay,
     PlayResult,
@@ -55,7 +58,7 @@ from dilemmax.llm.play import (
     seat_protocols,
 )
 from dilemmax.llm.pricing import Price
-from dilemmax.llm.seats import check_agents, check_specs, seats_for
+from dilemmax.llm.seats import check_agents, check_specs, reply_identity, seats_for
 from dilemmax.llm.transcript import Transcript, protocol_label
 from dilemmax.runlock import RunFolderError, RunLock
 
@@ -157,6 +160,8 @@ class SessionOptions:
         shard: play only this shard of the episodes (``--shard i/N``; text is parsed).
         prices: model -> its :class:`~dilemmax.llm.pricing.Price` (``--prices FILE``), for
             the plan's and the results' costs; a seat's own ``price=`` comes first.
+        limits: what the run may spend (``--max-calls``, ...: :mod:`dilemmax.llm.limits`).
+        cache: the response cache's folder (``--cache [DIR]``, True: the default; None: off).
     """
 
     seats: Mapping[str, str] = field(default_factory=dict)
@@ -172,10 +177,13 @@ class SessionOptions:
     progress: bool = True
     shard: Shard = field(default_factory=Shard)
     prices: Mapping[str, Price] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    cache: Path | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.out, str):
             object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "cache", cache_folder(self.cache))
         if not isinstance(self.shard, Shard):
             object.__setattr__(self, "shard", Shard.parse(self.shard))
 
@@ -203,6 +211,7 @@ def check_run_options(options: SessionOptions) -> None:
     options.generate.check()
     if options.shard.sharded and not options.out:
         raise UsageError("--shard needs --out: a shard's transcript and record are merged later")
+    options.limits.check()
 
 
 def sampling_identity(generate: GenerateConfig) -> list:
@@ -271,6 +280,7 @@ class SessionResult:
         out: the run folder (None without --out).
         transcript_run: the transcript's run key (None without --out).
         shard: the shard played (``Shard()``: the whole run).
+        stopped: the spending limit that stopped the run (``results``: what finished), or None.
     """
 
     names: list[str]
@@ -280,6 +290,7 @@ class SessionResult:
     out: Path | None
     transcript_run: str | None = None
     shard: Shard = field(default_factory=Shard)
+    stopped: LimitReached | None = None
 
 
 def play_parts(
@@ -300,6 +311,10 @@ def play_parts(
             raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
         _protocol(part, run_options(part, options.protocol))  # refused before any folder
     specs = user_specs(parts, options)
+    seated = [s for p in parts for s in (*specs.values(), *p.seats.values(), options.default_seat)]
+    budget = budget_for(options.limits, seated, options.prices)  # --cost-limit's prices checked
+    identity_of = functools.partial(reply_identity, generate=options.generate)  # (--cache)
+    cache = options.cache and RunCache(options.cache, options.seed, identity_of)
     total = sum(p.num_jobs * p.rotations for p in parts)
     # Sizes this host cannot hold are refused with the estimate before any folder or call
     # (play, experiment and scenario runs alike): each game's footprint at the whole run.
@@ -327,21 +342,27 @@ def play_parts(
         bar = stack.enter_context(
             tqdm(total=mine, unit="episode", disable=not options.progress, file=sys.stderr)
         )
-        player = _Player(options, specs, transcript, bar)
-        results, orders = [], []
-        for part in parts:
-            result, order = player.play(part)
+        if budget is not None and transcript is not None:  # what the run spent before
+            budget.add_recorded(transcript.recorded.values())
+        player = _Player(options, specs, transcript, bar, budget, cache)
+        results, orders, stopped = [], [], None
+        for part in parts:  # a spending limit reached keeps what finished, the rest empty
+            try:
+                result, order = player.play(part) if stopped is None else (PlayResult({}), [])
+            except LimitReached as stop:  # every call made is recorded
+                (result, order), stopped = stop.partial, stop
             results.append(result)
             orders.append(order)
     run = transcript.run if transcript is not None else None
-    return SessionResult([p.name for p in parts], results, orders, total, out, run, shard)
+    return SessionResult(names, results, orders, total, out, run, shard, stopped)
 
 
 class _Player:
     """Plays one part after another, counting the whole run's episodes for the shard."""
 
-    def __init__(self, options: SessionOptions, specs, transcript, bar):
+    def __init__(self, options: SessionOptions, specs, transcript, bar, budget=None, cache=None):
         self.options, self.specs, self.transcript, self.bar = options, specs, transcript, bar
+        self.budget, self.run_cache = budget, cache
         self.shard = options.shard
         self.cache: dict = {}  # spec -> Seat: one client per model spec, batched together
         self.built_for: dict[str, Any] = {}  # spec -> the env its scripted / trained seat is of
@@ -368,12 +389,20 @@ class _Player:
                 on_call_error=run.on_call_error,
                 protocols=protocols,
                 keep_steps=part.keep_steps,
+                budget=self.budget,
+                cache=self.run_cache,
             )
             select = self._select(part.num_jobs)
             name = part.name if not part.rotate else f"{part.name}/rot{shift}"
             key = jax.random.key(run.seed)
-            rotations.append(runner.run(key, part.episodes, part.configs, name, select))
             positions = range(part.num_jobs) if select is None else select
+            try:
+                rotations.append(runner.run(key, part.episodes, part.configs, name, select))
+            except LimitReached as stop:  # what finished, in play order
+                rotations.append(runner.played_so_far())
+                done = [self.played + p for p in positions[: len(rotations[-1].episodes)]]
+                stop.partial = (concatenate(rotations), order + done)
+                raise
             order += [self.played + p for p in positions]
             self.played += part.num_jobs
         return concatenate(rotations), order
