@@ -34,8 +34,8 @@ from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.limits import LimitReached, Limits, partial_fields
 from dilemmax.llm.plan import CallPlan, plan_parts
+from dilemmax.llm.limits import LimitReached, Limits, partial_fields
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, seat_price
@@ -129,10 +129,10 @@ class PlayRun:
     wall_s: float
     max_steps: int | None = None
     out: Path | None = None
+    stopped: LimitReached | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)  # for the seats' costs
 
     @property
-    stopped: LimitReached | None = None
     def truncated(self) -> int:
         """Episodes stopped at ``max_steps``."""
         return sum(bool(e["truncated"]) for e in self.episodes)
@@ -147,12 +147,12 @@ class PlayRun:
                 seat: s.summary(seat_price(seat, self.prices)) for seat, s in self.calls.items()
             },
             "episodes": self.episodes,
+            **partial_fields(self.stopped),
         }
 
 
 def _play_run(env_id: str, parts: Sequence[PlayResult], max_steps, out) -> PlayRun:
     """The run's summary, call counts and episodes (each episode's info with its metrics)."""
-            **partial_fields(self.stopped),
     calls: dict[str, CallStats] = {}
     for result in parts:
         for seat, s in result.stats.items():
@@ -197,6 +197,8 @@ def play_session(
     resume: bool = False,
     shard: Shard | str | None = None,
     progress: bool = False,
+    limits: Limits | None = None,
+    cache: str | Path | bool | None = None,
     prices: Mapping[str, Price] | None = None,
     plan: bool = False,
 ) -> PlayRun | CallPlan:
@@ -213,14 +215,15 @@ def play_session(
         protocol: text-protocol options (``{"memory_rounds": 2}``).
         generate: the model options of every model seat (a seat's spec may override them).
         grid: sweep the paper's grid (consequence: contexts x rules; moral_hazard: 15
-    limits: Limits | None = None,
-    cache: str | Path | bool | None = None,
             conditions); rotate: play every seating rotation.
         on_call_error: ``"stop"`` (resume later) or ``"invalid"`` (play the invalid move).
         out: the run folder (``transcript.jsonl``, ``results.json``); resume: continue it.
         shard: ``"i/N"`` or :class:`~dilemmax.llm.session.Shard`: play every N-th episode
             (``out`` then also holds ``shard.json``; :func:`merge_play_shards` joins them).
         progress: a progress bar on stderr.
+        limits: what the run may spend (:class:`~dilemmax.llm.limits.Limits`); a limit reached
+            stops it with the finished episodes as a partial result (``PlayRun.stopped``).
+        cache: the response cache's folder (True: ``~/.cache/dilemmax/responses``).
         prices: model -> :class:`~dilemmax.llm.pricing.Price` (``load_prices(FILE)``), for
             the plan's and the results' costs (a seat's own ``price=`` comes first).
         plan: return the run's :class:`~dilemmax.llm.plan.CallPlan` (calls, tokens and cost
@@ -237,9 +240,6 @@ def play_session(
         generate=generate or SESSION.generate,
         protocol=dict(protocol or {}),
         envs=envs,
-        limits: what the run may spend (:class:`~dilemmax.llm.limits.Limits`); a limit reached
-            stops it with the finished episodes as a partial result (``PlayRun.stopped``).
-        cache: the response cache's folder (True: ``~/.cache/dilemmax/responses``).
         seed=seed,
         max_steps=max_steps,
         on_call_error=on_call_error,
@@ -247,6 +247,8 @@ def play_session(
         resume=resume,
         progress=progress,
         shard=shard,
+        limits=limits or Limits(),
+        cache=cache,
         prices=dict(prices or {}),
     )
     check_run_options(options)
@@ -263,8 +265,6 @@ def play_session(
     ]
     identity = play_identity(env, made_options, options, episodes, grid, rotate)
     call_plan = plan_parts(parts, options)
-        limits=limits or Limits(),
-        cache=cache,
     if plan:
         return call_plan
     if call_plan.seats:
