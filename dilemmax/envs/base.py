@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from dilemmax.envs import fastrandom
+from dilemmax.envs.metrics import BASE_METRIC_AXES, Axes
 from dilemmax.envs.option_spec import OptionSpec, options_section, signature_options
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space, jaxmarl_space
@@ -204,6 +205,10 @@ class MultiAgentEnv(abc.ABC):
             value, over the dataclass's own, under the user's ``--set``), sized so the default
             run finishes on a laptop CPU and shows learning. ``train_grid`` / ``eval_grid`` name
             a builder of :meth:`config_grids` by the method itself.
+        metric_axes: metric -> its axes (``dilemmax.envs.metrics.SCALAR``, ``PER_AGENT``,
+            ``PER_TRIAL``, ``PER_TRIAL_AGENT``, ...), for every metric ``episode_metrics``
+            returns: declared beside it (a game's ``metrics.METRIC_AXES``) and read by every
+            report, which never guesses a metric's meaning from its shape.
     """
 
     max_steps: int = 1
@@ -215,6 +220,7 @@ class MultiAgentEnv(abc.ABC):
     version: ClassVar[int] = 0
     evaluation_options: ClassVar[Mapping[str, Any]] = {}
     training_defaults: ClassVar[Mapping[str, Any]] = {}
+    metric_axes: ClassVar[Mapping[str, Axes]] = BASE_METRIC_AXES
 
     def __init_subclass__(cls, **kwargs):
         """Reads the options the constructor declares (``option_specs`` and the docstring's
@@ -399,7 +405,8 @@ class MultiAgentEnv(abc.ABC):
         return jnp.concatenate([obs[a].reshape(-1).astype(jnp.float32) for a in self.agents])
 
     def episode_metrics(self, rollout: Rollout) -> dict[str, jax.Array]:
-        """Per-episode metrics computed from a rollout. Default: per-agent return and length."""
+        """Per-episode metrics computed from a rollout, each declared in ``metric_axes``.
+        Default: per-agent return and length."""
         returns = jnp.stack(
             [jnp.sum(jnp.where(rollout.valid, rollout.rewards[a], 0.0)) for a in self.agents]
         )

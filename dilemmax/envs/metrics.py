@@ -3,12 +3,24 @@
 Everything here is jittable and vmappable (over episodes, configurations or seeds). Inputs with
 padding take a ``mask`` / ``valid`` array; masked entries never influence a result, whatever
 values they hold. Intervals and tests over many episodes or runs are :mod:`dilemmax.statistics`.
+
+It is also the one home of what a metric's axes mean. Every game declares, beside its
+``episode_metrics``, the axes of each metric it returns (``METRIC_AXES``, the env's
+``metric_axes``): ``SCALAR``, ``PER_AGENT``, ``PER_TRIAL``, ``PER_TRIAL_AGENT`` and the few
+others below. Every report (play's results, Inspect scores, the replay page, the experiments)
+reads a metric's axes from that declaration, never from its shape: a per-trial float32[K] and a
+per-agent float32[A] look alike whenever K == A.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
+
 import jax
 import jax.numpy as jnp
+
+from dilemmax.errors import UsageError
 
 
 def _weights(values: jax.Array, mask: jax.Array | None) -> jax.Array:
@@ -118,3 +130,74 @@ def safe_divide(numerator: jax.Array, denominator: jax.Array, default: float = 0
     denominator = jnp.asarray(denominator, jnp.float32)
     nonzero = denominator != 0
     return jnp.where(nonzero, numerator / jnp.where(nonzero, denominator, 1.0), default)
+
+
+# --------------------------------------------------------------------------- axes
+AGENT = "agent"  # the env's agents, in ``env.agents`` order
+TRIAL = "trial"  # the episode's trials, first to last
+RANK = "rank"  # the agents ordered by starting wealth, 0 the poorest (consequence)
+BACKGROUND = "background"  # a scenario's background seats, in seat order
+
+Axes = tuple[str, ...]
+SCALAR: Axes = ()
+PER_AGENT: Axes = (AGENT,)
+PER_TRIAL: Axes = (TRIAL,)
+PER_TRIAL_AGENT: Axes = (TRIAL, AGENT)
+PER_RANK: Axes = (RANK,)
+PER_BACKGROUND: Axes = (BACKGROUND,)
+AXES = (SCALAR, PER_AGENT, PER_TRIAL, PER_TRIAL_AGENT, PER_RANK, PER_BACKGROUND)
+
+# The metrics of :meth:`dilemmax.envs.base.MultiAgentEnv.episode_metrics`' default.
+BASE_METRIC_AXES: Mapping[str, Axes] = {"return": PER_AGENT, "length": SCALAR}
+
+
+class MetricAxesError(UsageError, ValueError):
+    """A metric the env does not declare, or whose value does not have its declared axes."""
+
+
+def axes_of(declaration: Mapping[str, Axes], name: str, shape: Sequence[int] | None = None) -> Axes:
+    """The declared axes of metric ``name``; with ``shape`` (one episode's value), checked to
+    have one dimension per axis.
+
+    Raises:
+        MetricAxesError: ``name`` is not declared, or ``shape`` has another number of axes.
+    """
+    axes = declaration.get(name)
+    if axes is None:
+        raise MetricAxesError(
+            f"metric {name!r} declares no axes (add it to its game's METRIC_AXES, the env's "
+            "metric_axes)"
+        )
+    if shape is not None and len(shape) != len(axes):
+        raise MetricAxesError(
+            f"metric {name!r} is declared {axes_text(axes)} but has shape {tuple(shape)}"
+        )
+    return tuple(axes)
+
+
+def axes_text(axes: Axes) -> str:
+    """``"scalar"``, ``"per trial"``, ``"per trial and agent"``."""
+    return "per " + " and ".join(axes) if axes else "scalar"
+
+
+def entry_label(axis: str, index: int) -> str:
+    """The name of entry ``index`` along ``axis``: ``trial_1`` for the first trial (trials
+    count from 1, as the pages and prompts show them), ``agent_0``, ``rank_0``,
+    ``background_0`` (counted from 0, as agent ids are)."""
+    return f"{axis}_{index + 1}" if axis == TRIAL else f"{axis}_{index}"
+
+
+def entry_names(
+    name: str, axes: Axes, shape: Sequence[int], agents: Sequence[str] | None = None
+) -> dict[tuple[int, ...], str]:
+    """index -> the name one episode's entry is reported under, for a metric of ``axes`` and
+    ``shape``: ``gini`` (scalar), ``gini[trial_1]``, ``apples_per_trial[trial_1][agent_0]``
+    (with ``agents``, the agent axis is named by them: the env's agent names)."""
+
+    def label(axis: str, i: int) -> str:
+        return agents[i] if axis == AGENT and agents is not None else entry_label(axis, i)
+
+    return {
+        index: name + "".join(f"[{label(a, i)}]" for a, i in zip(axes, index, strict=True))
+        for index in itertools.product(*(range(int(n)) for n in shape))
+    }

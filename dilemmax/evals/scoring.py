@@ -1,14 +1,15 @@
 """The scorer: a sample's episode metrics (``env.episode_metrics``, the numbers ``dilemmax play``
 reports) as one Inspect score, aggregated over samples with Inspect's mean and standard error.
 
-A scalar metric (``team_success``, ``fatality``, ``targeted_elimination``) is one key. A vector
-metric (per agent or per trial, ``return``, ``apples``) gives its mean under its own name and
-each entry as ``name[i]``, in the order of the game's ``metrics.py``; larger tables
-(``apples_per_trial`` [A, T]) give their mean, and every metric's full value stays in the score's
-metadata. An undefined value (NaN: an information-transfer rate of an episode without a query)
-is left out of that key's aggregate, as Inspect does with NaN. Beside the game's metrics: the
-episode's ``steps``, its ``model_calls`` and the share of its action replies the parser read
-as valid (``model_valid_replies``).
+A scalar metric (``team_success``, ``fatality``, ``targeted_elimination``) is one key. A metric
+with one axis (per agent, per trial, per rank: the axes the game declares, ``env.metric_axes``)
+gives its mean under its own name and each entry under a name that says what it indexes:
+``return[agent_0]``, ``gini_per_trial[trial_1]``, ``deaths_by_rank[rank_0]``. A metric per trial
+and agent (``apples_per_trial``) gives its mean, and every metric's full value stays in the
+score's metadata (with its axes, ``metric_axes``). An undefined value (NaN: an
+information-transfer rate of an episode without a query) is left out of that key's aggregate, as
+Inspect does with NaN. Beside the game's metrics: the episode's ``steps``, its ``model_calls``
+and the share of its action replies the parser read as valid (``model_valid_replies``).
 """
 
 from __future__ import annotations
@@ -21,17 +22,21 @@ import numpy as np
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
+from dilemmax.envs.metrics import axes_of, entry_names
 from dilemmax.evals.solver import STORE_KEY
 
 
 def score_values(record: Mapping[str, Any]) -> dict[str, float]:
-    """The score's keys from an episode record (:func:`dilemmax.evals.solver.episode_record`)."""
+    """The score's keys from an episode record (:func:`dilemmax.evals.solver.episode_record`:
+    the metrics, their declared axes and the env's agents)."""
     values: dict[str, float] = {}
     for name, value in record["metrics"].items():
         array = np.asarray(value, np.float64)
+        axes = axes_of(record["metric_axes"], name, array.shape)
         values[name] = _mean(array)
-        if array.ndim == 1:
-            values.update({f"{name}[{i}]": float(v) for i, v in enumerate(array)})
+        if len(axes) == 1:
+            entries = entry_names(name, axes, array.shape, record.get("agents"))
+            values.update({label: float(array[index]) for index, label in entries.items()})
     counts = record.get("call_counts", {}).values()
     acts = sum(c["act_calls"] for c in counts)
     values["steps"] = float(record["steps"])

@@ -256,11 +256,16 @@ def play(episode: Episode, models: Mapping[str, Model], output_mode: str = "json
 
 
 def episode_record(episode: Episode, played: Played, hook: _InspectSeats) -> dict:
-    """What the scorer reads: the episode's metrics (plain lists), steps, truncation, calls."""
+    """What the scorer reads: the episode's metrics (plain lists) with the axes the game declares
+    for them and the agents an agent axis indexes, steps, truncation, calls."""
     steps = int(played.played[0])
     ends = np.asarray(played.rollout.dones["__all__"])[0]
     return {
         "metrics": {k: np.asarray(v)[0].tolist() for k, v in played.metrics.items()},
+        "metric_axes": {
+            k: list(axes) for k, axes in episode.env.metric_axes.items() if k in played.metrics
+        },
+        "agents": list(episode.env.agents),
         "steps": steps,
         "truncated": not bool(ends[max(steps - 1, 0)]),
         "calls": {name: stats.summary() for name, stats in hook.stats.items()},

@@ -75,19 +75,20 @@ def play_json(tmp_path, name: str, argv: list[str]) -> dict:
     return json.loads(path.read_text())
 
 
-def play_values(episode: dict) -> dict[str, float]:
+def play_values(episode: dict, metric_axes) -> dict[str, float]:
     """The score keys of one ``dilemmax play`` episode (the game's metrics only)."""
-    record = {"metrics": episode["metrics"], "steps": episode["steps"]}
+    record = {"metrics": episode["metrics"], "steps": episode["steps"],
+              "metric_axes": metric_axes, "agents": list(episode["seats"])}  # fmt: skip
     values = score_values(record)
     return {k: v for k, v in values.items() if not k.startswith("model_")}
 
 
-def assert_same_scores(samples, episodes) -> None:
+def assert_same_scores(samples, episodes, metric_axes=MoralHazardEnv.metric_axes) -> None:
     by_id = {e["id"]: e for e in episodes}
     assert sorted(s.id for s in samples) == sorted(by_id)
     for sample in samples:
         score = sample.scores["episode_metrics"].value
-        for key, value in play_values(by_id[sample.id]).items():
+        for key, value in play_values(by_id[sample.id], metric_axes).items():
             assert (math.isnan(value) and math.isnan(score[key])) or score[key] == pytest.approx(
                 value, abs=1e-6
             ), (sample.id, key)
@@ -146,8 +147,8 @@ def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     for sample in log.samples:
         score = sample.scores["episode_metrics"].value
         seats = sample.metadata["seats"]
-        for i, agent in enumerate(["agent_0", "agent_1"]):
-            assert score[f"query_by_agent[{i}]"] == float(seats[agent] == "seat_1")
+        for agent in ["agent_0", "agent_1"]:
+            assert score[f"query_by_agent[{agent}]"] == float(seats[agent] == "seat_1")
         assert sample.metadata["seed"] == 3
     assert (
         sorted(s.metadata["seats"]["agent_0"] for s in log.samples)
@@ -203,7 +204,7 @@ def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
         {**info, "metrics": {k: v[i].tolist() for k, v in expected.metrics.items()}}
         for i, info in enumerate(expected.episodes)
     ]
-    assert_same_scores(log.samples, episodes)
+    assert_same_scores(log.samples, episodes, env.metric_axes)
     replies = [m for s in log.samples for m in s.messages if m.role == "assistant"]
     assert len(replies) == len(client.calls)  # the same calls: NoReply seats are not asked
     kinds = [m.metadata["kind"] for m in replies]
@@ -233,7 +234,7 @@ def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_pl
     (info,) = list_eval_logs(str(tmp_path / "logs"))
     log = read_eval_log(info.name)
     assert log.status == "success" and log.eval.task == "dilemmax/consequence"
-    assert_same_scores(log.samples, played["episodes"])
+    assert_same_scores(log.samples, played["episodes"], played["metric_axes"])
     assert all("fatality" in s.scores["episode_metrics"].value for s in log.samples)
 
 

@@ -118,9 +118,10 @@ def play_seat(
         for info in result.episodes:
             names_of[info["id"]] = conditions.names[info["config_index"]]
     bar.close()
-    overall = summarize(parts, key=jax.random.fold_in(key, 1))["all"]
+    axes = MoralHazardEnv.metric_axes
+    overall = summarize(parts, axes, key=jax.random.fold_in(key, 1))["all"]
     per_condition = summarize(
-        parts, group_of=lambda info: names_of[info["id"]], key=jax.random.fold_in(key, 2)
+        parts, axes, group_of=lambda info: names_of[info["id"]], key=jax.random.fold_in(key, 2)
     )
     return {"all": overall, **per_condition}
 

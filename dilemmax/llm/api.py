@@ -34,8 +34,8 @@ from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.limits import LimitReached, Limits, partial_fields
+from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, seat_price
@@ -117,6 +117,9 @@ class PlayRun:
         wall_s: seconds the parts took to play.
         max_steps: the run's step cap (None: the game's own end).
         out: the run folder (None: nothing written).
+        metric_axes: metric -> its axes, as the game declares them (``env.metric_axes``:
+            ``[]`` scalar, ``["trial"]``, ``["agent"]``, ``["trial", "agent"]``, ...): what
+            each axis of an episode's metric indexes, and what the summary's names say.
         stopped: the spending limit that stopped the run (its episodes: those that finished;
             results.json says ``"partial": true``); None when it played to the end.
     """
@@ -129,6 +132,7 @@ class PlayRun:
     wall_s: float
     max_steps: int | None = None
     out: Path | None = None
+    metric_axes: dict[str, list[str]] = field(default_factory=dict)
     stopped: LimitReached | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)  # for the seats' costs
 
@@ -146,6 +150,7 @@ class PlayRun:
             "calls": {
                 seat: s.summary(seat_price(seat, self.prices)) for seat, s in self.calls.items()
             },
+            "metric_axes": self.metric_axes,
             "episodes": self.episodes,
             **partial_fields(self.stopped),
         }
@@ -157,14 +162,25 @@ def _play_run(env_id: str, parts: Sequence[PlayResult], max_steps, out) -> PlayR
     for result in parts:
         for seat, s in result.stats.items():
             calls[seat] = calls.get(seat, CallStats()).merged(s)
-    summary = summarize([(r.metrics, r.episodes) for r in parts], lambda info: info["group"])
+    axes = _metric_axes(env_id)
+    summary = summarize([(r.metrics, r.episodes) for r in parts], axes, lambda i: i["group"])
     episodes = [
         {**e, "metrics": {k: np.asarray(v[i]).tolist() for k, v in r.metrics.items()}}
         for r in parts
         for i, e in enumerate(r.episodes)
     ]
     wall = float(sum(r.wall_s for r in parts))
-    return PlayRun(env_id, summary, calls, episodes, list(parts), wall, max_steps, out)
+    played_axes = {k: list(axes[k]) for r in parts for k in r.metrics}
+    return PlayRun(env_id, summary, calls, episodes, list(parts), wall, max_steps, out, played_axes)
+
+
+def _metric_axes(env_id) -> Mapping[str, tuple[str, ...]]:
+    """The axes the game ``env_id`` declares for its metrics (a merge reads the id from the
+    shards' records)."""
+    try:
+        return env_spec(env_id).load().metric_axes
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"cannot read the metrics of env {env_id!r}: {error}") from error
 
 
 def _write_results(run: PlayRun) -> None:

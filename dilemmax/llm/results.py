@@ -1,10 +1,11 @@
 """Summaries of a play run: the env's metrics per group with bootstrap confidence intervals.
 
 Episodes are grouped by a label (a moral-hazard condition, a consequence rule, a seat
-rotation). Scalar metrics get a mean and a percentile-bootstrap interval
-(:func:`dilemmax.statistics.bootstrap_ci`, the same estimator ``evaluate`` uses); per-agent
-metrics (shape [E, A]) are reported per seat name, pooling every position the seat played, so a
-rotated arena reports each policy, not each chair.
+rotation). Every entry of every metric gets a mean and a percentile-bootstrap interval
+(:func:`dilemmax.statistics.bootstrap_ci`, the same estimator ``evaluate`` uses), under a name
+made from the axes the game declares for it (``env.metric_axes``): per-trial entries by trial
+(``gini[trial_1]``), per-agent ones by seat name (``return[<seat>]``), pooling every position
+the seat played, so a rotated arena reports each policy, not each chair.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs.metrics import AGENT, Axes, MetricAxesError, axes_of, entry_names
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, format_cost, seat_price
 from dilemmax.statistics import bootstrap_ci
@@ -30,34 +32,56 @@ def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidenc
     return np.asarray(mean), np.asarray(low), np.asarray(high)
 
 
-def metric_columns(metrics: dict[str, np.ndarray], episodes: Sequence[dict]) -> dict[str, list]:
-    """Per-episode samples: ``name`` for scalar metrics, ``name[seat]`` for per-agent ones.
+def metric_columns(
+    metrics: Mapping[str, np.ndarray], episodes: Sequence[dict], metric_axes: Mapping[str, Axes]
+) -> dict[str, list]:
+    """Per-episode samples, each under a name that says what it is, from the axes the game
+    declares (``metric_axes``, never the values' shape): ``name`` for a scalar metric,
+    ``name[trial_1]`` for a per-trial one, ``name[<seat>]`` for a per-agent one and
+    ``name[trial_1][<seat>]`` for one per trial and agent (``name[rank_0]``, ...: the other
+    axes, as :func:`~dilemmax.envs.metrics.entry_names` names them).
 
     Returns name -> one list per episode (a per-agent metric's list for an episode holds the
-    values of every agent the seat played in it; empty if the seat did not play).
+    values of every agent the seat played in it; empty if the seat did not play), in the order
+    of ``metrics`` and of each metric's entries.
+
+    Raises:
+        MetricAxesError: a metric is not declared, or its values do not have its axes.
     """
     columns: dict[str, list] = {}
+    seats = sorted({s for e in episodes for s in e["seats"].values()})
     for name, values in metrics.items():
         values = np.asarray(values, np.float64)
-        if values.ndim == 1:
-            columns[name] = [[float(v)] for v in values]
+        axes = axes_of(metric_axes, name, values.shape[1:])
+        if AGENT not in axes:
+            for index, label in entry_names(name, axes, values.shape[1:]).items():
+                columns[label] = [[float(row[index])] for row in values]
             continue
-        if values.ndim != 2:
-            continue  # larger per-episode arrays (per-trial tables) stay in the transcript
-        seat_names = sorted({s for e in episodes for s in e["seats"].values()})
-        for seat in seat_names:
-            column = []
-            for row, info in zip(values, episodes, strict=True):
-                agents = list(info["seats"])
-                column.append(
-                    [float(row[i]) for i, a in enumerate(agents) if info["seats"][a] == seat]
-                )
-            columns[f"{name}[{seat}]"] = column
+        by_agent = np.moveaxis(values, 1 + axes.index(AGENT), -1)  # [E, ..., A]
+        others = tuple(a for a in axes if a != AGENT)
+        for index, label in entry_names(name, others, by_agent.shape[1:-1]).items():
+            for seat in seats:
+                columns[f"{label}[{seat}]"] = [
+                    _seat_values(name, row[index], info, seat)
+                    for row, info in zip(by_agent, episodes, strict=True)
+                ]
     return columns
+
+
+def _seat_values(name: str, per_agent: np.ndarray, info: dict, seat: str) -> list[float]:
+    """The values of every agent ``seat`` played in the episode ``info``."""
+    agents = list(info["seats"])
+    if per_agent.shape[-1] != len(agents):
+        raise MetricAxesError(
+            f"metric {name!r} has {per_agent.shape[-1]} agents, episode {info.get('id')} "
+            f"{len(agents)} seats"
+        )
+    return [float(per_agent[i]) for i, agent in enumerate(agents) if info["seats"][agent] == seat]
 
 
 def summarize(
     parts: Sequence[tuple[dict[str, np.ndarray], Sequence[dict]]],
+    metric_axes: Mapping[str, Axes],
     group_of: Callable[[dict], str] | None = None,
     key: jax.Array | None = None,
     num_resamples: int = 2_000,
@@ -66,8 +90,10 @@ def summarize(
     """group -> metric -> (mean, low, high) over that group's episodes.
 
     Args:
-        parts: (metrics, episodes) of one or more runs (their per-agent metrics may have
-            different numbers of agents: samples are per seat name).
+        parts: (metrics, episodes) of one or more runs of one game (their per-agent metrics
+            may have different numbers of agents: samples are per seat name).
+        metric_axes: the game's declaration of its metrics' axes (``env.metric_axes``), which
+            names each sample (:func:`metric_columns`).
         group_of: episode info -> group label (default: one group, "all").
 
     Per-agent samples of one episode are averaged first, so every episode weighs the same.
@@ -77,14 +103,14 @@ def summarize(
     columns: dict[str, list] = {}
     episodes: list[dict] = []
     for metrics, infos in parts:
-        part_columns = metric_columns(metrics, infos)
-        for name in part_columns.keys() | columns.keys():
+        part_columns = metric_columns(metrics, infos, metric_axes)
+        for name in [*part_columns, *(n for n in columns if n not in part_columns)]:
             columns.setdefault(name, [[] for _ in episodes])
             columns[name] += part_columns.get(name, [[] for _ in infos])
         episodes += list(infos)
     labels = [group_of(info) for info in episodes]
     groups = list(dict.fromkeys(labels))
-    names = sorted(columns)
+    names = list(columns)  # the game's metric order; entries in index order (trial_1, trial_2)
     out: dict[str, dict[str, tuple[float, float, float]]] = {}
     for g, group_key in zip(groups, jax.random.split(key, max(len(groups), 1)), strict=False):
         rows = [i for i, label in enumerate(labels) if label == g]
@@ -114,11 +140,12 @@ def format_summary(summary: dict[str, dict[str, tuple[float, float, float]]]) ->
     lines = []
     for group, rows in summary.items():
         lines.append(f"[{group}]")
+        labels = {name: METRIC_LABELS.get(name, name) for name in rows}
+        width = max([40, *map(len, labels.values())])  # per trial and seat names run long
         for name, (mean, low, high) in rows.items():
             if np.isnan(mean):
                 continue
-            label = METRIC_LABELS.get(name, name)
-            lines.append(f"  {label:40s} {mean:10.4g}  [{low:.4g}, {high:.4g}]")
+            lines.append(f"  {labels[name]:{width}s} {mean:10.4g}  [{low:.4g}, {high:.4g}]")
     return "\n".join(lines)
 
 

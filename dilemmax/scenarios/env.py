@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from dilemmax.envs import metrics as M
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.option_spec import Option
 from dilemmax.envs.rollout import act_carried, initial_carries, record_step, step_parts
@@ -73,6 +74,13 @@ class ScenarioEnv(MultiAgentEnv):
     # The id under which runs trained on a scenario env record it (make("scenarios", ...)):
     # agents.trained checks a run against this rather than the class a set happens to build.
     registered_as = "scenarios"
+    # The axes of each metric episode_metrics returns (return is per focal seat).
+    metric_axes = {
+        "return": M.PER_AGENT,
+        "per_capita": M.SCALAR,
+        "background_return": M.PER_BACKGROUND,
+        "length": M.SCALAR,
+    }
 
     def __init__(
         self,

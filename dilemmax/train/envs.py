@@ -232,6 +232,7 @@ class ConfiguredEnv(MultiAgentEnv):
         # still hold; this class's defaults (both False) would turn them off.
         self.obs_from_state = env.obs_from_state
         self.gathered_resets = env.gathered_resets
+        self.metric_axes = env.metric_axes  # episode_metrics is the wrapped env's
 
     def __getattr__(self, name):
         # Only reached for attributes this class lacks.

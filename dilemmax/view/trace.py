@@ -24,6 +24,7 @@ import numpy as np
 
 from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.metrics import PER_TRIAL_AGENT, axes_text
 from dilemmax.envs.moral_hazard import constants as hazard_constants
 from dilemmax.envs.open_cleanup import constants as cleanup_constants
 from dilemmax.envs.open_cleanup import rendering as cleanup_rendering
@@ -47,8 +48,8 @@ KEY_EVENTS = {
 }
 MAX_EVENTS = 12
 
-# The papers' trial-level figures of the grid games (per-episode metrics [K, A]); explore share
-# is added for model seats.
+# The papers' trial-level figures of the grid games (metrics the game declares per trial and
+# agent, [K, A]); explore share is added for model seats.
 TRIAL_FIGURES = {
     "open_cleanup": ("cleaning_per_trial", "apples_per_trial", "recipes_known"),
     "open_harvest": ("apples_per_trial", "return_per_trial", "payoffs_known_per_trial"),
@@ -75,8 +76,9 @@ def game_of(env: MultiAgentEnv) -> str:
 
 
 def env_info(env: MultiAgentEnv, first_state) -> dict[str, Any]:
-    """What the page needs once per env: agents, their letters, action names, and for a grid
-    game its palette and agent colours."""
+    """What the page needs once per env: agents, their letters, action names, what each metric's
+    axes are (``env.metric_axes``, as the metrics table shows them), and for a grid game its
+    palette and agent colours."""
     game = game_of(env)
     num_actions = int(env.action_space(env.agents[0]).n)
     names = ACTION_NAMES.get(game, ())
@@ -88,6 +90,7 @@ def env_info(env: MultiAgentEnv, first_state) -> dict[str, Any]:
         "letters": [agent_letter(i) for i in range(env.num_agents)],
         "actions": [names[a] if a < len(names) else str(a) for a in range(num_actions)],
         "grid": game in GRID_GAMES,
+        "metric_axes": {name: axes_text(axes) for name, axes in env.metric_axes.items()},
     }
     if info["grid"]:
         info["palette"] = _palette(game).tolist()
@@ -295,7 +298,9 @@ def trial_figures(game: str, env: MultiAgentEnv, episode: Episode, infos: dict) 
     for name in TRIAL_FIGURES[game]:
         value = episode.metrics.get(name)
         value = np.asarray(value, dtype=np.float64) if _numeric(value) else None
-        if value is not None and value.ndim == 2 and value.shape[1] == env.num_agents:
+        declared = env.metric_axes.get(name) == PER_TRIAL_AGENT
+        # A recorded value of another shape (a foreign or damaged file) draws no figure.
+        if declared and value is not None and value.ndim == 2 and value.shape[1] == env.num_agents:
             out[name] = _rounded(value)
     trial = np.asarray(infos.get("trial", np.zeros(episode.actions.shape[0])))
     acts = [c for c in episode.calls if c.get("kind") == "act"]

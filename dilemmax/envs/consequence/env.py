@@ -63,6 +63,7 @@ class ConsequenceEnv(MultiAgentEnv):
     render_modes = ("ansi",)
     obs_from_state = True
     renamed_options = {"reward": "objective"}
+    metric_axes = metrics.METRIC_AXES
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:

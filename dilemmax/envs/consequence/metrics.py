@@ -35,9 +35,32 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dilemmax.envs import metrics as M
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.consequence import constants as C
 from dilemmax.statistics import bootstrap_ci, sign_flip_test
+
+# Each metric's axes (:mod:`dilemmax.envs.metrics`), in the order ``episode_metrics`` returns them.
+METRIC_AXES = {
+    "fatality": M.SCALAR,
+    "survivors": M.SCALAR,
+    "collapse": M.SCALAR,
+    "success": M.SCALAR,
+    "targeted_elimination": M.SCALAR,
+    "exploitation": M.SCALAR,
+    "all_zero_opening": M.SCALAR,
+    "round_one_funding": M.SCALAR,
+    "deaths_by_rank": M.PER_RANK,
+    "round_one_deaths_by_rank": M.PER_RANK,
+    "cascade": M.SCALAR,
+    "rule_eliminations": M.SCALAR,
+    "forfeited": M.SCALAR,
+    "rounds_played": M.SCALAR,
+    "final_fund": M.SCALAR,
+    "invalid_actions": M.SCALAR,
+    "return": M.PER_AGENT,
+    "length": M.SCALAR,
+}
 
 
 def episode_metrics(rollout: Rollout, agents: list[str]) -> dict[str, jax.Array]:

@@ -58,7 +58,7 @@ from dilemmax.envs.base import MultiAgentEnv, Rollout, SweepPart
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import generator, policies, rendering
-from dilemmax.envs.moral_hazard.metrics import episode_metrics
+from dilemmax.envs.moral_hazard.metrics import METRIC_AXES, episode_metrics
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
@@ -79,6 +79,7 @@ class MoralHazardEnv(MultiAgentEnv):
     render_modes = ("ansi",)
     obs_from_state = True
     renamed_options = {"reward": "payoff"}
+    metric_axes = METRIC_AXES
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dilemmax.envs import metrics as M
 from dilemmax.envs.base import Rollout
 
 # The scalar outcomes, in the order reports list them (the paper's six first).
@@ -28,6 +29,18 @@ SCALAR_OUTCOMES = (
     "note_rate",
     "correct_note_rate",
 )
+
+# Each metric's axes (:mod:`dilemmax.envs.metrics`), in the order ``episode_metrics`` returns them.
+METRIC_AXES = {
+    **dict.fromkeys(SCALAR_OUTCOMES, M.SCALAR),
+    "decisions": M.SCALAR,
+    "valid_decisions": M.SCALAR,
+    "query_by_agent": M.PER_AGENT,
+    "final_correct_by_agent": M.PER_AGENT,
+    "private_payoff": M.PER_AGENT,
+    "return": M.PER_AGENT,
+    "length": M.SCALAR,
+}
 
 
 def _total(rollout: Rollout, name: str) -> jax.Array:

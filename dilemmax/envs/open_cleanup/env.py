@@ -83,6 +83,7 @@ class OpenCleanupEnv(MultiAgentEnv):
     renamed_options = {"layout_pool_size": "num_layouts", "rule_pool_size": "num_rules"}
     evaluation_options = EVALUATION_OPTIONS
     training_defaults = TRAINING_DEFAULTS
+    metric_axes = metrics.METRIC_AXES
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:

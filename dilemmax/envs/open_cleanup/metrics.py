@@ -43,6 +43,27 @@ from dilemmax.envs import metrics as M
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.open_cleanup import constants as C
 
+# Each metric's axes (:mod:`dilemmax.envs.metrics`), in the order ``episode_metrics`` returns them.
+METRIC_AXES = {
+    "return": M.PER_AGENT,
+    "length": M.SCALAR,
+    "return_per_trial": M.PER_TRIAL_AGENT,
+    "apples_per_trial": M.PER_TRIAL_AGENT,
+    "recipes_known": M.PER_TRIAL_AGENT,
+    "cleaning_per_trial": M.PER_TRIAL_AGENT,
+    "total_cleaning": M.PER_TRIAL,
+    "effective_cleaners": M.PER_TRIAL,
+    "gini": M.PER_TRIAL,
+    "first_clear_step": M.PER_TRIAL,
+    "first_apple_step": M.PER_TRIAL,
+    "early_cleaning": M.PER_TRIAL,
+    "pickups": M.PER_TRIAL_AGENT,
+    "working_tools": M.PER_TRIAL_AGENT,
+    "pickups_per_tool": M.PER_TRIAL,
+    "first_test_share": M.PER_TRIAL,
+    "shots_at_waste": M.PER_TRIAL,
+}
+
 
 def _first_in_trial(flag: jax.Array, trial: jax.Array, step: jax.Array, num_trials: int):
     """int32[K]: the trial step of the first True of ``flag`` (bool[T]) in each trial, else -1."""

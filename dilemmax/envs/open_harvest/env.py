@@ -83,6 +83,7 @@ class OpenHarvestEnv(MultiAgentEnv):
     obs_from_state = True
     evaluation_options = EVALUATION_OPTIONS
     training_defaults = TRAINING_DEFAULTS
+    metric_axes = metrics.METRIC_AXES
 
     @classmethod
     def check_options_together(cls, values: Mapping[str, Any]) -> None:

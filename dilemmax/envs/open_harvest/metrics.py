@@ -12,9 +12,35 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from dilemmax.envs import metrics as M
 from dilemmax.envs.base import Rollout
 from dilemmax.envs.metrics import gini, safe_divide
 from dilemmax.envs.open_harvest import constants as c
+
+# Each metric's axes (:mod:`dilemmax.envs.metrics`), in the order ``episode_metrics`` returns them.
+METRIC_AXES = {
+    "return": M.PER_AGENT,
+    "return_per_trial": M.PER_TRIAL_AGENT,
+    "mean_return_per_trial": M.PER_TRIAL,
+    "apples": M.PER_AGENT,
+    "apples_per_trial": M.PER_TRIAL_AGENT,
+    "trials_played": M.SCALAR,
+    "length": M.SCALAR,
+    "orchard_lifetime": M.PER_TRIAL,
+    "orchard_died": M.PER_TRIAL,
+    "gini_per_trial": M.PER_TRIAL,
+    "gini": M.SCALAR,
+    "payoffs_known": M.PER_AGENT,
+    "payoffs_known_per_trial": M.PER_TRIAL_AGENT,
+    "best_stage_share": M.PER_AGENT,
+    "premature_share": M.PER_AGENT,
+    "best_stage_share_team": M.SCALAR,
+    "premature_share_team": M.SCALAR,
+    "points_per_apple": M.PER_AGENT,
+    "points_per_apple_team": M.SCALAR,
+    "zaps_fired": M.PER_AGENT,
+    "zaps_received": M.PER_AGENT,
+}
 
 
 def episode_metrics(rollout: Rollout, agents: list[str], num_trials: int) -> dict[str, jax.Array]:

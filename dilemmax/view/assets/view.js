@@ -254,7 +254,8 @@ function drawTrials(d) {
 function drawMetrics(n) {
   const body = $("metrics").querySelector("tbody");
   body.replaceChildren();
-  for (const [k, v] of Object.entries(RUN.episodes[n].metrics || {})) body.append(el("tr", {}, el("td", {}, k), el("td", {}, fmt(v))));
+  const axes = RUN.envs[RUN.episodes[n].env].metric_axes || {};  // "per trial and agent", ...
+  for (const [k, v] of Object.entries(RUN.episodes[n].metrics || {})) body.append(el("tr", {}, el("td", {}, k), el("td", {}, axes[k] || ""), el("td", {}, fmt(v))));
 }
 
 function show(t) {
