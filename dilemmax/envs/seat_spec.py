@@ -239,18 +239,26 @@ def resolve_seat(spec: str | SeatSpec, env, context: SeatContext | None = None, 
     """The policy ``spec`` names, built to play ``env``. ``where`` (``"training partners"``)
     names a place that seats only policies that run inside JAX: a seat of another kind is
     refused there with one line saying so."""
+    spec = check_plays_in_jax(spec, where) if where else parse_seat(spec)
+    kind = seat_kind(spec.kind)
+    context = SeatContext() if context is None else context
+    if kind.check is not None:
+        kind.check(spec, env, context)
+    return kind.resolve(spec, env, context)
+
+
+def check_plays_in_jax(spec: str | SeatSpec, where: str) -> SeatSpec:
+    """``spec`` parsed, refused in one line unless its kind plays inside JAX: ``where``
+    (``"training partners"``) names a place that seats only such policies."""
     spec = parse_seat(spec)
     kind = seat_kind(spec.kind)
-    if where and not kind.jittable:
+    if not kind.jittable:
         raise _fail(
             spec.text,
             f"{where} play inside JAX, and {kind.name} seats do not; seat "
             f"{', '.join(k + ':' for k in seat_kinds() if _jittable(k))} there",
         )
-    context = SeatContext() if context is None else context
-    if kind.check is not None:
-        kind.check(spec, env, context)
-    return kind.resolve(spec, env, context)
+    return spec
 
 
 def check_seat(spec: str | SeatSpec, env, context: SeatContext | None = None) -> SeatSpec:

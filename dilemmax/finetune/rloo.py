@@ -18,7 +18,6 @@ loads.
 from __future__ import annotations
 
 import importlib.util
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from dilemmax.finetune.common import (
 )
 from dilemmax.finetune.datasets import to_hf_dataset
 from dilemmax.finetune.rewards import check_records, trl_reward_functions
+from dilemmax.llm.sampling import url_problem
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,10 @@ def check_vllm(settings: RLOOSettings) -> None:
     if settings.vllm_server is not None:
         if settings.vllm != "server":
             raise UsageError("--vllm-server needs --vllm server (colocate runs vLLM in-process)")
-        parts = urllib.parse.urlsplit(settings.vllm_server)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        problem = url_problem(settings.vllm_server)
+        if problem:
             raise UsageError(
-                f"--vllm-server {settings.vllm_server!r}: expected http://host:port "
+                f"--vllm-server {settings.vllm_server!r}: {problem}; expected http://host:port "
                 "(the address `trl vllm-serve` listens on)"
             )
     if importlib.util.find_spec("vllm") is None:

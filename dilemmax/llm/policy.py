@@ -195,6 +195,11 @@ def parse_safely(protocol: TextProtocol, text: str, prompt: Prompt) -> ParsedRep
         return ParsedReply(int(fallback), False, reason)
 
 
+class SeatCallFailed(FatalClientError, UsageError):
+    """A model seat's call failed after all its retries in the arena's step-by-step play: the
+    message names the seat and the failure (a one-line error of ``dilemmax rollout``)."""
+
+
 @dataclass(eq=False)
 class LLMPolicy:
     """A seat played by a language model behind ``client``.
@@ -207,12 +212,17 @@ class LLMPolicy:
         stats: counts over every call this policy made or replayed.
         on_call: optional hook ``(agent, prompt, completion, parsed)`` after each call (the
             arena path; batched play writes its own transcript).
+        on_call_error: in the arena path, a call that failed after its retries ``"stop"``s
+            the episodes with :class:`SeatCallFailed` (so no metrics are reported as if the
+            model had played), or plays as an ``"invalid"`` reply, counted in ``stats.errors``
+            (batched play has the run's own option).
     """
 
     client: Client
     name: str = "model"
     stats: CallStats = field(default_factory=CallStats)
     on_call: Callable | None = None
+    on_call_error: str = "stop"
     jittable = False
 
     def __post_init__(self):
@@ -284,6 +294,12 @@ class LLMPolicy:
 
     def _exchange(self, agent: str, prompt: Prompt) -> ParsedReply:
         completion = self.ask([prompt])[0]
+        if completion.error and self.on_call_error == "stop":
+            raise SeatCallFailed(
+                f"seat {agent} ({self.name}): a model call failed after "
+                f"{completion.retries + 1} attempt(s): {completion.error[:300]}; check that its "
+                "server runs at its base_url"
+            )
         parsed = parse_safely(self._protocol, completion.text, prompt)
         self._protocol.after_reply(self._memory[agent], agent, prompt, completion.text, parsed)
         self.stats.add(completion, parsed if prompt.kind == "act" else None, replayed=False)

@@ -77,29 +77,57 @@ class Urls:
                 f"{option} {shown(value, 40)}" if option.startswith("--") else _named(option, value)
             )
             raise OptionError(
-                f"{given}: expected http://host:port/v1 or https://..., several "
-                "joined by | (each once)"
+                f"{given}: {urls_problem(value)}; expected http://host:port/v1 or https://..., "
+                "several joined by | (each once)"
             )
         return urls
 
 
 def parse_urls(value: Any) -> tuple[str, ...] | None:
-    """``"http://a/v1|http://b/v1"`` -> the addresses; None unless every part is an http(s)
-    address with a host and none is named twice. A comma or a space is refused (no API's base
-    URL has one; ``http://a/v1,http://b/v1`` meant two servers). Total, linear in the text."""
-    if not isinstance(value, str) or len(value) > 10_000:
+    """``"http://a/v1|http://b/v1"`` -> the addresses; None when :func:`urls_problem` finds
+    something wrong. Total, linear in the text."""
+    if urls_problem(value):
         return None
+    return tuple(u.strip() for u in value.split("|"))
+
+
+def urls_problem(value: Any) -> str:
+    """What is wrong with ``value`` as server addresses joined by ``|`` ('' when nothing):
+    each an http(s) address with a host and a port in 1..65535 (when it names one), none named
+    twice. A comma or a space is refused (no API's base URL has one; ``http://a/v1,http://b/v1``
+    meant two servers)."""
+    if not isinstance(value, str) or len(value) > 10_000:
+        return "not an address"
     urls = tuple(u.strip() for u in value.split("|"))
     for url in urls:
-        try:
-            parts = urllib.parse.urlsplit(url)
-        except ValueError:  # an unbalanced IPv6 bracket
-            return None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return None
-        if "," in url or any(c.isspace() for c in url):
-            return None
-    return urls if len(set(urls)) == len(urls) else None
+        problem = url_problem(url)
+        if problem:
+            return problem if len(urls) == 1 else f"{shown(url, 40)}: {problem}"
+    return "an address is named twice" if len(set(urls)) != len(urls) else ""
+
+
+def url_problem(url: str) -> str:
+    """What is wrong with one server address ('' when nothing): its scheme (http or https),
+    host, port (1..65535), or a comma or space inside it."""
+    if "," in url or any(c.isspace() for c in url):
+        return "a comma or space inside an address"
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # an unbalanced IPv6 bracket
+        return "its host cannot be read"
+    if parts.scheme not in ("http", "https"):
+        return f"scheme {shown(parts.scheme, 20) if parts.scheme else 'missing'}, not http(s)"
+    if not parts.hostname:
+        return "no host"
+    port = _PORT.search(parts.netloc)
+    if port is None and re.search(r":[^\]]+$", parts.netloc.rsplit("@", 1)[-1]):
+        return "its port is not a number"
+    if port is not None and not 1 <= int(port[1]) <= 65535:
+        return f"port {port[1]} is not in 1..65535"
+    return ""
+
+
+_PORT = re.compile(r":([0-9]{1,20})$")  # a netloc's port (longer digits: not a port either)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dilemmax.envs.registry import (
     env_version,
     renamed_option,
 )
-from dilemmax.envs.seat_spec import parse_seat
+from dilemmax.envs.seat_spec import SeatSpecError, check_plays_in_jax
 from dilemmax.train.envs import check_override_ranges
 
 
@@ -324,7 +324,12 @@ class TrainConfig:
                 )
         if self.learners is not None and len(set(self.learners)) != len(self.learners):
             raise OptionError(f"TrainConfig: learners {self.learners} repeat a seat")
-        parse_seat(self.partner_policy)  # its grammar now; the policy is loaded with the env
+        # Its grammar and kind now (a model cannot play inside the jitted update, even when
+        # every seat learns and no partner plays); the policy is loaded with the env.
+        try:
+            check_plays_in_jax(self.partner_policy, "training partners")
+        except SeatSpecError as error:
+            raise OptionError(f"TrainConfig: partner_policy: {error}") from None
         if self.recurrent and self.learner_transform:
             raise OptionError(
                 "TrainConfig: recurrent=True does not combine with learner_transform: a scripted "

@@ -112,12 +112,14 @@ def join(cluster: Cluster) -> bool:
         return False
     kwargs = {}
     if cluster.explicit():
-        check_coordinator(cluster)
+        check_coordinator(cluster)  # a process other than 0 says it waits before its own wait
         kwargs = dict(
             coordinator_address=cluster.coordinator,
             num_processes=cluster.num_processes,
             process_id=cluster.process_id,
         )
+    if cluster.process_id in (None, 0):
+        _say_waiting(cluster)
     # JAX aborts the process (a C++ check failure blaming "another task") when the run is not
     # complete after its timeout; this says first, in one line, who is missing.
     missing = threading.Timer(cluster.init_timeout, _say_missing, (cluster,))
@@ -144,15 +146,36 @@ _JAX_GRACE = 10  # seconds JAX waits past init_timeout, so that _say_missing spe
 EXIT_MISSING = 2  # a process ended because the run never assembled (a usage error)
 
 
-def _say_missing(cluster: Cluster) -> None:
-    """Ends this process with one line when the run has not assembled in ``init_timeout``."""
+def _who(cluster: Cluster, one_of: str = "one of ") -> tuple[str, str]:
+    """(this process, the others) as messages name them: ``process 1 of 3``, ``processes
+    0..2`` (``one of processes 0..2`` with ``one_of``)."""
     n, me = cluster.num_processes, cluster.process_id
     if n is None or me is None:
-        who, others = "this process", "processes JAX detected"
-    else:
-        who = f"process {me} of {n}"
-        ids = [i for i in range(n) if i != me]
-        others = f"process {ids[0]}" if len(ids) == 1 else f"one of processes {ids[0]}..{ids[-1]}"
+        return "this process", "processes JAX detected"
+    ids = [i for i in range(n) if i != me]
+    others = f"process {ids[0]}" if len(ids) == 1 else f"{one_of}processes {ids[0]}..{ids[-1]}"
+    return f"process {me} of {n}", others
+
+
+def _say_waiting(cluster: Cluster) -> None:
+    """One stderr line, before any wait: whom this process waits for, where and how long (a
+    missing peer is named only when ``init_timeout`` runs out, minutes later)."""
+    who, others = _who(cluster, one_of="")
+    where = cluster.coordinator or "the detected coordinator"
+    if cluster.process_id not in (None, 0):
+        others = "process 0 (the coordinator) and the others"
+        if cluster.num_processes == 2:
+            others = "process 0 (the coordinator)"
+    sys.stderr.write(
+        f"dilemmax train: {who}: waiting up to {cluster.init_timeout} s for {others} at "
+        f"{where} (--init-timeout)\n"
+    )
+    sys.stderr.flush()
+
+
+def _say_missing(cluster: Cluster) -> None:
+    """Ends this process with one line when the run has not assembled in ``init_timeout``."""
+    who, others = _who(cluster)
     sys.stderr.write(
         f"dilemmax train: error: {who}: {others} did not join the run at "
         f"{cluster.coordinator or 'the detected coordinator'} within {cluster.init_timeout} s; "
@@ -185,6 +208,7 @@ def check_coordinator(cluster: Cluster) -> None:
                 "every process)"
             )
         return
+    _say_waiting(cluster)
     if not _wait_for_listener(host, port, cluster.init_timeout):
         raise UsageError(
             f"{who}: process 0 (the coordinator) is missing: nothing listened at "

@@ -28,6 +28,8 @@ import numpy as np
 import dilemmax
 from dilemmax.agents.trained import TrainedPolicy, run_config
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.option_spec import shown
+from dilemmax.envs.registry import check_version, registered_envs, split_version
 from dilemmax.envs.replay import start_config, start_key
 from dilemmax.envs.rollout import episode_jobs, run_episodes
 from dilemmax.envs.seat_spec import parse_seat, resolve_seat
@@ -195,6 +197,7 @@ def _read_transcript(path: Path, numbered: list[tuple[int, dict]] | None = None)
     if head.get("type") != "run":
         raise UsageError(f"{path}: line 1 is not a run line, so not a play transcript")
     check_transcript_lines(path, numbered)
+    _check_versions(path, head, rows)
     calls: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("type") == "call":
@@ -226,6 +229,31 @@ def _read_transcript(path: Path, numbered: list[tuple[int, dict]] | None = None)
     identity = head.get("identity") or {}
     what = identity.get("design") or identity.get("env") or "play"
     return Run(f"{what}: {path.parent.name}/{path.name}", "play", episodes)
+
+
+def _check_versions(path: Path, head: dict, rows: list[dict]) -> None:
+    """Refuses a transcript recorded under another version of a game it plays (its run line's
+    ``"games": ["moral_hazard-v0"]``): replayed under this version, its actions would show
+    other states and rewards than were played. A run line without games predates versions:
+    each episode's env was at version 0."""
+    if "games" not in head:
+        starts = [r.get("start") for r in rows if r.get("type") == "episode"]
+        envs = {
+            s.get("env") for s in starts if isinstance(s, dict) and isinstance(s.get("env"), str)
+        }
+        for env_id in envs & set(registered_envs()):
+            check_version(env_id, 0, str(path))
+        return
+    games = head["games"]
+    if not isinstance(games, list) or not all(isinstance(g, str) for g in games):
+        raise UsageError(
+            f"{path} line 1: games is {shown(games, 80)}, not a list of game ids "
+            "(moral_hazard-v0); see docs/transcripts.md"
+        )
+    for label in games:
+        name, version = split_version(label)
+        if version is not None:
+            check_version(name, version, str(path))
 
 
 def _call_order(row: dict) -> tuple:
