@@ -46,6 +46,7 @@ from dilemmax.envs.options import OptionSpec
 from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat
 from dilemmax.errors import UsageError
+from dilemmax.runlock import refuse_run_file
 
 # Rollouts whose episodes are at least this long play step by step with a progress bar.
 PROGRESS_MIN_STEPS = 200
@@ -138,10 +139,12 @@ def _cmd_rollout(args) -> int:
         parse_assignments(args.seat, "--seat", dict.fromkeys(env.agents, OptionSpec("str")))
     )
     policies = _rollout_policies(env, seats)
-    # Every file the rollout writes is checked now, not after the episodes are played.
+    # Every file the rollout writes is checked now, not after the episodes are played; none
+    # goes among another command's run files.
     for option in ("out", "gif", "json"):
         if getattr(args, option):
             output_file(getattr(args, option), f"--{option}")
+            refuse_run_file(getattr(args, option), "rollout", f"--{option}")
     arena = Arena(env, policies)
     long_episodes = env.max_steps >= PROGRESS_MIN_STEPS and not args.no_progress
     _check_rollout_fits(arena, args, compiled=not (long_episodes or args.out or args.gif))

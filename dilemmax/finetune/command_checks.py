@@ -11,6 +11,7 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.finetune.checks import check_adapter, check_model, read_spec
 from dilemmax.finetune.datasets import paper_protocol_options
 from dilemmax.finetune.processes import is_launched
+from dilemmax.runlock import refuse_other_writer
 
 
 def protocol_options(
@@ -43,6 +44,7 @@ def check_output_folder(path: str, option: str) -> None:
     folder, created = output_folder(path, option)
     if created and not is_launched():
         folder.rmdir()
+    refuse_other_writer(folder, "finetune", option)  # a play's, a training's run folder
 
 
 def set_threads(threads: int) -> None:

@@ -256,10 +256,8 @@ def _play_model(options: PlayOptions, out: str | Path | None) -> PlayedPopulatio
         "protocol": protocol,
         "sampling": _sampling(options.generate),
     }
-    with _model_run(folder, "play", identity, options.resume, options.progress, total) as (
-        transcript,
-        bar,
-    ):
+    run = _model_run(folder, "redteam play", identity, options.resume, options.progress, total)
+    with run as (transcript, bar):
         pop = llm_population(
             options.name or options.policy, seat, contexts, options.episodes, options.seed,
             rules, env_kwargs, protocol, options.envs, transcript, bar,
@@ -350,7 +348,10 @@ def gap(
     inputs.check_resamples(options.resamples)
     table, pops = inputs.gap_inputs(reference_file, populations, options.epsilon)
     folder = output_folder(out, "--out")[0]
-    return write_gap_report(pops, table, folder, options.seed, options.resamples, options.epsilon)
+    with RunLock(folder, "redteam gap"):  # never over another command's files
+        return write_gap_report(
+            pops, table, folder, options.seed, options.resamples, options.epsilon
+        )
 
 
 # --------------------------------------------------------------------------- ablate
@@ -426,10 +427,8 @@ def _ablate_model(options: AblateOptions, rules: list[str], out) -> dict:
         "seed": options.seed,
         "sampling": _sampling(options.generate),
     }
-    with _model_run(folder, "ablation", identity, options.resume, options.progress, total) as (
-        transcript,
-        bar,
-    ):
+    run = _model_run(folder, "redteam ablate", identity, options.resume, options.progress, total)
+    with run as (transcript, bar):
         played = llm_ablation_play(lambda env, arm, rule: seat, options.envs, transcript, bar)
         report = A.run_ablations(
             played, options.ablations, rules, contexts, options.episodes, options.seed,
@@ -491,8 +490,9 @@ def label(runs: Sequence[str | Path], out: str | Path, options: LabelOptions = L
     for k, run in enumerate(runs):
         traces += RL.read_traces(run, names[k] if names else None)
     folder = output_folder(out, "--out")[0]
-    report = RL.write_rationale_report(traces, folder, options.seed, options.resamples)
-    judged = _judge(traces, options, folder) if options.judge else None
+    with RunLock(folder, "redteam label"):  # never over another command's files
+        report = RL.write_rationale_report(traces, folder, options.seed, options.resamples)
+        judged = _judge(traces, options, folder) if options.judge else None
     return LabelResult(traces, report, judged)
 
 

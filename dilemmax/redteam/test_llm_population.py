@@ -167,7 +167,7 @@ def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, mon
     prompts = [last_user_message(c) for c in clients[0].calls]
     assert any("poorest" in p for p in prompts) and not all("poorest" in p for p in prompts)
     assert main(argv) == 2 and "--resume" in capsys.readouterr().err
-    with RunLock(out):  # another process holds the folder
+    with RunLock(out, "redteam ablate"):  # another process holds the folder
         assert main(argv + ["--resume"]) == 2
     assert "in use by another" in capsys.readouterr().err
     assert main(argv + ["--resume"]) == 0 and not clients[-1].calls  # every call replayed

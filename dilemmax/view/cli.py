@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dilemmax.commandline import output_file, positive_int, seed_int, writing
 from dilemmax.errors import UsageError
-from dilemmax.view.page import write_page
+from dilemmax.runlock import refuse_run_file
+from dilemmax.view.page import is_page, write_page
 from dilemmax.view.runs import read_run
 
 HELP = "a run as one self-contained HTML replay page (--open to open it)"
@@ -23,6 +24,7 @@ HELP = "a run as one self-contained HTML replay page (--open to open it)"
 # Episodes one page replays at most (each is replayed and stored; 256 of 2,000 steps is the
 # measured size, docs/view.md).
 MAX_EPISODES = 1024
+PAGE_SUFFIXES = (".html", ".htm")  # no other command writes such a file into its run folder
 
 
 def default_out(path: Path) -> Path:
@@ -32,6 +34,7 @@ def default_out(path: Path) -> Path:
 def _cmd_view(args) -> int:
     path = Path(args.path)
     out = output_file(args.out or default_out(path), "--out")
+    _check_not_anothers(out)
     if args.episodes > MAX_EPISODES:
         raise UsageError(f"--episodes {args.episodes}: at most {MAX_EPISODES} per page")
     run = read_run(path, episodes=args.episodes, seed=args.seed)
@@ -45,6 +48,19 @@ def _cmd_view(args) -> int:
     if args.open and not webbrowser.open(out.resolve().as_uri()):
         print("  (no default browser here: open the file above in one)")
     return 0
+
+
+def _check_not_anothers(out: Path) -> None:
+    """--out replaces only a page of its own (a re-render): never a file another command or
+    the user wrote (a transcript, a run's config.json), and inside another command's run
+    folder it writes only a page (``.html``), not a name that run's files may take."""
+    if out.exists() and not is_page(out):
+        raise UsageError(
+            f"--out {out} holds a file that is not a page of dilemmax view, which view replaces "
+            "only when it wrote it; choose another --out"
+        )
+    if out.suffix.lower() not in PAGE_SUFFIXES:
+        refuse_run_file(out, "view", "--out")
 
 
 def add_commands(subparsers) -> None:

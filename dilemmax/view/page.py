@@ -59,6 +59,21 @@ def build_page(run: Run) -> str:
     )
 
 
+# What marks a file as a page of `dilemmax view` (in its head), so that --out replaces only
+# its own pages: a re-render, never a transcript or config.json named by mistake.
+MARKER = '<meta name="generator" content="dilemmax view">'
+
+
+def is_page(path: Path) -> bool:
+    """Whether ``path`` holds a page ``dilemmax view`` wrote (its marker near the start)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1024)
+    except OSError:
+        return False
+    return MARKER.encode() in head
+
+
 def write_page(run: Run, out: str | Path) -> Path:
     out = Path(out)
     out.write_text(build_page(run), encoding="utf-8")

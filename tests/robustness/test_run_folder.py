@@ -34,7 +34,7 @@ def test_second_writer_is_refused_while_the_first_holds_the_folder(tmp_path):
     busy = r"in use by another training \(pid \d+\)"
     with RunLock(tmp_path, "training"), pytest.raises(RunFolderError, match=busy):
         RunLock(tmp_path, "play").acquire()
-    RunLock(tmp_path).acquire().release()  # free again once released
+    RunLock(tmp_path, "training").acquire().release()  # free again once released
 
 
 def test_lock_left_by_a_killed_process_is_not_an_obstacle(tmp_path):
