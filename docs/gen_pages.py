@@ -447,9 +447,10 @@ def _allowed(check) -> str:
     choices = getattr(check, "values", None)
     if choices:
         return "one of " + ", ".join(f"`{c}`" for c in choices)
-    return {"Urls": "http(s) addresses joined by `\\|`", "EnvName": "a variable name"}.get(
-        type(check).__name__, type(check).__name__
-    )
+    return {
+        "Urls": "http(s) addresses (a port in 1..65535) joined by `\\|`",
+        "EnvName": "a variable name",
+    }.get(type(check).__name__, type(check).__name__)
 
 
 def model_options_page() -> str:
