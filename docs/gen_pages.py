@@ -232,6 +232,7 @@ def game_page(env_id: str, images: Path | None = GAMES) -> str:
     import numpy as np
 
     import dilemmax
+    from dilemmax.envs.metrics import axes_text
     from dilemmax.envs.registry import env_spec
 
     spec = env_spec(env_id)
@@ -313,6 +314,19 @@ def game_page(env_id: str, images: Path | None = GAMES) -> str:
             + ".",
             "",
         ]
+    out += [
+        "## Episode metrics",
+        "",
+        "`env.episode_metrics(rollout)` measures one episode (`dilemmax rollout`, `dilemmax "
+        "play`, training evaluations). Each metric's axes are declared beside it "
+        "(`env.metric_axes`) and name its entries in `dilemmax play`'s summary "
+        "(`gini[trial_1]`, `return[<seat>]`) and in Inspect scores.",
+        "",
+        "| metric | axes |",
+        "| --- | --- |",
+        *(f"| `{name}` | {axes_text(axes)} |" for name, axes in env.metric_axes.items()),
+        "",
+    ]
     out += [
         "## Scripted policies",
         "",

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.registry import env_spec, make, registered_envs
 from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
@@ -180,7 +181,7 @@ def _metric_axes(env_id) -> Mapping[str, tuple[str, ...]]:
     try:
         return env_spec(env_id).load().metric_axes
     except (TypeError, ValueError) as error:
-        raise UsageError(f"cannot read the metrics of env {env_id!r}: {error}") from error
+        raise UsageError(f"cannot read the metrics of env {shown(env_id)}: {error}") from error
 
 
 def _write_results(run: PlayRun) -> None:

@@ -118,14 +118,14 @@ def split_name(config_name: str) -> tuple[int, str]:
 
 
 def episode_rows(result: PlayResult, config_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per episode: replicate, condition name, episode ordinal and scalar metrics."""
+    """One row per episode: replicate, condition name, episode ordinal and every metric (a
+    number, or a list for one with an axis)."""
     rows = []
     for i, info in enumerate(result.episodes):
         replicate, condition = split_name(config_names[int(info["config_index"])])
         row = {"replicate": replicate, "condition": condition, "episode": int(info["episode"])}
         for name, values in result.metrics.items():
-            value = np.asarray(values[i])
-            row[name] = float(value) if value.ndim == 0 else value.astype(float).tolist()
+            row[name] = np.asarray(values[i], np.float64).tolist()  # a 0-d array: a float
         rows.append(row)
     return rows
 
