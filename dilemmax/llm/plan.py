@@ -7,11 +7,12 @@ per model seat and in total, the calls, prompt tokens, completion tokens and cos
 How it is estimated: the run's own parts are played through the batched harness, on the run's
 own episode keys and configurations, with every model seat answered by a stand-in policy
 (:class:`StandInPolicy`: a random legal move written as the protocol's own well-formed reply,
-``TextProtocol.example_reply``) instead of a client. Nothing is sent anywhere. A part of many
-episodes is sampled (:data:`SAMPLE_EPISODES` episodes of at most :data:`SAMPLE_CONFIGS`
-configurations, every rotation) and its counts scaled to the part's episodes; each sampled
-episode is played to its end, so prompts that grow over steps and trials (notes, earlier trials,
-earlier rounds) are counted as they grow.
+``TextProtocol.example_reply``) instead of a client. Nothing is sent anywhere. A part too long to
+render whole is sampled: at most :data:`SAMPLE_CONFIGS` configurations spread over the part's,
+and as many episodes of each as :data:`SAMPLE_STEPS` env steps allow (at least one), every
+rotation; its counts are scaled to the part's episodes. Each sampled episode is played to its
+end, so prompts that grow over steps and trials (notes, earlier trials, earlier rounds) are
+counted as they grow.
 
 Tokens are counted by the model's own tokenizer where one is here (a seat whose model is a
 local folder with a Transformers tokenizer: ``hf:./model``, or ``openai:./model`` served from
@@ -58,8 +59,8 @@ from dilemmax.llm.session import (
 )
 
 CHARS_PER_TOKEN = 4  # the rule where no tokenizer of the model is here (OpenAI's rule of thumb)
-SAMPLE_EPISODES = 1  # episodes per configuration a part's sample plays
-SAMPLE_CONFIGS = 2  # configurations of a part's sample (evenly spread over the part's)
+SAMPLE_STEPS = 400  # env steps a part's sample may play (every episode of a short game's run)
+SAMPLE_CONFIGS = 4  # configurations of a part's sample (evenly spread over the part's)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -196,11 +197,14 @@ class CallPlan:
         seats: one :class:`SeatPlan` per model seat, in the order they first play.
         episodes: episodes of the run (of this shard, for a shard).
         rendered: episodes the plan played with the stand-in to count them.
+        replies: the stand-in's reply to each prompt it answered, by :func:`messages_key`:
+            what a local test server serves back, so a real run plays the plan's moves.
     """
 
     seats: tuple[SeatPlan, ...]
     episodes: int
     rendered: int
+    replies: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def calls(self) -> float:
@@ -310,7 +314,7 @@ def plan_parts(
     totals: dict[str, np.ndarray] = {}  # seat -> [calls, prompt tokens, completion tokens]
     rendered = episodes = 0
     for part in parts:
-        small, scale = _sampled(part) if sample else (part, 1.0)
+        small, scale = _sampled(part, options.max_steps) if sample else (part, 1.0)
         models = _seat_models(part, specs, options.default_seat)
         if not models:
             continue
@@ -329,7 +333,8 @@ def plan_parts(
     seats = tuple(
         _seat_plan(seat, counts * share, stand_ins[seat], prices) for seat, counts in totals.items()
     )
-    return CallPlan(seats, round(episodes * share), rendered)
+    replies = {k: v for policy in stand_ins.values() for k, v in policy.replies.items()}
+    return CallPlan(seats, round(episodes * share), rendered, replies)
 
 
 def _seat_models(part: Part, specs: Mapping[str, str], default: str | None) -> list[str]:
@@ -358,16 +363,19 @@ def _seat_plan(seat: str, counts: np.ndarray, stand_in: StandInPolicy, prices) -
     )  # fmt: skip
 
 
-def _sampled(part: Part) -> tuple[Part, float]:
-    """(the part's sample, what its counts are multiplied by): :data:`SAMPLE_EPISODES` episodes
-    of at most :data:`SAMPLE_CONFIGS` configurations spread over the part's."""
+def _sampled(part: Part, max_steps: int | None) -> tuple[Part, float]:
+    """(the part's sample, what its counts are multiplied by): at most :data:`SAMPLE_CONFIGS`
+    configurations spread over the part's, and as many episodes of each as
+    :data:`SAMPLE_STEPS` env steps allow (at least one)."""
     count = num_configs_of(part.configs)
     configs, names = part.configs, part.config_names
     if count is not None and count > SAMPLE_CONFIGS:
         index = np.linspace(0, count - 1, SAMPLE_CONFIGS).round().astype(int)
         configs = jax.tree.map(lambda x: x[index], part.configs)
         names = None if names is None else [names[i] for i in index]
-    episodes = min(part.episodes, SAMPLE_EPISODES)
+    steps = part.env.max_steps if max_steps is None else min(max_steps, part.env.max_steps)
+    per_config = steps * part.rotations * (1 if count is None else min(count, SAMPLE_CONFIGS))
+    episodes = max(1, min(part.episodes, SAMPLE_STEPS // max(per_config, 1)))
     small = dataclasses.replace(
         part, configs=configs, config_names=names, episodes=episodes, keep_steps=False
     )
