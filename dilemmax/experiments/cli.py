@@ -39,11 +39,11 @@ def _guarded(command):
         from dilemmax.llm.transcript import TranscriptMismatch
 
         try:
-            command(args)
+            status = command(args)
         except (UsageError, FatalClientError, TranscriptMismatch, FileExistsError) as error:
             print(f"dilemmax experiment: error: {' '.join(str(error).split())}", file=sys.stderr)
             return 2
-        return 0
+        return status if isinstance(status, int) else 0
 
     return run
 
@@ -78,14 +78,21 @@ def parse_design_argv(design, argv: list[str]):
     return config_from_namespace(design.params, args), session_options(args)
 
 
-def _run(design, args: argparse.Namespace) -> None:
+def _run(design, args: argparse.Namespace) -> int:
     params = config_from_namespace(design.params, args)
     if args.plan:  # no call made and nothing written: no --out needed
         print(_runner().run_design(design, params, session_options(args), True).format())
-        return
+        return 0
     if not args.out:  # the command line always writes its run (Python may keep it in memory)
         raise UsageError(f"{design.name} needs --out DIR (results.json, tables, figures)")
-    _runner().run_design(design, params, session_options(args))
+    result = _runner().run_design(design, params, session_options(args))
+    if result.stopped is None:
+        return 0
+    from dilemmax.llm.limits import STOPPED_STATUS, stop_line  # the run stack, loaded to run
+
+    finished = sum(result.results["finished"].values())
+    print(stop_line("experiment", result.stopped, result.out, finished), file=sys.stderr)
+    return STOPPED_STATUS
 
 
 class _DesignParser(argparse.ArgumentParser):

@@ -44,6 +44,7 @@ from dilemmax.experiments.report import (
 )
 from dilemmax.llm import shards
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.limits import LimitReached, Limits, partial_fields
 from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.results import format_calls, seat_stats, unreadable_replies
@@ -78,6 +79,7 @@ class ExperimentResult:
     results: dict | None
     tables: dict[str, str] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    stopped: LimitReached | None = None  # a spending limit stopped it: results are partial
 
 
 # --------------------------------------------------------------------------- the run's record
@@ -257,6 +259,8 @@ def run(
     resume: bool = False,
     progress: bool = True,
     shard: str | None = None,
+    limits: Limits | None = None,
+    cache: str | Path | bool | None = None,
     prices: Mapping[str, Price] | None = None,
     plan: bool = False,
     **params: Any,
@@ -278,6 +282,7 @@ def run(
         resume: continue the run in ``out``.
         progress: a progress bar on stderr.
         shard: ``"i/N"``: play shard i of N of the episodes (:func:`merge` joins them).
+        limits, cache: what the run may spend, the response cache (as ``play_session``'s).
         prices: model -> :class:`~dilemmax.llm.pricing.Price`, for the plan's and the
             results' costs (a seat's own ``price=`` comes first).
         plan: return the run's :class:`~dilemmax.llm.plan.CallPlan` (calls, tokens and cost
@@ -299,6 +304,8 @@ def run(
         resume=resume,
         progress=progress,
         shard=shard,
+        limits=limits or Limits(),
+        cache=cache,
         prices=dict(prices or {}),
     )
     return run_design(found, make_params(found.params, params, found.name), options, plan)
@@ -321,6 +328,8 @@ def run_design(
     if call_plan.seats:
         print(call_plan.format())
     session = play_parts(plan.parts, options, ident, COMMAND)
+    if session.stopped is not None:  # a spending limit: what was played, not analysed
+        return _stopped(design, options, record, plan, session)
     out = session.out
     if out is None:
         extra = design.extra(plan, params, options) if design.extra is not None else {}
@@ -335,6 +344,18 @@ def run_design(
             return ExperimentResult(design.name, out, None)
         return _analysed(design, params, options, record, plan, session.results, extra, out,
                          session.transcript_run)  # fmt: skip
+
+
+def _stopped(design, options, record, plan, session) -> ExperimentResult:
+    """A run a spending limit stopped: its calls, a partial results.json, no analysis."""
+    print(format_calls(seat_stats(session.results)))
+    fields = header(design, options, record, plan, session.results, session.transcript_run)
+    finished = {n: len(r.episodes) for n, r in zip(session.names, session.results, strict=True)}
+    payload = {**fields, **partial_fields(session.stopped), "finished": finished}
+    if session.out is not None:
+        with RunLock(session.out, COMMAND):
+            write_report(session.out, payload, Report({}))
+    return ExperimentResult(design.name, session.out, payload, stopped=session.stopped)
 
 
 def _analysed(design, params, options, record, plan, results, extra, out, run_key):

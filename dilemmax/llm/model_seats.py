@@ -28,6 +28,7 @@ from dilemmax.envs.rollout import EpisodeJob
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt
 from dilemmax.llm.cache import hit_row, served
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError
+from dilemmax.llm.limits import LimitReached
 from dilemmax.llm.policy import CallStats, parse_safely, requested_output
 from dilemmax.llm.transcript import call_key, prompt_hash
 
@@ -141,10 +142,15 @@ class ModelSeats(StepHook):
                 if parsed[i] is None and i not in failed:  # a client that did not report it
                     record(i, completion)
 
-        # The run's spending limits say how many calls may go; those sent are answered and
-        # written before a limit stops the run (LimitReached, from allowance).
-        while missing:
-            allowed = runner.budget.allowance(len(missing)) if runner.budget else len(missing)
+        # The run's spending limits say how many calls may go; those sent are answered, written
+        # and counted before a limit stops the run (LimitReached, from allowance).
+        stopped = None
+        while missing and stopped is None:
+            try:
+                allowed = runner.budget.allowance(len(missing)) if runner.budget else len(missing)
+            except LimitReached as stop:
+                stopped = stop
+                break
             batch, missing = missing[:allowed], missing[allowed:]
             by_seat: dict[str, list[int]] = {}
             for i in batch:
@@ -158,6 +164,8 @@ class ModelSeats(StepHook):
         if failed:
             raise CallsFailed(_failure_message(failed, keys, runner.transcript))
         for i, (e, agent, prompt) in enumerate(asks):
+            if replies[i] is None:  # not sent: a spending limit stops the run
+                continue
             completion, replayed = replies[i]
             protocol = self.protocols[agent]
             if parsed[i] is None:
@@ -174,6 +182,8 @@ class ModelSeats(StepHook):
                 reply = {"step": t, "agent": agent, "fields": dict(parsed[i].fields)}
                 self.replies[e].append({**reply, "valid": bool(parsed[i].valid)})
         runner._update_progress()
+        if stopped is not None:
+            raise stopped
         return parsed
 
     def _record(self, key, t, ask, completion: Completion, parsed, extra=None) -> None:

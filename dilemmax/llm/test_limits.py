@@ -95,7 +95,7 @@ def test_a_limit_stops_cleanly_and_resuming_higher_equals_the_uncapped_run(
         assert any(n < batches[b] for b, n in cut.items())
         assert partial["partial"] is True
         assert partial["stopped_by"] == flag[2:].replace("-", "_")
-        assert partial["spent"]["calls"] == stopped_after
+        assert partial["spent"]["calls"] == partial["calls"][SEAT]["calls"] == stopped_after
         spent = {"--max-calls": partial["spent"]["calls"],
                  "--token-limit": partial["spent"]["tokens"],
                  "--cost-limit": partial["spent"]["cost"]}[flag]  # fmt: skip
@@ -164,3 +164,20 @@ def test_the_budget_plans_a_batch_at_the_largest_call_seen():
     ])  # fmt: skip
     assert priced.spent() == {"calls": 1, "tokens": 100_000, "cost": pytest.approx(0.15)}
     assert priced.allowance(10) == 5  # 0.85 left, calls of 0.15
+
+
+def test_an_experiment_stopped_by_a_limit_writes_its_calls_as_partial_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    argv = ["experiment", "moral_hazard/grid", "--seats", "openai:tiny", "--replicates", "1",
+            "--episodes", "1", "--no-random", "--conditions", "k=0.10", "--envs", "2",
+            "--no-progress", "--out", str(out)]  # fmt: skip
+    with LocalChatServer(reply) as server:
+        argv += ["--base-url", server.base_url]
+        assert main([*argv, "--max-calls", "3"]) == STOPPED_STATUS
+        partial = json.loads((out / "results.json").read_text())
+        assert partial["partial"] is True and partial["stopped_by"] == "max_calls"
+        assert partial["calls"] == partial["spent"]["calls"] == server.answered == 3
+        assert partial["results"] == {} and not list(out.glob("*.md"))  # nothing analysed
+        assert main([*argv, "--max-calls", "1000", "--resume"]) == 0
+    done = json.loads((out / "results.json").read_text())
+    assert "partial" not in done and done["calls"] == server.answered > 3

@@ -37,6 +37,7 @@ from dilemmax.envs.seat_spec import is_model_seat
 from dilemmax.envs.typecheck import typed_arguments
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.limits import LimitReached, Limits, partial_fields
 from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, seat_price
@@ -116,6 +117,7 @@ class ScenarioEvaluation:
     rows: list[dict]
     calls: dict[str, dict] | None = None
     out: Path | None = None
+    stopped: LimitReached | None = None  # a spending limit stopped it: no rows, calls so far
 
     @property
     def title(self) -> str:
@@ -136,6 +138,7 @@ class ScenarioEvaluation:
             "references": self.references or None,
             "rows": self.rows,
             **({"calls": self.calls} if self.calls is not None else {}),
+            **partial_fields(self.stopped),
         }
         return _json_safe(payload)
 
@@ -159,6 +162,8 @@ def evaluate_scenarios(
     out: str | Path | None = None,
     resume: bool = False,
     progress: bool = False,
+    limits: Limits | None = None,
+    cache: str | Path | bool | None = None,
     prices: Mapping[str, Price] | None = None,
     plan: bool = False,
 ) -> ScenarioEvaluation | CallPlan:
@@ -177,8 +182,9 @@ def evaluate_scenarios(
         references: also score random focal agents and every zoo population of the game (the
             normalised score's ends).
         max_steps: stop each episode after this many steps.
-        generate, protocol, envs, on_call_error, resume, progress: the batched harness's
-            options, as :func:`dilemmax.llm.api.play_session`'s (model seats only).
+        generate, protocol, envs, on_call_error, resume, progress, limits, cache: the
+            batched harness's options, as :func:`dilemmax.llm.api.play_session`'s (model seats
+            only); a spending limit reached gives no rows (``stopped``, results.json partial).
         out: the folder of summary.md, summary.png and results.json (and a model run's
             transcript).
         prices: model -> :class:`~dilemmax.llm.pricing.Price`, for the plan's and the calls'
@@ -218,13 +224,22 @@ def evaluate_scenarios(
             seats=seats, default_seat=default_seat, generate=generate or GenerateConfig(),
             protocol=dict(protocol or {}), envs=envs, seed=seed, max_steps=max_steps,
             on_call_error=on_call_error, out=out, resume=resume, progress=progress,
-            prices=dict(prices or {}),
+            prices=dict(prices or {}), limits=limits or Limits(), cache=cache,
         )  # fmt: skip
         if plan:
             return plan_scenarios(scenarios, env, options, episodes)
         label = ", ".join([*(f"{a}={s}" for a, s in seats.items()),
                            *([f"--seats {default_seat}"] if default_seat else [])])  # fmt: skip
-        scores, played = play_scenarios(scenarios, env, options, episodes)
+        try:
+            scores, played = play_scenarios(scenarios, env, options, episodes)
+        except LimitReached as stop:  # every call made is in the transcript: resume later
+            calls = call_summary(stop.partial, options.prices)
+            evaluation = ScenarioEvaluation(scenarios.name, label, seed, episodes, max_steps,
+                                            [], None, [], calls, out, stop)  # fmt: skip
+            if out is not None:
+                with RunLock(out, COMMAND):
+                    (out / "results.json").write_text(json.dumps(evaluation.to_json()) + "\n")
+            return evaluation
         calls = call_summary(played, options.prices)
     else:
         try:

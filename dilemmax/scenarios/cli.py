@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from dilemmax.commandline import SCENARIO_SETS, output_file, positive_int
@@ -33,6 +34,7 @@ from dilemmax.envs.seat_spec import is_model_seat, parse_seat
 from dilemmax.errors import UsageError, deprecated
 from dilemmax.llm.cli import add_session_arguments, session_options
 from dilemmax.llm.client import FatalClientError
+from dilemmax.llm.limits import STOPPED_STATUS, stop_line
 from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.transcript import TranscriptMismatch
 from dilemmax.scenarios.api import FocalError, check_game, evaluate_scenarios, scenario_listing
@@ -132,6 +134,13 @@ def _cmd_evaluate(args) -> int:
     if isinstance(evaluation, CallPlan):  # --plan: no call made, nothing written
         print(evaluation.format())
         return 0
+    if evaluation.stopped is not None:  # a spending limit: the calls so far, no scores
+        if args.json:
+            Path(args.json).write_text(json.dumps(evaluation.to_json(), indent=1) + "\n")
+        finished = sum(len(r.episodes) for r in evaluation.stopped.partial)
+        line = stop_line("scenarios evaluate", evaluation.stopped, evaluation.out, finished)
+        print(line, file=sys.stderr)
+        return STOPPED_STATUS
     print(evaluation.title)
     print(evaluation.table(), end="")
     if evaluation.out is not None:

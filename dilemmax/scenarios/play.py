@@ -235,4 +235,7 @@ def play_scenarios(
     if call_plan.seats:
         print(call_plan.format())
     session = play_parts(parts, seated, identity, "scenarios evaluate")
+    if session.stopped is not None:  # a spending limit: no scores from unfinished scenarios
+        session.stopped.partial = session.results
+        raise session.stopped
     return score_rows(scenarios, env, session.results, digests), session.results
