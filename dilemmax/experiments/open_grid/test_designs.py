@@ -190,3 +190,18 @@ def test_reveal_on_versus_off_on_the_same_seeds(tmp_path):
     assert hidden == [0.0] and gain > 0
     assert (tmp_path / "reveal.md").read_text().startswith("| Model | Rules | T1 | Mean |")
     assert (tmp_path / "table5_revealed.md").is_file()
+
+
+def test_reveal_after_homogeneous_on_one_cache_pays_only_the_revealed_arm(tmp_path):
+    """The reveal design's hidden arm asks what the homogeneous design asked (same seeds, same
+    prompts): with one response cache (--cache) only the revealed arm reaches the server."""
+    seat = ["--seats", "openai:told", "--seeds", "1", "--cache", str(tmp_path / "cache")]
+    with LocalChatServer(only_if_told) as server:
+        run("open_harvest/homogeneous", tmp_path / "h", *seat, "--base-url", server.base_url)
+        homogeneous = server.answered
+        record = run("open_harvest/reveal", tmp_path / "r", *seat, "--base-url", server.base_url)
+        revealed = server.answered - homogeneous
+    calls = record["seat_calls"]["openai:told"]
+    assert homogeneous == 10 * 3  # steps x seats
+    assert calls["cache_hits"] == homogeneous and calls["calls"] == 2 * homogeneous
+    assert revealed == calls["cache_misses"] == homogeneous
