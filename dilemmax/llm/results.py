@@ -159,6 +159,20 @@ def seat_stats(results) -> dict[str, CallStats]:
     return stats
 
 
+def seat_totals(results, prices: Mapping[str, Price] | None = None) -> dict[str, dict]:
+    """seat -> what its calls spent over ``results`` (as :func:`seat_stats` takes them): calls,
+    prompt tokens (and of them cached and cache-written), completion tokens and cost at
+    ``prices`` (None: unknown); the transcript's ``totals`` line."""
+    fields = ("calls", "prompt_tokens", "cached_tokens", "cache_write_tokens", "completion_tokens")
+    return {
+        seat: {
+            **{f: getattr(s, f) for f in fields},
+            "cost_usd": s.cost(seat_price(seat, prices or {})),
+        }
+        for seat, s in seat_stats(results).items()
+    }
+
+
 def format_calls(stats: dict[str, CallStats], prices: Mapping[str, Price] | None = None) -> str:
     """A table of each model seat's calls: validity, recovery, errors, retries, tokens (in /
     of them read from the server's prompt cache / out) and cost at ``prices`` (a seat's own

@@ -58,6 +58,7 @@ from dilemmax.llm.play import (
     seat_protocols,
 )
 from dilemmax.llm.pricing import Price
+from dilemmax.llm.results import seat_totals
 from dilemmax.llm.seats import check_agents, check_specs, reply_identity, seats_for
 from dilemmax.llm.transcript import Transcript, protocol_label
 from dilemmax.runlock import RunFolderError, RunLock
@@ -353,6 +354,8 @@ def play_parts(
                 (result, order), stopped = stop.partial, stop
             results.append(result)
             orders.append(order)
+        if transcript is not None:  # what the run spent, priced (a resume writes it anew)
+            transcript.record_totals(seat_totals(results, options.prices))
     run = transcript.run if transcript is not None else None
     return SessionResult(names, results, orders, total, out, run, shard, stopped)
 

@@ -216,7 +216,8 @@ def test_cached_tokens_are_read_recorded_totalled_and_priced(tmp_path, capsys):
     seat = f"openai:m,{price}"
     stats = run.calls[seat]
     assert stats.calls > 0 and stats.cached_tokens == 3 * stats.calls
-    calls = [r for r in read_lines(tmp_path / "r" / "transcript.jsonl")[0] if r["type"] == "call"]
+    lines = read_lines(tmp_path / "r" / "transcript.jsonl")[0]
+    calls = [r for r in lines if r["type"] == "call"]
     assert [r["cached_tokens"] for r in calls] == [3] * stats.calls
     assert sum(r["prompt_tokens"] for r in calls) == stats.prompt_tokens
     results = json.loads((tmp_path / "r" / "results.json").read_text())["calls"][seat]
@@ -224,6 +225,9 @@ def test_cached_tokens_are_read_recorded_totalled_and_priced(tmp_path, capsys):
     fresh = stats.prompt_tokens - stats.cached_tokens
     dollars = (fresh * 2 + stats.cached_tokens * 0.5 + stats.completion_tokens * 8) / 1e6
     assert results["cost_usd"] == pytest.approx(dollars)
+    (totals,) = [r["seats"][seat] for r in lines if r["type"] == "totals"]
+    assert totals["calls"] == stats.calls and totals["cached_tokens"] == 3 * stats.calls
+    assert totals["cost_usd"] == pytest.approx(dollars)
     table = format_calls(run.calls, run.prices)
     assert f"{stats.prompt_tokens}/{stats.cached_tokens}/{stats.completion_tokens}" in table
     assert f"${dollars:,.4f}" in table

@@ -144,6 +144,7 @@ LINE_FIELDS: dict[str, dict[str, Any]] = {
         "actions": Mapping[str, list[int]],
     },
     "seat": {"seat": str, "event": str},
+    "totals": {"seats": Mapping[str, Any]},
 }
 
 
@@ -330,6 +331,12 @@ class Transcript:
             self.seat_events.append(line)
         self._write(line)
         return True
+
+    def record_totals(self, seats: Mapping[str, Any]) -> None:
+        """Writes ``{"type": "totals", "seats": {seat: {calls, prompt_tokens, cached_tokens,
+        ...}}}``: what the run's model seats spent, replayed calls included, when it ends (each
+        resume writes a new one; the last one counts)."""
+        self._write({"type": "totals", "seats": _jsonable(dict(seats))})
 
     def record_episode(self, episode_id: str, row: Mapping[str, Any]) -> None:
         if episode_id in self.episodes_written:
