@@ -39,10 +39,14 @@ class ChatRequest:
     Attributes:
         messages: ``[{"role": "system" | "user" | "assistant", "content": str}, ...]``.
         json_schema: JSON schema of the expected reply, for servers with structured output.
+        cache_key: the request's key in the run's response cache (``--cache``,
+            :mod:`dilemmax.llm.cache`; None: no cache). An ``inspect:`` seat hands it to
+            Inspect's own cache as a scope, so Inspect keeps one reply per sample too.
     """
 
     messages: tuple[Mapping[str, str], ...]
     json_schema: Mapping[str, Any] | None = None
+    cache_key: str | None = None
 
     @classmethod
     def from_prompt(cls, prompt: Prompt) -> ChatRequest:

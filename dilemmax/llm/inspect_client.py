@@ -210,7 +210,8 @@ class InspectClient(aio.BatchedClient):
         model = self._models[replica]
         try:
             config = request_config(request, mode or "text", self.extra_body)
-            return await model.generate(chat_messages(request), config=config)
+            cache = {"cache": _cache_policy(request.cache_key)} if request.cache_key else {}
+            return await model.generate(chat_messages(request), config=config, **cache)
         finally:
             self._replicas.release(replica)
 
@@ -228,6 +229,16 @@ class InspectClient(aio.BatchedClient):
         decision = self._models[0].api.should_retry(error)
         asked = getattr(decision, "retry_after", None)
         return float(asked) if isinstance(asked, int | float) and asked >= 0 else retry_after(error)
+
+
+def _cache_policy(key: str):
+    """Inspect's own cache for a request dilemmax's response cache missed (``--cache``): kept
+    until removed, and keyed by Inspect on the model, base URL, messages and config, with the
+    request's dilemmax key as a scope, which holds the sample index (Inspect's epoch is not
+    set outside an eval)."""
+    from inspect_ai.model import CachePolicy  # optional inspect extra: an inspect seat
+
+    return CachePolicy(expiry=None, per_epoch=False, scopes={"dilemmax": key})
 
 
 def _described(error: BaseException) -> str:

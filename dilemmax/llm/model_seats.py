@@ -137,7 +137,8 @@ class ModelSeats(StepHook):
         def ask(seat_name: str, indices: list[int]) -> None:
             policy = next(s.policy for s in runner.seats if s.name == seat_name)
             prompts = [asks[i][2] for i in indices]
-            completions = policy.ask(prompts, lambda j, c: record(indices[j], c))
+            keys = [digests[i] for i in indices]  # an inspect: seat's scope in Inspect's cache
+            completions = policy.ask(prompts, lambda j, c: record(indices[j], c), keys)
             for i, completion in zip(indices, completions, strict=True):
                 if parsed[i] is None and i not in failed:  # a client that did not report it
                     record(i, completion)

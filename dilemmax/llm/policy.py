@@ -232,12 +232,21 @@ class LLMPolicy:
         self._protocol: TextProtocol | None = None
         self._memory: dict[str, Any] = {}
 
-    def ask(self, prompts: Sequence[Prompt], on_result: OnResult | None = None) -> list[Completion]:
+    def ask(
+        self,
+        prompts: Sequence[Prompt],
+        on_result: OnResult | None = None,
+        cache_keys: Sequence[str | None] | None = None,
+    ) -> list[Completion]:
         """One batched client call for ``prompts`` (in order); ``on_result(i, completion)`` as
-        each finishes."""
+        each finishes; ``cache_keys``: each request's response-cache key (``--cache``)."""
         if not prompts:
             return []
-        requests = [ChatRequest.from_prompt(p) for p in prompts]
+        keys = cache_keys or [None] * len(prompts)
+        requests = [
+            dataclasses.replace(ChatRequest.from_prompt(p), cache_key=k)
+            for p, k in zip(prompts, keys, strict=True)
+        ]
         completions = self.client.complete(requests, on_result)
         if len(completions) != len(prompts):
             raise RuntimeError(

@@ -6,6 +6,7 @@ seat's options reach the request body; a refused model stops the run."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import jax
 import numpy as np
@@ -283,3 +284,24 @@ def test_inspects_openai_provider_at_a_local_server_names_the_seat_that_works(of
     assert "AssertionError" in str(streamed.value)
     assert "streams /v1/responses" in str(streamed.value)
     assert offline == []
+
+
+def test_a_cached_request_goes_to_inspects_own_cache_keyed_by_its_sample(offline, tmp_path,
+                                                                          monkeypatch):  # fmt: skip
+    """--cache on an inspect: seat: what dilemmax's cache missed is asked through Inspect's
+    cache (INSPECT_CACHE_DIR), one entry per dilemmax key (so per sample index)."""
+    from inspect_ai.model import ModelOutput  # the optional inspect extra
+
+    monkeypatch.setenv("INSPECT_CACHE_DIR", str(tmp_path))
+    asked = []
+
+    def mock(messages, tools, tool_choice, config):
+        asked.append(1)
+        return ModelOutput.from_content(model="mockllm/model", content=f"reply {len(asked)}")
+
+    client = InspectClient("mockllm/model", model_args={"custom_outputs": mock})
+    keyed = [dataclasses.replace(REQUEST, cache_key=k) for k in ("sample0", "sample0", "sample1")]
+    texts = [client.complete([request])[0].text for request in keyed]
+    assert texts == ["reply 1", "reply 1", "reply 2"] and len(asked) == 2
+    assert client.complete([REQUEST])[0].text == "reply 3"  # no key: Inspect's cache is off
+    assert list((tmp_path / "generate").rglob("*")) and offline == []
