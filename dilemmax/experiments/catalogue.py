@@ -32,6 +32,23 @@ class Entry:
     calls: int
     calls_note: str = ""
 
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of its calls: the calls times its game's mean prompt
+        (:data:`PROMPT_TOKENS_PER_CALL`); ``--plan`` counts a run's own."""
+        return self.calls * PROMPT_TOKENS_PER_CALL[self.name.split("/")[0]]
+
+
+# Mean prompt tokens of one call of each game's default protocol, as characters / 4, measured
+# on stand-in runs at the papers' sizes (an open-world call's prompt grows over a seed, from
+# about 2,000 to 4,100 tokens). Only --list reads these: a run's plan renders its own prompts.
+PROMPT_TOKENS_PER_CALL = {
+    "consequence": 351,
+    "moral_hazard": 522,
+    "open_cleanup": 3234,
+    "open_harvest": 3635,
+}
+
 
 # OpenSocialJax's sizes: 5 agents, 5 trials of at most 400 steps, 3 seeds; every agent is asked
 # every step, plus one rewrite per agent between trials (open_grid.common.calls_per_episode).
@@ -126,4 +143,8 @@ def described(name: str) -> dict[str, str]:
 def listing_line(entry: Entry) -> str:
     """The design's line in ``dilemmax experiment --list``."""
     note = f" ({entry.calls_note})" if entry.calls_note else ""
-    return f"{entry.name:28s} {entry.calls:>9,d} calls{note}  {entry.section}: {entry.summary}"
+    tokens = f"~{entry.prompt_tokens / 1e6:,.1f}M prompt tokens"
+    return (
+        f"{entry.name:28s} {entry.calls:>9,d} calls, {tokens:>24s}{note}  {entry.section}: "
+        f"{entry.summary}"
+    )

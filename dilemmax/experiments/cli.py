@@ -1,6 +1,6 @@
 """``dilemmax experiment``: the papers' language-model experiments, one command each.
 
-    dilemmax experiment --list                       # every design, its section and call count
+    dilemmax experiment --list                       # every design, its section, calls, tokens
     dilemmax experiment moral_hazard/isolation --seats openai:my-model \\
         --base-url http://localhost:8000/v1 --out runs/iso
     dilemmax experiment moral_hazard/isolation --help   # the design's own options (sizes)
@@ -139,7 +139,8 @@ def add_commands(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--list", action="store_true", help="every design, its section and calls")
+    p.add_argument("--list", action="store_true",
+                   help="every design, its section, calls and prompt tokens")  # fmt: skip
     sub = p.add_subparsers(dest="design", metavar="DESIGN", parser_class=_DesignParser)
     for name, entry in known.items():
         line = f"{entry.section}: {entry.summary}"

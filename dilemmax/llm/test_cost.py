@@ -112,6 +112,14 @@ def test_plan_calls_nothing_and_writes_nothing(tmp_path, capsys):
     assert "cost unknown" not in played
 
 
+def test_experiment_list_shows_prompt_tokens_beside_calls(capsys):
+    assert main(["experiment", "--list"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "open_harvest/schelling" in x]
+    # 6 conditions x 3 seeds x 5 agents x (5 trials x 400 steps + 4 rewrites) = 180,360 calls,
+    # at open_harvest's 3,635 prompt tokens per call: 655,608,600.
+    assert "180,360 calls" in line and "~655.6M prompt tokens" in line
+
+
 def test_a_run_prints_its_plan_and_a_seat_without_price_says_cost_unknown(tmp_path, capsys):
     with LocalChatServer(lambda body: "ACTION QUERY") as server:
         generate = GenerateConfig(base_url=server.base_url)
