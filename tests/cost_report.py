@@ -15,13 +15,16 @@ Loaded by the root conftest.py for every run (with or without pytest-xdist):
   compile. A file that ran whole and compiled more fails the run, naming the file, its count and
   its budget: a new test that compiles again what a fixture already holds shows up in review as a
   count, not as a slower CI that nobody can attribute. A budget is the file's count run alone
-  (no other file's programs in memory, the most it can compile) plus a small slack;
-  ``benchmarks/suite/budgets.py`` measures and rewrites them.
+  (no other file's programs in memory, the most it can compile) plus a small slack
+  (:func:`budget_for`). ``python -m pytest -n 2 --cost-budget-write`` measures and rewrites them
+  in one run: each worker clears JAX's caches when it starts a new file, so every file compiles
+  what it would alone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -37,6 +40,12 @@ PROPERTY = "cost"  # the user_properties key a phase's figures travel under
 TOP = 20
 
 
+def budget_for(programs: int) -> int:
+    """A file's budget from its count run alone: 5% or 2 programs of slack, whichever is more,
+    for the few programs whose shapes depend on timing or on Hypothesis's draws."""
+    return programs + max(2, math.ceil(0.05 * programs))
+
+
 def _file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
@@ -44,13 +53,25 @@ def _file_of(nodeid: str) -> str:
 class CostRecorder:
     """The per-process side: tallies this process's compiles and its children's."""
 
-    def __init__(self):
+    def __init__(self, isolate_files: bool):
+        self.isolate_files = isolate_files
+        self._file = None
         self.tally = compile_log.CompileTally()
         compile_log.listen(self.tally)
         self.children_dir = tempfile.mkdtemp(prefix="dilemmax-compiles-")
         os.environ[compile_log.ENV_VAR] = self.children_dir
         self.children = compile_log.DirectoryReader(self.children_dir, skip_pid=os.getpid())
         self._before = self.tally.copy()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        # Measuring budgets: each file starts with no compiled program in memory, as alone.
+        file = _file_of(item.nodeid)
+        if self.isolate_files and file != self._file:
+            import jax
+
+            jax.clear_caches()
+        self._file = file
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -90,32 +111,51 @@ class CostReport:
                 file_row[name] += figure
         return totals
 
-    def check_budgets(self, session) -> None:
-        """A file run whole (every test it holds collected) is held to its recorded budget."""
+    def write_budgets(self) -> None:
+        """tests/compile_budget.json from this run's counts, files measured alone."""
+        budgets = json.loads(BUDGET_FILE.read_text())["files"] if BUDGET_FILE.exists() else {}
+        for name, row in self.files().items():
+            budgets[name] = {
+                "measured": int(row["programs"]),
+                "programs": budget_for(int(row["programs"])),
+            }
+        document = {
+            "about": "Programs each test file may compile; tests/cost_report.py holds files to "
+            "them and python -m pytest -n 2 --cost-budget-write [FILES] rewrites them.",
+            "files": dict(sorted(budgets.items())),
+        }
+        BUDGET_FILE.write_text(json.dumps(document, indent=1) + "\n")
+
+    def check_budgets(self) -> None:
+        """Every file is held to its recorded budget (a file run in part compiles no more than
+        whole, so a partial run is held to the same number)."""
         if not BUDGET_FILE.exists() or self.config.getoption("cost_no_budget"):
             return
         budgets = json.loads(BUDGET_FILE.read_text())["files"]
-        collected = defaultdict(int)
-        for item in session.items:
-            collected[_file_of(item.nodeid)] += 1
         for name, row in sorted(self.files().items()):
             budget = budgets.get(name)
             if budget is None:
                 if row["programs"] > 0:
                     self.over_budget.append(
                         f"{name}: compiled {int(row['programs'])} program(s) and has no budget in "
-                        f"{BUDGET_FILE.name} (python benchmarks/suite/budgets.py {name})"
+                        f"{BUDGET_FILE.name} (python -m pytest --cost-budget-write {name})"
                     )
                 continue
             if row["programs"] > budget["programs"]:
                 self.over_budget.append(
                     f"{name}: compiled {int(row['programs'])} program(s), over its budget of "
                     f"{budget['programs']} ({BUDGET_FILE.name}): reuse the programs a fixture "
-                    f"holds, or re-measure with python benchmarks/suite/budgets.py {name}"
+                    f"holds, or re-measure with python -m pytest --cost-budget-write {name}"
                 )
 
     def pytest_sessionfinish(self, session, exitstatus):
-        self.check_budgets(session)
+        if self.config.getoption("cost_budget_write"):
+            if self.config.option.keyword or self.config.option.markexpr:
+                self.over_budget.append("budgets are measured on whole files: drop -k and -m")
+            else:
+                self.write_budgets()
+        else:
+            self.check_budgets()
         if self.over_budget and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("cost_json")
@@ -176,6 +216,11 @@ def pytest_addoption(parser):
         action="store_true",
         help="report costs without holding files to tests/compile_budget.json",
     )
+    group.addoption(
+        "--cost-budget-write",
+        action="store_true",
+        help="measure each file's programs as if run alone and rewrite tests/compile_budget.json",
+    )
 
 
 def pytest_configure(config):
@@ -184,7 +229,8 @@ def pytest_configure(config):
     is_xdist_worker = hasattr(config, "workerinput")
     runs_tests = is_xdist_worker or not _distributed(config)
     if runs_tests:
-        config.pluginmanager.register(CostRecorder(), "dilemmax-cost-recorder")
+        recorder = CostRecorder(isolate_files=config.getoption("cost_budget_write"))
+        config.pluginmanager.register(recorder, "dilemmax-cost-recorder")
     if not is_xdist_worker:
         config.pluginmanager.register(CostReport(config), "dilemmax-cost-report")
 

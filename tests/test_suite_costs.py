@@ -1,0 +1,138 @@
+"""The suite's own accounting (tests/cost_report.py, dilemmax.compile_log) and its two tiers.
+
+- A compile is counted once per program, in the process that compiles it and in a process a test
+  starts (``DILEMMAX_COMPILE_LOG``); a program already in memory is not counted again.
+- A file over its compile budget fails the run with a line naming it; budgets carry their slack.
+- The fast tier (``-m "not slow"``, CONTRIBUTING.md) touches every test file: each holds at least
+  one test that is not marked slow, read from the source with :mod:`ast`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from dilemmax import compile_log
+from tests import cost_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_new_program_counts_once_and_a_program_in_memory_not_again():
+    three, four = np.ones(3, np.float32), np.ones(4, np.float32)
+    tally = compile_log.CompileTally()
+    compile_log.listen(tally)
+    # A function no other test compiles (its constant is this test's own), called twice.
+    fresh = jax.jit(lambda x: x * 3.25 + 1.0)
+    fresh(three).block_until_ready()
+    assert tally.programs == 1 and tally.compile_s > 0 and tally.trace_s > 0
+    fresh(three).block_until_ready()
+    assert tally.programs == 1  # served from memory: no compile
+    fresh(four).block_until_ready()
+    assert tally.programs == 2  # another shape is another program
+
+
+def test_the_programs_a_subprocess_compiles_are_read_from_its_log(tmp_path):
+    code = """
+        import jax, jax.numpy as jnp
+        import dilemmax  # starts the log: DILEMMAX_COMPILE_LOG is set
+        for n in (2, 3, 5):
+            jax.jit(lambda x: x - 0.75)(jnp.ones(n)).block_until_ready()
+        print(jax.jit(lambda x: x - 0.75)(jnp.ones(2)))  # another function object: compiled too
+    """
+    env = {**os.environ, compile_log.ENV_VAR: str(tmp_path)}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    reader = compile_log.DirectoryReader(tmp_path, skip_pid=os.getpid())
+    first = reader.read()
+    assert first.programs >= 4  # dilemmax's import compiles nothing of its own beyond these
+    assert reader.read().programs == 0  # each line is read once
+
+
+def test_a_line_still_being_written_waits_for_the_next_read(tmp_path):
+    log = tmp_path / "123.log"
+    log.write_text(f"{compile_log.PROGRAM_EVENT} 0.5\n{compile_log.PROGRAM_EVENT} 0.2")
+    reader = compile_log.DirectoryReader(tmp_path)
+    assert reader.read().programs == 1
+    with open(log, "a") as file:
+        file.write("5\n/jax/compilation_cache/cache_hits 0.0\ngarbage line\n")
+    second = reader.read()
+    assert (second.programs, second.cache_hits) == (1, 1)
+    assert abs(second.compile_s - 0.25) < 1e-9
+
+
+def test_a_budget_leaves_a_small_slack():
+    assert cost_report.budget_for(0) == 2
+    assert cost_report.budget_for(10) == 12
+    assert cost_report.budget_for(100) == 105
+    assert cost_report.budget_for(101) == 107
+
+
+def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
+    budgets = tmp_path / "compile_budget.json"
+    budgets.write_text('{"files": {"a/test_x.py": {"measured": 3, "programs": 5}}}')
+    monkeypatch.setattr(cost_report, "BUDGET_FILE", budgets)
+
+    class Config:
+        def getoption(self, name):
+            return False
+
+    report = cost_report.CostReport(Config())
+    for nodeid, programs in (("a/test_x.py::t1", 4), ("a/test_x.py::t2", 2), ("b/test_y.py::t", 0)):
+        report.tests[nodeid]["programs"] = programs
+    report.tests["c/test_new.py::t"]["programs"] = 1
+    report.check_budgets()
+    over, unbudgeted = report.over_budget
+    assert over.startswith("a/test_x.py: compiled 6 program(s), over its budget of 5")
+    assert unbudgeted.startswith("c/test_new.py: compiled 1 program(s) and has no budget")
+
+
+def _is_slow(decorators) -> bool:
+    return any("mark.slow" in ast.unparse(d) for d in decorators)
+
+
+def _tests_of(body, slow: bool):
+    """(name, marked slow) for each test function of a module's or a class's body."""
+    for node in body:
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            yield from _tests_of(node.body, slow or _is_slow(node.decorator_list))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name[:4] == "test":
+            yield node.name, slow or _is_slow(node.decorator_list)
+
+
+def _test_files() -> list[Path]:
+    files = [*ROOT.glob("tests/**/test_*.py"), *ROOT.glob("dilemmax/**/test_*.py")]
+    return sorted(p for p in files if "/integration/" not in p.as_posix())
+
+
+def test_every_test_file_has_a_test_in_the_fast_tier():
+    """``-m "not slow"`` runs at least one test of every file (integration files, which need
+    other projects installed, are in neither question)."""
+    only_slow = []
+    for path in _test_files():
+        tree = ast.parse(path.read_text())
+        module_slow = any(
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "id", "") == "pytestmark" for t in node.targets)
+            and "mark.slow" in ast.unparse(node.value)
+            for node in tree.body
+        )
+        fast = [name for name, slow in _tests_of(tree.body, slow=False) if not slow]
+        if module_slow or not fast:
+            only_slow.append(path.relative_to(ROOT).as_posix())
+    assert not only_slow, f"files with no test outside the slow tier: {only_slow}"
