@@ -138,7 +138,8 @@ class ModelSeats(StepHook):
             policy = next(s.policy for s in runner.seats if s.name == seat_name)
             prompts = [asks[i][2] for i in indices]
             keys = [digests[i] for i in indices]  # an inspect: seat's scope in Inspect's cache
-            completions = policy.ask(prompts, lambda j, c: record(indices[j], c), keys)
+            cached = (keys,) if any(keys) else ()  # (a policy without a cache takes none)
+            completions = policy.ask(prompts, lambda j, c: record(indices[j], c), *cached)
             for i, completion in zip(indices, completions, strict=True):
                 if parsed[i] is None and i not in failed:  # a client that did not report it
                     record(i, completion)

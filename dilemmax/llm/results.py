@@ -190,7 +190,7 @@ def format_calls(stats: dict[str, CallStats], prices: Mapping[str, Price] | None
         row = s.summary()
         tokens = f"{s.prompt_tokens}/{s.cached_tokens}/{s.completion_tokens}"
         dollars = format_cost(s.cost(seat_price(name, prices or {})))
-        if s.calls and not (s.prompt_tokens or s.completion_tokens):
+        if s.calls > s.cache_hits and not (s.prompt_tokens or s.completion_tokens):
             tokens = "unknown"  # the provider reported no usage (0 is this project's unknown)
         lines.append(
             f"  {name[:32]:32s} {s.calls:7d} {s.replayed:8d} {row['format_validity']:7.1%} "
@@ -199,6 +199,10 @@ def format_calls(stats: dict[str, CallStats], prices: Mapping[str, Price] | None
             f"{row['mean_latency_s']:7.3f}s "
             f"{s.output_shown:>16s} {json_replies(s):>11s}"
         )
+    cached = [f"{n[:32]} {s.cache_hits} hit(s), {s.cache_misses} miss(es)" for n, s in
+              stats.items() if s.cache_hits or s.cache_misses]  # fmt: skip
+    if cached:  # calls answered from the cache (--cache) spent nothing and count nowhere
+        lines.append(f"  response cache: {'; '.join(cached)} (a hit is no call: no tokens)")
     lines.append(
         "  unreadable: act replies no move was read from, each played as the game's fallback "
         "move (a legal one, so the env's invalid_actions does not count it)"

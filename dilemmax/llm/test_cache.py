@@ -47,13 +47,15 @@ def play(url: str, out: Path, cache: Path, *extra: str) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
-def test_a_second_identical_run_makes_no_call_and_other_options_or_models_miss(tmp_path):
+def test_a_second_identical_run_makes_no_call_and_other_options_or_models_miss(tmp_path, capsys):
     cache = tmp_path / "cache"
     with LocalChatServer(reply) as server:
         first = play(server.base_url, tmp_path / "a", cache)
         assert server.answered == 15
+        capsys.readouterr()
         second = play(server.base_url, tmp_path / "b", cache)
         assert server.answered == 15  # every reply came from the cache
+        assert "response cache: openai:tiny 15 hit(s), 0 miss(es)" in capsys.readouterr().out
         play(server.base_url, tmp_path / "c", cache, "--temperature", "0.5")
         assert server.answered == 30  # another generation option: nothing shared
         other = ["--seats", "openai:other"]
