@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -22,8 +23,28 @@ def _asset(name: str) -> str:
 
 
 def _script_safe(text: str) -> str:
-    """Text that cannot end the <script> element it sits in."""
+    """Script text that cannot end the <script> element it sits in."""
     return text.replace("</", "<\\/")
+
+
+# What JSON inside a <script> element must not hold as itself: "<" begins "<!--", "<script" and
+# "</script", each of which changes how the HTML parser reads the rest of the page (a "<!--" then
+# "<script" keeps the element open past its own end tag, swallowing the page's script), ">" and
+# "&" complete such markup, and U+2028 / U+2029 end a line in older JavaScript. They occur only
+# inside JSON strings, where the \uXXXX escape is the same character.
+_JSON_IN_SCRIPT = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
+def script_json(value) -> str:
+    """``value`` as JSON that stays data inside a <script> element, whatever its strings hold
+    (a model name, a reply, a folder name): ``JSON.parse`` of the element's text gives it back."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text.translate(_JSON_IN_SCRIPT)
+
+
+# The page template's slots, filled in one pass: text put into one slot is never read for
+# another's name (a title or seat holding "%SCRIPT%" stays as written).
+_SLOTS = re.compile(r"%(TITLE|STYLE|INDEX|EPISODES|SCRIPT)%")
 
 
 def build_page(run: Run) -> str:
@@ -48,15 +69,14 @@ def build_page(run: Run) -> str:
         )
         payloads.append(f'<script type="text/plain" id="ep-{n}">{pack(payload)}</script>')
     index = {"title": run.title, "kind": run.kind, "envs": envs, "episodes": entries}
-    index_text = json.dumps(index, separators=(",", ":"), allow_nan=False)
-    return (
-        _asset("view.html")
-        .replace("%TITLE%", html.escape(run.title))
-        .replace("%STYLE%", _asset("view.css"))
-        .replace("%INDEX%", _script_safe(index_text))
-        .replace("%EPISODES%", "\n".join(payloads))
-        .replace("%SCRIPT%", _script_safe(_asset("view.js")))
-    )
+    slots = {
+        "TITLE": html.escape(run.title),
+        "STYLE": _asset("view.css"),
+        "INDEX": script_json(index),
+        "EPISODES": "\n".join(payloads),
+        "SCRIPT": _script_safe(_asset("view.js")),
+    }
+    return _SLOTS.sub(lambda slot: slots[slot.group(1)], _asset("view.html"))
 
 
 # What marks a file as a page of `dilemmax view` (in its head), so that --out replaces only

@@ -20,7 +20,9 @@ import pytest
 import dilemmax
 from dilemmax.agents.arena import Arena
 from dilemmax.cli import main
+from dilemmax.envs.metrics import axes_text
 from dilemmax.envs.policies import policies_for
+from dilemmax.envs.registry import env_spec
 from dilemmax.envs.replay import replay_states
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.view.runs import read_run
@@ -283,6 +285,13 @@ def test_a_rollout_page_shows_the_transcript_at_every_step_asked(game, runs, bro
         assert metrics  # the episode's metrics are in the page's table too
         shown = browser.execute_script("return document.querySelectorAll('#metrics tr').length")
         assert shown == len(metrics)
+        # Each with its axes as the game declares them (a per-trial gini reads "per trial").
+        table = browser.execute_script(
+            "return [...document.querySelectorAll('#metrics tr')]"
+            ".map((r) => [r.cells[0].textContent, r.cells[1].textContent])"
+        )
+        declared = env_spec(game).load().metric_axes
+        assert dict(table) == {name: axes_text(declared[name]) for name in metrics}
     browser.save_screenshot(str(tmp_path / f"view_{game}.png"))
     assert (tmp_path / f"view_{game}.png").stat().st_size > 1000
 
@@ -391,3 +400,34 @@ def test_keys_and_play_move_the_step(runs, browser):
         assert time.monotonic() < deadline, "play did not advance the step"
         time.sleep(0.05)
     browser.find_element("id", "play").click()
+
+
+# A model name as a seat spec allows it, with everything that could end the run index's
+# <script> element or change how the HTML parser reads the rest of the page; %SCRIPT% is one of
+# the page template's own slots.
+HOSTILE_SEAT = "openai:<!--<script>alert(1)</script><!-- %SCRIPT% & \u2028\u2029 -->"
+
+
+def test_a_seat_name_that_looks_like_markup_is_text_to_the_page(runs, browser, tmp_path):
+    """The play run's model seat renamed to markup in its transcript: the page's script still
+    runs (the episode is shown), logs no error, adds no element, and shows the name as given."""
+    path, _ = runs["play_moral_hazard"]
+    rows = [json.loads(line) for line in (path / "transcript.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["type"] == "episode":
+            row["seats"] = {a: HOSTILE_SEAT if s == "openai:tiny" else s
+                            for a, s in row["seats"].items()}  # fmt: skip
+        elif row["type"] == "call":
+            row["seat"] = HOSTILE_SEAT
+    run = tmp_path / "hostile"
+    run.mkdir()
+    (run / "transcript.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["view", str(run)]) == 0
+    episodes = sum(r["type"] == "episode" for r in rows)
+    open_page(browser, run / "view.html")
+    check_clean_load(browser)
+    seat = browser.execute_script(
+        "return document.querySelector('#agents tr[data-agent=agent_0]').children[1].textContent"
+    )
+    assert seat == HOSTILE_SEAT
+    assert browser.execute_script("return document.scripts.length") == episodes + 2
