@@ -49,11 +49,11 @@ from dilemmax.llm.pricing import Price, cost, format_cost, seat_price
 from dilemmax.llm.seats import protocol_options
 from dilemmax.llm.session import (
     Part,
+    PartPlayer,
     SessionOptions,
     Shard,
-    _Player,
-    _protocol,
     check_run_options,
+    part_protocol,
     run_options,
     user_specs,
 )
@@ -309,7 +309,7 @@ def plan_parts(
     prices = options.prices if prices is None else prices
     specs = user_specs(parts, options)
     dry = dataclasses.replace(options, out=None, resume=False, progress=False, shard=Shard())
-    player = _Player(dry, specs, None, None)
+    player = PartPlayer(dry, specs, None, None)
     stand_ins: dict[str, StandInPolicy] = {}
     totals: dict[str, np.ndarray] = {}  # seat -> [calls, prompt tokens, completion tokens]
     rendered = episodes = 0
@@ -318,7 +318,7 @@ def plan_parts(
         models = _seat_models(part, specs, options.default_seat)
         if not models:
             continue
-        protocol = _protocol(part, run_options(part, options.protocol))
+        protocol = part_protocol(part, run_options(part, options.protocol))
         for seat in models:
             policy = stand_ins.setdefault(seat, _stand_in(seat, options))
             policy.protocol, policy.rng = protocol, np.random.default_rng(options.seed)

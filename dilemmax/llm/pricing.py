@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dilemmax.envs.option_spec import shown
 from dilemmax.envs.seat_spec import SeatSpecError, parse_seat, seat_kind
 from dilemmax.errors import UsageError
 
@@ -46,20 +47,14 @@ class Price:
     output: float
 
 
-def _show(value: Any) -> str:
-    """A value for a one-line message: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _rate(value: Any, where: str) -> float:
     """One rate, checked: a finite number >= 0 (a bool or a string is refused, not coerced)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PriceError(
-            f"{where}: expected a number of dollars per million tokens, got {_show(value)}"
+            f"{where}: expected a number of dollars per million tokens, got {shown(value)}"
         )
     if not math.isfinite(value) or value < 0:
-        raise PriceError(f"{where}: expected a finite number >= 0, got {_show(value)}")
+        raise PriceError(f"{where}: expected a finite number >= 0, got {shown(value)}")
     return float(value)
 
 
@@ -67,7 +62,7 @@ def price_from_mapping(rates: Any, where: str) -> Price:
     """A :class:`Price` from ``{input, cached_input?, output}``; ``where`` names the source in
     errors (``"prices.json: model 'm'"``)."""
     if not isinstance(rates, Mapping):
-        raise PriceError(f"{where}: expected a mapping of {', '.join(FIELDS)}, got {_show(rates)}")
+        raise PriceError(f"{where}: expected a mapping of {', '.join(FIELDS)}, got {shown(rates)}")
     unknown = sorted(str(key) for key in rates if key not in FIELDS)
     if unknown:
         raise PriceError(f"{where}: unknown field {unknown[0]!r} (allowed: {', '.join(FIELDS)})")
@@ -84,7 +79,7 @@ def parse_price(text: str, where: str = "price") -> Price:
     if len(parts) not in (2, 3):
         raise PriceError(
             f"{where}: expected input/output or input/cached_input/output dollars per million "
-            f"tokens (e.g. 0.15/0.60), got {_show(text)}"
+            f"tokens (e.g. 0.15/0.60), got {shown(text)}"
         )
     numbers = []
     for name, part in zip(("input", "cached_input", "output")[-len(parts) :], parts, strict=True):
@@ -127,12 +122,12 @@ def load_prices(path: str | Path) -> dict[str, Price]:
     content = _read(path)
     if not isinstance(content, Mapping):
         raise PriceError(
-            f"{path}: expected a mapping of model name to prices, got {_show(content)}"
+            f"{path}: expected a mapping of model name to prices, got {shown(content)}"
         )
     prices = {}
     for model, rates in content.items():
         if not isinstance(model, str) or not model:
-            raise PriceError(f"{path}: model names must be non-empty strings, got {_show(model)}")
+            raise PriceError(f"{path}: model names must be non-empty strings, got {shown(model)}")
         prices[model] = price_from_mapping(rates, f"{path}: model {model!r}")
     return prices
 

@@ -310,7 +310,7 @@ def play_parts(
     for part in parts:
         if part.episodes < 1:
             raise UsageError(f"part {part.name}: episodes must be >= 1, got {part.episodes}")
-        _protocol(part, run_options(part, options.protocol))  # refused before any folder
+        part_protocol(part, run_options(part, options.protocol))  # refused before any folder
     specs = user_specs(parts, options)
     seated = [s for p in parts for s in (*specs.values(), *p.seats.values(), options.default_seat)]
     budget = budget_for(options.limits, seated, options.prices)  # --cost-limit's prices checked
@@ -345,7 +345,7 @@ def play_parts(
         )
         if budget is not None and transcript is not None:  # what the run spent before
             budget.add_recorded(transcript.recorded.values())
-        player = _Player(options, specs, transcript, bar, budget, cache)
+        player = PartPlayer(options, specs, transcript, bar, budget, cache)
         results, orders, stopped = [], [], None
         for part in parts:  # a spending limit reached keeps what finished, the rest empty
             try:
@@ -360,8 +360,10 @@ def play_parts(
     return SessionResult(names, results, orders, total, out, run, shard, stopped)
 
 
-class _Player:
-    """Plays one part after another, counting the whole run's episodes for the shard."""
+class PartPlayer:
+    """Plays one part after another, counting the whole run's episodes for the shard. Its
+    ``cache`` (spec -> Seat) may be filled beforehand: :mod:`dilemmax.llm.plan` seats its
+    stand-in models there."""
 
     def __init__(self, options: SessionOptions, specs, transcript, bar, budget=None, cache=None):
         self.options, self.specs, self.transcript, self.bar = options, specs, transcript, bar
@@ -374,7 +376,7 @@ class _Player:
     def play(self, part: Part) -> tuple[PlayResult, list[int]]:
         run = self.options
         options = run_options(part, run.protocol)
-        protocol = _protocol(part, options)
+        protocol = part_protocol(part, options)
         made = {options_key(options): protocol}
         base = self._seats(part)
         rotations, order = [], []
@@ -472,7 +474,7 @@ def run_options(part: Part, protocol: Mapping[str, Any]) -> dict[str, Any]:
     return {**protocol, **part.protocol_options}
 
 
-def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None:
+def part_protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None:
     """The part's protocol under its run options (None: the game has none)."""
     try:
         return part.env.text_protocol(**run_options)
@@ -484,7 +486,7 @@ def _protocol(part: Part, run_options: Mapping[str, Any]) -> TextProtocol | None
 
 def _protocol_labels(parts: Sequence[Part], options: SessionOptions) -> list[str]:
     """The text protocols the parts' prompts are rendered with, as the transcript records them."""
-    made = ((p, _protocol(p, run_options(p, options.protocol))) for p in parts)
+    made = ((p, part_protocol(p, run_options(p, options.protocol))) for p in parts)
     return [protocol_label(env_label(p.env), pr) for p, pr in made if pr is not None]
 
 
