@@ -124,6 +124,29 @@ def test_a_design_s_options_and_its_task_parameters_are_one_declaration():
         assert set(task.parameters) == {*fields, *RUN_DEFAULTS, "output_mode"}, name
 
 
+def test_scores_name_each_entry_by_the_axes_the_game_declares():
+    """Three trials and two agents: each trial's Gini under its trial, each agent's return under
+    its agent; a per-trial-and-agent table gives its mean. (They were ``gini[0]`` and
+    ``return[0]``, one index for either axis.)"""
+    record = {
+        "metrics": {"gini": [0.6, 0.8, 0.0], "return": [3.0, 1.0], "length": 6,
+                    "recipes_known": [[1, 0], [2, 1], [2, 2]]},
+        "metric_axes": {"gini": ["trial"], "return": ["agent"], "length": [],
+                        "recipes_known": ["trial", "agent"]},
+        "agents": ["agent_0", "agent_1"],
+        "steps": 6,
+    }  # fmt: skip
+    values = score_values(record)
+    assert math.isnan(values.pop("model_valid_replies"))  # no model seat
+    assert values == pytest.approx({
+        "gini": 1.4 / 3, "gini[trial_1]": 0.6, "gini[trial_2]": 0.8, "gini[trial_3]": 0.0,
+        "return": 2.0, "return[agent_0]": 3.0, "return[agent_1]": 1.0,
+        "length": 6.0, "recipes_known": 8 / 6, "steps": 6.0, "model_calls": 0.0,
+    })  # fmt: skip
+    with pytest.raises(UsageError, match="'recipes_known' is declared per trial and agent"):
+        score_values({**record, "metrics": {"recipes_known": [1, 2]}})
+
+
 # --------------------------------------------------------------------------- mock model
 def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     with LocalChatServer(
