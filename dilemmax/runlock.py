@@ -105,9 +105,15 @@ def _writer_of(record: str) -> str | None:
 
 
 def is_own(writer: str, command: str) -> bool:
-    """Whether a folder ``writer`` wrote is ``command``'s own (the same command, under its name
-    or a former one)."""
-    return writer == command or writer in FORMER_NAMES.get(command, ())
+    """Whether a folder ``writer`` wrote is ``command``'s own: the same command (under its name
+    or a former one), or its shards' merge, whose folder is the whole run (``play --resume``
+    continues what ``play merge`` wrote) and the other way round."""
+    return _run_of(writer) == _run_of(command) or writer in FORMER_NAMES.get(command, ())
+
+
+def _run_of(kind: str) -> str:
+    """The command whose runs ``kind`` writes: ``play`` for ``play merge``."""
+    return kind.removesuffix(" merge")
 
 
 def foreign_folder(run_dir: str | Path, writer: str, command: str, option: str = "") -> str:

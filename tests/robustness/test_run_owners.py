@@ -47,7 +47,7 @@ def nothing_runs(monkeypatch):
         raise AssertionError("the command got past its checks")
 
     monkeypatch.setattr("dilemmax.train.run.TrainingRun._train", forbidden)
-    monkeypatch.setattr("dilemmax.llm.session._Player.play", forbidden)
+    monkeypatch.setattr("dilemmax.llm.session.Transcript", forbidden)  # opened past the lock
     monkeypatch.setattr("dilemmax.view.cli.read_run", forbidden)
     monkeypatch.setattr("dilemmax.cli.Arena.run", forbidden)
 
@@ -74,6 +74,16 @@ def test_a_redteam_folder_recorded_under_its_former_name_is_still_its_own(tmp_pa
     (folder / ".lock").write_text("play pid 12\n")  # what `redteam play` recorded before
     RunLock(folder, "redteam play").acquire().release()
     assert last_writer(folder) == "redteam play"
+
+
+@pytest.mark.parametrize("command", ["play", "experiment"])
+def test_a_merged_run_is_its_commands_own(tmp_path, command):
+    """`play merge` writes the whole run, which `play --resume` continues (and the same for
+    experiments); a combine is another command's folder."""
+    merged = _run_folder(tmp_path / "merged", f"{command} merge")
+    RunLock(merged, command).acquire().release()
+    with pytest.raises(RunFolderError, match="another command"):
+        RunLock(merged, "experiment combine").acquire()
 
 
 # ----------------------------------------------------------------------------- folders
