@@ -18,7 +18,7 @@ from dilemmax.llm.client import ChatRequest, Completion
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import reply_identity
 from dilemmax.llm.server import LocalChatServer
-from dilemmax.llm.transcript import read_lines
+from dilemmax.llm.transcript import line_problem, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,6 +113,13 @@ def test_the_key_holds_model_options_and_sample_index_and_nothing_of_transport(t
     assert len(set(first)) == 3 and keys(0, [0, 0, 1]) == first
     assert keys(0, [1, 0]) == [first[2], first[0]]  # per episode, not per run
     assert not set(keys(1, [0, 0, 1])) & set(first)  # another --seed: other samples
+
+
+def test_a_transcripts_cache_fields_are_checked_on_resume():
+    assert (
+        line_problem({"type": "call", "cached": True, "cached_usage": {"prompt_tokens": 3}}) is None
+    )
+    assert "cached='yes'" in line_problem({"type": "call", "cached": "yes"})
 
 
 WRITER = """

@@ -130,6 +130,8 @@ LINE_FIELDS: dict[str, dict[str, Any]] = {
         **dict.fromkeys(("prompt_tokens", "completion_tokens", "reasoning_tokens"), _TOKENS),
         **dict.fromkeys(("cached_tokens", "cache_write_tokens", "retries"), _TOKENS),
         "latency_s": float | None,
+        "cached": bool | None,  # answered from the response cache (--cache), or not
+        "cached_usage": Mapping[str, Any] | None,
     },
     "episode": {
         "id": str,
