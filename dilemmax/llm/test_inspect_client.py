@@ -231,7 +231,8 @@ def test_an_inspect_mock_seat_plays_offline(offline, tmp_path, capsys):
             "agent_1=scripted:teacher", "--episodes", "2", "--envs", "2", "--no-progress",
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0 and offline == []
-    [row] = [line for line in capsys.readouterr().out.splitlines() if "mockllm/model  " in line]
+    table = capsys.readouterr().out.split("model calls:")[1]  # after the plan, the calls
+    [row] = [line for line in table.splitlines() if "mockllm/model  " in line]
     assert " unknown " in row  # the tokens column
     calls = json.loads((out / "results.json").read_text())["calls"]["inspect:mockllm/model"]
     assert calls["calls"] > 0 and calls["errors"] == 0
