@@ -239,7 +239,9 @@ def test_list_reads_the_catalogue_only(monkeypatch, capsys):
     monkeypatch.setattr(registry, "designs", lambda: pytest.fail("--list built the designs"))
     assert main(["experiment", "--list"]) == 0
     needy_line, tiny_line = capsys.readouterr().out.strip().split("\n")
-    assert "30,060 calls (needs a model in every seat)  S: needs seats" in needy_line
+    # 30,060 calls at moral_hazard's 522 prompt tokens a call: 15,691,320 tokens.
+    assert "30,060 calls,     ~15.7M prompt tokens (needs a model in every seat)  S: needs " \
+        "seats" in needy_line
     assert "10 calls" in tiny_line
 
 
