@@ -71,17 +71,27 @@ def reference(tmp_path_factory):
     return calls, json.loads((out / "results.json").read_text()), batches
 
 
+def eleventh_call_limit(calls: dict[str, dict]) -> int:
+    """A token limit that lets the second wave's first batch send one of its two calls: the first
+    10 calls' tokens plus 1.5 times the largest of them, so one more call of about that size fits
+    and a second does not."""
+    sizes = [c["prompt_tokens"] + c["completion_tokens"] for c in calls.values()]
+    return sum(sizes[:10]) + int(1.5 * max(sizes[:10]))
+
+
 @pytest.mark.parametrize(
-    ("flag", "low", "high"),
-    # Each falls inside the second wave's first batch (after 10 calls, 3,914 tokens; its two
-    # calls are 383 and 384 tokens, the largest call before 403): two episodes finish.
-    [("--max-calls", "11", "100"), ("--token-limit", "4414", "100000"),
-     ("--cost-limit", "4.414", "100")],
+    ("flag", "high"),
+    [("--max-calls", "100"), ("--token-limit", "1000000"), ("--cost-limit", "1000")],
 )  # fmt: skip
 def test_a_limit_stops_cleanly_and_resuming_higher_equals_the_uncapped_run(
-    reference, tmp_path, capsys, flag, low, high
+    reference, tmp_path, capsys, flag, high
 ):
+    """Each limit falls inside the second wave's first batch (10 calls made, its 2 to go): the
+    first wave's two episodes finish."""
     want_calls, want, batches = reference
+    tokens = eleventh_call_limit(want_calls)  # the seat's price makes a token $0.001
+    low = {"--max-calls": "11", "--token-limit": str(tokens), "--cost-limit": str(tokens / 1000)}
+    low = low[flag]
     out = tmp_path / "run"
     with LocalChatServer(reply) as server:
         assert main(command(server.base_url, out, flag, low)) == STOPPED_STATUS
