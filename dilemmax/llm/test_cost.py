@@ -104,9 +104,12 @@ def test_plan_calls_nothing_and_writes_nothing(tmp_path, capsys):
         assert main(["experiment", "moral_hazard/isolation", *base, "--replicates", "1",
                      "--out", str(tmp_path / "iso")]) == 0  # fmt: skip
         designed = capsys.readouterr().out
+        assert main(["scenarios", "evaluate", "--game", "moral_hazard", *base, "--episodes",
+                     "1", "--out", str(tmp_path / "sc")]) == 0  # fmt: skip
+        scored = capsys.readouterr().out
         assert server.received == 0
-    assert not (tmp_path / "play").exists() and not (tmp_path / "iso").exists()
-    for out in (played, designed):
+    assert not any((tmp_path / name).exists() for name in ("play", "iso", "sc"))
+    for out in (played, designed, scored):
         assert "plan, before any call" in out and "openai:m,price=0.15/0.60" in out
         assert "chars/4: an estimate" in out and " $0." in out
     assert "cost unknown" not in played
