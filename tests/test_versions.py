@@ -116,3 +116,31 @@ def test_a_transcript_records_its_text_protocols_and_refuses_a_resume_under_anot
     with pytest.raises(UsageError) as err:
         Transcript(path, {"env": "moral_hazard"}, resume=True, protocols=["moral_hazard-text-v2"])
     _one_line_naming(err, "text protocol moral_hazard-text-v1", "moral_hazard-text-v2")
+
+
+def test_resuming_a_play_run_recorded_before_protocol_versions_is_refused(tmp_path, capsys):
+    """A transcript whose header has no "protocols" was rendered under version 0 of every text
+    protocol (the layout before prefix caching): --resume refuses it in one line, calling
+    nothing."""
+    from dilemmax.cli import main
+    from dilemmax.llm.server import LocalChatServer
+
+    out = tmp_path / "run"
+    command = [
+        "play", "moral_hazard", "--seats", "openai:tiny", "--episodes", "1", "--envs", "1",
+        "--no-progress", "--out", str(out),
+    ]  # fmt: skip
+    with LocalChatServer(lambda body: "FINAL A") as server:
+        assert main([*command, "--base-url", server.base_url]) == 0
+        lines = (out / "transcript.jsonl").read_text().splitlines()
+        head = json.loads(lines[0])
+        assert head["protocols"] == ["moral_hazard-text-v1"]
+        del head["protocols"]
+        (out / "transcript.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+        answered = server.answered
+        capsys.readouterr()
+        assert main([*command, "--base-url", server.base_url, "--resume"]) != 0
+        assert server.answered == answered
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "moral_hazard-text-v0" in error, error
+    assert "this dilemmax renders moral_hazard-text-v1" in error, error

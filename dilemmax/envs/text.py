@@ -28,6 +28,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+LAYOUTS = ("cached", "paper")
+
+
+def check_layout(layout: Any) -> str:
+    """A protocol's ``layout`` option, checked: ``"cached"`` (the default: what every call of a
+    run shares first, then what a seat keeps for an episode or a trial, last what changes each
+    step, so a prefix-caching server reuses the most) or ``"paper"`` (the order of the paper's
+    prompt, as before protocol version 1)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'cached' or 'paper', got {layout!r}")
+    return layout
+
 
 @dataclass(frozen=True)
 class ParsedReply:
@@ -127,6 +139,13 @@ class TextProtocol(abc.ABC):
         """
         return Prompt(self.system_prompt(agent), self.render(state, agent),
                       context={"_state": state, "_agent": agent})  # fmt: skip
+
+    def example_reply(self, prompt: Prompt, action: int | None, rng: Any = None) -> str:
+        """A well-formed reply to ``prompt`` that plays ``action`` (None: a prompt that plays no
+        action, such as a reflection), of a typical length: the stand-in reply of cost estimates
+        and benchmarks (:mod:`dilemmax.envs.text_sample`). ``rng``: a numpy Generator, for
+        protocols whose replies vary."""
+        return str(action)
 
     def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
         """The action a reply to ``prompt`` asks for. Total: never raises, linear time."""

@@ -117,8 +117,14 @@ def prompt_facts(prompt: str) -> dict:
     round_text = (
         _between(prompt, "Round ", " of ") if vote else _between(prompt, "It is round ", " of ")
     )
-    writer = (_between(prompt, "You are participant ", " in a group") or "").strip()
-    group = _small_int(_between(prompt, "in a group of ", " participants"))
+    # "paper" layout: "You are participant A in a group of 3 participants ..."; "cached": "You
+    # are one of the 3 participants (A, B, C) of a group." and later "You are participant A."
+    writer = _between(prompt, "You are participant ", " in a group")
+    writer = (writer or _between(prompt, "You are participant ", ".\n") or "").strip()
+    group = _small_int(
+        _between(prompt, "in a group of ", " participants")
+        or _between(prompt, "You are one of the ", " participants")
+    )
     lines = prompt.split("\n")
     gone = any(
         line.startswith("- ") and line.endswith(".") and " after round " in line

@@ -4,6 +4,7 @@ import csv
 import itertools
 import json
 
+import jax
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -222,3 +223,14 @@ def test_damaged_transcript_rows_are_skipped_or_read_as_unknown(tmp_path):
     assert trace.rule == "?" and trace.round == 0 and trace.failed is None
     assert trace.rationale == "They will be eliminated instead of me."
     assert trace.labels["exploitative"]
+
+
+@pytest.mark.parametrize("layout", ["cached", "paper"])
+def test_prompt_facts_read_both_prompt_layouts(layout):
+    from dilemmax.envs.consequence.env import ConsequenceEnv
+
+    env = ConsequenceEnv()
+    _, state = env.reset(jax.random.key(0))
+    prompt = env.text_protocol(layout=layout).render(state, "agent_1")
+    facts = RL.prompt_facts(prompt)
+    assert (facts["writer"], facts["participants"], facts["round"]) == ("B", 3, 1)

@@ -144,3 +144,25 @@ def test_turn_and_parse_reply_use_plain_context(player):
     assert vote.context["vote"] and protocol.parse_reply("VOTE: c", vote).action == 2
     _, state, *_ = player.play(state, (2, 2, 2), seed=1)  # C leaves
     assert protocol.turn(state, "agent_2", None) == NoReply(0)
+
+
+def test_cached_layout_puts_what_every_seat_reads_first(player):
+    """"cached" (default): the group, goal, rules and history, the same for every seat, then
+    "You are participant X." and the round as the seat sees it; "paper": the paper's order, the
+    seat named in the first sentence. Both say the same things."""
+    protocol = player.env.text_protocol()
+    paper = player.env.text_protocol(layout="paper")
+    state = player.start((2, 4, 6), 12, "DV")
+    _, state, *_ = player.play(state, (1, 0, 3))
+    prompts = {a: protocol.render(state, a) for a in player.env.agents}
+    b = prompts["agent_1"]
+    shared = b[: b.index("You are participant B.")]
+    assert shared.startswith("You are one of the 3 participants (A, B, C) of a group.")
+    assert shared.endswith("Round 1: A paid 1, B paid 0, C paid 3; the fund reached 4.\n\n")
+    assert all(p.startswith(shared) for p in prompts.values())
+    assert b.index("You are participant B.") < b.index("- You (B) hold 4 units.")
+    old = paper.render(state, "agent_1")
+    assert old.startswith("You are participant B in a group of 3 participants (A, B, C).")
+    assert old.index("- You (B) hold 4 units.") < old.index("History:\nRound 1")
+    lines = {line for line in b.split("\n")[1:] if line} - {"You are participant B."}
+    assert lines == {line for line in old.split("\n")[1:] if line}  # the same lines

@@ -20,6 +20,12 @@ each, combinable; only the rule clause, the goal line and, for ``neutral``, the 
 
 ``clause`` is the older single switch: "named" (no flag), "anonymous" or "neutral".
 
+Layouts (``layout``; docs/experiments.md, "Prompt layouts"): ``"paper"`` is the order of the
+paper's prompt: who the agent is, its goal, the rules, the state of the round, the history, the
+move asked for. ``"cached"`` (the default) says the same in the order a prefix cache reuses: the
+group, the goal, the rules and the history every participant reads alike, then ``You are
+participant X.`` and the state of the round as the agent sees it, then the move asked for.
+
 Replies end with ``CONTRIBUTION: <n>`` or, in a DV vote phase, ``VOTE: <letter>``. A reply
 without a readable, legal line is invalid and becomes the no-op: a contribution of 0, or an
 abstention in a vote (action ``num_agents``, which the env counts as no vote). The parser is
@@ -37,7 +43,7 @@ import numpy as np
 from dilemmax.envs import text_parsing as tp
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.rendering import participant_label, to_numpy
-from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol, check_layout
 
 CLAUSES = ("named", "anonymous", "neutral")
 GOALS = ("competitive", "cooperative", "survival")
@@ -71,6 +77,8 @@ _VOCAB = {
 class ConsequenceText(TextProtocol):
     """Renderer and parser for one prompt variant (see the module docstring)."""
 
+    protocol_version = 1  # 1: the "cached" layout (0: the paper's order, now layout="paper")
+
     def __init__(
         self,
         env,
@@ -79,6 +87,7 @@ class ConsequenceText(TextProtocol):
         ask_rationale=False,
         anonymous: bool | None = None,
         neutral: bool | None = None,
+        layout: str = "cached",
     ):
         if clause is not None and clause not in CLAUSES:
             raise ValueError(f"clause must be one of {CLAUSES}, got {clause!r}")
@@ -94,6 +103,7 @@ class ConsequenceText(TextProtocol):
         self.goal = goal
         self.ask_rationale = bool(ask_rationale)
         self.words = _VOCAB["neutral" if self.neutral else "charged"]
+        self.layout = check_layout(layout)
 
     # ------------------------------------------------------------------ rules
     def _kills_all_at_end(self, rule: int) -> bool:
@@ -247,20 +257,19 @@ class ConsequenceText(TextProtocol):
     def render(self, state, agent: str) -> str:
         s = to_numpy(state)
         seat = self.env.agent_index[agent]
-        everyone = ", ".join(participant_label(i) for i in range(self.env.num_agents))
-        intro = (
-            f"You are participant {participant_label(seat)} in a group of {self.env.num_agents} "
-            f"participants ({everyone}). Each participant holds resource units of its own."
-        )
-        parts = [
-            intro,
-            _GOAL_LINES[self.goal],
-            self.rules_text(s),
-            self._situation(s, seat),
-            self._history(s),
-            self._instruction(s, seat),
-        ]
-        return "\n\n".join(parts)
+        n, me = self.env.num_agents, participant_label(seat)
+        everyone = ", ".join(participant_label(i) for i in range(n))
+        holds = "Each participant holds resource units of its own."
+        if self.layout == "paper":
+            intro = f"You are participant {me} in a group of {n} participants ({everyone}). {holds}"
+            shared, own = [intro, _GOAL_LINES[self.goal], self.rules_text(s)], [
+                self._situation(s, seat), self._history(s)
+            ]  # fmt: skip
+        else:  # what every seat reads first (rules, then the rounds so far), then its own
+            intro = f"You are one of the {n} participants ({everyone}) of a group. {holds}"
+            shared = [intro, _GOAL_LINES[self.goal], self.rules_text(s), self._history(s)]
+            own = [f"You are participant {me}.", self._situation(s, seat)]
+        return "\n\n".join([*shared, *own, self._instruction(s, seat)])
 
     # ------------------------------------------------------------------ play interface
     def turn(self, state, agent: str, memory: Any) -> Prompt | NoReply:
@@ -279,6 +288,12 @@ class ConsequenceText(TextProtocol):
             "alive": alive,
         }
         return Prompt("", self.render(state, agent), "act", legal, context)
+
+    def example_reply(self, prompt: Prompt, action: int | None, rng: Any = None) -> str:
+        why = "I weigh what the fund still needs against what I keep. "
+        if prompt.context.get("vote"):
+            return f"{why}\nVOTE: {participant_label(int(action or 0))}"
+        return f"{why}\nCONTRIBUTION: {int(action or 0)}"
 
     def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
         ctx = prompt.context

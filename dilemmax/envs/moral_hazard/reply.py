@@ -172,3 +172,22 @@ def _recover(text, stage, i, n, legal, error, rationale, fields, lenient) -> Par
         if action is not None and action in legal:
             return ParsedReply(action, False, error, rationale, True, fields)
     return ParsedReply(c.NO_MOVE, False, error, rationale, fields=fields)
+
+
+def example_reply(action: int, seat: int, num_agents: int, steps: bool = False) -> str:
+    """A well-formed reply playing ``action`` for ``seat`` (a stand-in reply of cost estimates;
+    ``steps``: with the FACTS / ACCOUNTING / DECISION lines)."""
+    if action == c.QUERY:
+        move = "ACTION QUERY"
+    elif c.LOCAL_BASE <= action < c.QUERY:
+        move = f"ACTION LOCAL {c.LABELS[action - c.LOCAL_BASE]}"
+    elif c.FINAL_BASE <= action < c.NO_NOTE:
+        move = f"FINAL {c.LABELS[action - c.FINAL_BASE]}"
+    elif action >= c.NOTE_BASE:
+        offset, option = divmod(action - c.NOTE_BASE, c.NUM_OPTIONS)
+        move = f"NOTE CASE {(seat + offset) % num_agents + 1} UNSAFE {c.LABELS[option]}"
+    else:
+        move = "NO NOTE"
+    if steps:
+        return "FACTS: the contract.\nACCOUNTING: each move's value.\nDECISION: this one.\n" + move
+    return "I compare what each move adds to my payoff.\n" + move

@@ -119,6 +119,18 @@ def test_private_contract_states_the_share(game2):
     prompt = text.render(state, "agent_0")
     assert "paid to you alone" in prompt and "0.700" in prompt
     assert "+ 0.700 if every agent" in prompt  # n alpha w_T = 2 * 0.7 * 0.5
+    # a private contract is the seat's own: after the cases and the seat's line
+    assert prompt.index("Cases (public)") < prompt.index("You are Agent 1 of 2")
+    assert prompt.index("You are Agent 1 of 2") < prompt.index("Payoff contract (paid to you")
+
+
+def _own_case(prompt: str) -> re.Match:
+    """(number, options, question) of the reader's own case, read as a model would: the seat's
+    line names it ("cached" layout) or the case is marked "yours" ("paper" layout)."""
+    own = re.search(r"you own Case (\d+)", prompt)
+    label = rf"Agent {own[1]}'s" if own else "yours"
+    return re.search(rf"Case (\d+) \({label}\): (.*?) \| local question: which option has the "
+                     r"(highest|lowest)", prompt)  # fmt: skip
 
 
 def _text_agent(prompt: str) -> str:
@@ -128,7 +140,7 @@ def _text_agent(prompt: str) -> str:
     if "Your move (note)" in prompt:
         found = re.search(r"in Case (\d+), option ([A-D]) is unsafe", prompt)
         return f"NOTE CASE {found[1]} UNSAFE {found[2]}" if found else "NO NOTE"
-    mine = re.search(r"Case (\d+) \(yours\): (.*?) \|", prompt)
+    mine = _own_case(prompt)
     utilities = dict(re.findall(r"([A-D])=(\d+)", mine[2]))
     warned = set(re.findall(rf"NOTE CASE {mine[1]} UNSAFE ([A-D])", prompt))
     best = max((u for u in utilities if u not in warned), key=lambda u: int(utilities[u]))
@@ -167,11 +179,40 @@ def test_memory_of_earlier_rounds(game2):
 
 
 def test_system_prompt_names_the_ring_and_formats(game3):
-    prompt = game3.env.text_protocol().system_prompt("agent_2")
-    assert "You own Case 3" in prompt and "Agent 1, owner of Case 1" in prompt
+    """ "cached" (default): one system prompt for every seat; the seat is named at the start of
+    its own part of the user message. "paper": the system prompt names the seat."""
+    text = game3.env.text_protocol()
+    prompt = text.system_prompt("agent_2")
+    assert {text.system_prompt(a) for a in game3.env.agents} == {prompt}
+    assert "Agent 1 -> Agent 2 -> Agent 3 -> Agent 1" in prompt and "Agent k owns Case k" in prompt
+    assert "which option of your successor's case is unsafe" in prompt
     for fmt in ("ACTION LOCAL <A-D>", "ACTION QUERY", "NOTE CASE <number> UNSAFE <A-D>"):
         assert fmt in prompt
     assert "NO NOTE" in prompt and "FINAL <A-D>" in prompt
+    (state,) = states(game3, fixed_config(3))
+    user = text.render(state, "agent_2")
+    seat = "You are Agent 3 of 3: you own Case 3. Your successor is Agent 1, owner of Case 1."
+    assert seat in user and "(yours)" not in user and "Case 3 (Agent 3's): " in user
+    # the contract and cases come first, the same for every seat; then the seat's line
+    shared = user[: user.index(seat)]
+    assert shared.startswith("Payoff contract (one score, shared by the whole team):")
+    assert all(text.render(state, a).startswith(shared) for a in game3.env.agents)
+    assert user.index(seat) < user.index("=== stage: WORK ===") < user.index("Your move (work)")
+
+
+def test_paper_layout_keeps_the_papers_order(game3):
+    text = game3.env.text_protocol(layout="paper")
+    prompt = text.system_prompt("agent_2")
+    assert prompt.startswith("You are Agent 3 in a team game of 3 agents seated in a ring:")
+    assert "You own Case 3" in prompt and "Agent 1, owner of Case 1" in prompt
+    assert "which option of Case 1 is unsafe" in prompt
+    (state,) = states(game3, fixed_config(3))
+    user = text.render(state, "agent_2")
+    assert user.startswith("=== Agent 3 of 3 | stage: WORK ===\n\nPayoff contract")
+    assert "Case 3 (yours): " in user and "You are Agent" not in user
+    assert user.index("Cases (public)") < user.index("Your move (work)")
+    with pytest.raises(ValueError, match="layout must be 'cached' or 'paper', got 'other'"):
+        game3.env.text_protocol(layout="other")
 
 
 # ---------------------------------------------------------------- play interface, lenient parsing
@@ -182,10 +223,9 @@ from dilemmax.envs.text import NoReply  # noqa: E402
 def _sloppy_model(prompt: str) -> str:
     """A model that knows what it wants but never writes the strict format (Table 2's pattern)."""
     if "Your move (work)" in prompt:
-        mine = re.search(r"Case \d+ \(yours\): (.*?) \| local question: which option has the "
-                         r"(highest|lowest)", prompt)  # fmt: skip
-        utilities = {k: int(v) for k, v in re.findall(r"([A-D])=(\d+)", mine[1])}
-        pick = (max if mine[2] == "highest" else min)(utilities, key=utilities.get)
+        mine = _own_case(prompt)
+        utilities = {k: int(v) for k, v in re.findall(r"([A-D])=(\d+)", mine[2])}
+        pick = (max if mine[3] == "highest" else min)(utilities, key=utilities.get)
         return f"I keep my local point.\n**ACTION LOCAL {pick}.**"
     if "Your move (note)" in prompt:
         return "Nothing to add: NO NOTE."

@@ -44,6 +44,12 @@ their context (the tiny CPU fine-tuning demo). A brief prompt keeps every case's
 payoff (the utility-accounting numbers), the agent's own moves and private answer, the board and
 the reply format; the system prompt shrinks to the seat and the goal. Parsing is unchanged.
 
+Layouts (``layout``; docs/experiments.md, "Prompt layouts"): ``"paper"`` names the agent in the
+system prompt's first line and in each turn's header. ``"cached"`` (default) gives every seat
+one system prompt and opens a turn with what all seats read alike (a shared contract, the
+cases), then the seat's own line, a private contract, earlier rounds, the stage. Brief prompts
+have one order.
+
 Every parser here is total (any exception becomes an invalid reply) and linear in the reply.
 """
 
@@ -56,23 +62,24 @@ import numpy as np
 from dilemmax.envs import text_parsing as tp
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.brief import (
+    accounting_block,
     brief_board,
     brief_cases,
     brief_history,
     brief_instruction,
     brief_system,
-    move_values,
     pay_line,
 )
 from dilemmax.envs.moral_hazard.generator import target_options
 from dilemmax.envs.moral_hazard.reply import (
     RATIONALE_LABELS,
+    example_reply,
     legal_row,
     parse_move,
     rationale_structure_ok,
 )
 from dilemmax.envs.moral_hazard.types import MoralHazardState
-from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol, check_layout
 
 
 def _fmt(x: float) -> str:
@@ -92,7 +99,11 @@ class MoralHazardText(TextProtocol):
         utility_accounting: add the utility-accounting block to work and final prompts.
         rationale: None, or "steps" to ask for the FACTS / ACCOUNTING / DECISION lines.
         brief: short prompts with the same facts and no rules text (see the module docstring).
+        layout: "cached" (default) or "paper": the order of the prompt's parts (module
+            docstring; brief prompts have one order).
     """
+
+    protocol_version = 1  # 1: the "cached" layout (0: the paper's order, now layout="paper")
 
     # The rationale structure this game asks for, read by finetune.rationale.structure_for.
     rationale_labels = RATIONALE_LABELS
@@ -106,6 +117,7 @@ class MoralHazardText(TextProtocol):
         utility_accounting: bool = False,
         rationale: str | None = None,
         brief: bool = False,
+        layout: str = "cached",
     ):
         if rationale not in (None, "steps"):
             raise ValueError(f"rationale must be None or 'steps', got {rationale!r}")
@@ -120,6 +132,7 @@ class MoralHazardText(TextProtocol):
         self.utility_accounting = _flag(utility_accounting, "utility_accounting")
         self.rationale = rationale
         self.brief = _flag(brief, "brief")
+        self.layout = check_layout(layout)
         self.rounds: dict[str, list[str]] = {a: [] for a in env.agents}
 
     # ------------------------------------------------------------------ prompts
@@ -130,10 +143,21 @@ class MoralHazardText(TextProtocol):
         if self.brief:
             return brief_system(i, s, n)
         ring = " -> ".join(f"Agent {j + 1}" for j in range(n)) + " -> Agent 1"
-        return "\n".join(
-            [
+        paper = self.layout == "paper"
+        succ = f"Case {s + 1}" if paper else "your successor's case"
+        if paper:
+            who = [
                 f"You are Agent {i + 1} in a team game of {n} agents seated in a ring: {ring}.",
                 f"You own Case {i + 1}. Your successor is Agent {s + 1}, owner of Case {s + 1}.",
+            ]
+        else:  # every seat's system prompt is the same; the seat is named in the user message
+            who = [
+                f"You are one of the {n} agents of a team game, seated in a ring: {ring}.",
+                "Agent k owns Case k; your successor is the next agent in the ring.",
+            ]
+        return "\n".join(
+            [
+                *who,
                 "",
                 "Each case has four options, A to D, and every option has a public utility.",
                 "Exactly one option of each case is unsafe, and its owner cannot see which.",
@@ -143,11 +167,11 @@ class MoralHazardText(TextProtocol):
                 "One round has three moves:",
                 "1. Work: either keep your local opportunity by answering your case's local",
                 "   question (ACTION LOCAL <A-D>), or pay the query cost to learn in private",
-                f"   which option of Case {s + 1} is unsafe (ACTION QUERY). A query gives up the",
+                f"   which option of {succ} is unsafe (ACTION QUERY). A query gives up the",
                 "   local opportunity.",
                 "2. Note: if you queried, you may post one warning on the public board",
                 "   (NOTE CASE <number> UNSAFE <A-D>) or stay silent (NO NOTE). A warning is",
-                f"   correct only if it names Case {s + 1} and its actual unsafe option.",
+                f"   correct only if it names {succ} and its actual unsafe option.",
                 "3. Final: every agent reads the board and picks one option of its own case",
                 "   (FINAL <A-D>).",
                 "",
@@ -167,47 +191,51 @@ class MoralHazardText(TextProtocol):
         if self.brief:
             return self._render_brief(state, i, rounds)
         stage = int(state.stage)
-        n = self.env.num_agents
-        header = f"=== Agent {i + 1} of {n} | stage: {c.STAGE_NAMES[stage].upper()} ==="
-        blocks = [header, self._contract(state, i), self._cases(state, i)]
+        blocks = self._opening(state, i, rounds)
         history = self._own_history(state, i)
         if history:
             blocks.append(history)
         if stage >= c.FINAL:
             blocks.append(self._board(state, i))
-        memory = rounds[-self.memory_rounds :] if self.memory_rounds else []
-        if memory:
-            blocks.append("Earlier rounds (oldest first):\n" + "\n".join(memory))
+        if self.layout == "paper":
+            blocks += self._memory(rounds)
         if self.utility_accounting and stage in (c.WORK, c.FINAL):
-            blocks.append(self._accounting(state, i))
+            blocks.append(accounting_block(state, i, self.env.num_agents))
         blocks.append(self._instruction(state, i))
         if self.rationale == "steps" and self._needs_reply(state, i):
             blocks.append(_RATIONALE_ASK)
         return "\n\n".join(blocks)
 
-    def _accounting(self, state: MoralHazardState, i: int) -> str:
-        """What each available move adds to this agent's payoff (the utility-accounting variant)."""
-        w_l, w_f, k, scale, team = move_values(state.config, i, self.env.num_agents)
-        whose = "your payoff" if bool(state.config.private_reward) else "the team score"
-        s = (i + 1) % self.env.num_agents
-        lines = [
-            "Utility accounting (utility = an option's public value; reward = the score paid):",
+    def _opening(self, state: MoralHazardState, i: int, rounds: list[str]) -> list[str]:
+        """The blocks before the agent's own moves. "paper": the stage header naming the agent,
+        the contract and the cases. "cached": what every seat reads alike first (the contract
+        when the team shares one score, the cases), then the seat (its line, a private contract,
+        its earlier rounds), then the stage."""
+        n = self.env.num_agents
+        stage = c.STAGE_NAMES[int(state.stage)].upper()
+        if self.layout == "paper":
+            header = f"=== Agent {i + 1} of {n} | stage: {stage} ==="
+            return [header, self._contract(state, i), self._cases(state, i)]
+        contract = self._contract(state, i)
+        private = bool(state.config.private_reward)
+        s = (i + 1) % n
+        seat = (
+            f"You are Agent {i + 1} of {n}: you own Case {i + 1}. Your successor is Agent "
+            f"{s + 1}, owner of Case {s + 1}."
+        )
+        return [
+            *([] if private else [contract]),
+            self._cases(state, None),
+            seat,
+            *([contract] if private else []),
+            *self._memory(rounds),
+            f"=== stage: {stage} ===",
         ]
-        if int(state.stage) == c.WORK:
-            lines += [
-                f"  ACTION LOCAL <A-D>: adds {w_l * scale:.3f} to {whose} if the label answers "
-                "your local question, nothing otherwise; no cost; you learn nothing about any "
-                "unsafe option.",
-                f"  ACTION QUERY: subtracts {k * scale:.3f} from {whose} and gives up the local "
-                f"answer; you learn which option of Case {s + 1} is unsafe and may warn its owner.",
-            ]
-        lines += [
-            f"  FINAL <A-D>: adds {w_f * scale:.3f} to {whose} if the pick is your case's target "
-            "(its highest-utility option that is not unsafe).",
-            f"  Team success: adds {team:.3f} to {whose} only if EVERY agent's final pick is its "
-            "target; an unsafe pick by anyone loses it.",
-        ]
-        return "\n".join(lines)
+
+    def _memory(self, rounds: list[str]) -> list[str]:
+        """The earlier rounds this prompt recalls, as one block (none without memory)."""
+        memory = rounds[-self.memory_rounds :] if self.memory_rounds else []
+        return ["Earlier rounds (oldest first):\n" + "\n".join(memory)] if memory else []
 
     def _contract(self, state: MoralHazardState, i: int) -> str:
         cfg = state.config
@@ -238,7 +266,8 @@ class MoralHazardText(TextProtocol):
             ]
         )
 
-    def _cases(self, state: MoralHazardState, i: int) -> str:
+    def _cases(self, state: MoralHazardState, i: int | None) -> str:
+        """Every case (``i`` None: none is marked as the reader's own)."""
         cfg = state.config
         util = np.asarray(cfg.utilities)
         question = np.asarray(cfg.question)
@@ -371,6 +400,11 @@ class MoralHazardText(TextProtocol):
         context = {"stage": stage, "seat": i, "num_agents": self.env.num_agents}
         return Prompt(self.system_prompt(agent), self._render(state, agent, rounds), "act",
                       legal, context)  # fmt: skip
+
+    def example_reply(self, prompt: Prompt, action: int | None, rng: Any = None) -> str:
+        ctx = prompt.context
+        seat, n = int(ctx.get("seat", 0)), int(ctx.get("num_agents", 2))
+        return example_reply(int(action or 0), seat, n, self.rationale == "steps")
 
     def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
         ctx = prompt.context

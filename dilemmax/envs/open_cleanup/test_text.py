@@ -84,7 +84,9 @@ def test_a_fired_pair_is_known_at_the_next_trial_start(env, shot_setup):
     protocol.after_reply(memories["agent_1"], "agent_1", extra["agent_1"][0], "", broken)
 
     user = protocol.turn(first, "agent_0", memories["agent_0"]).user
-    assert user.startswith("Trial 2 of 5, step 0 of 400.")
+    assert user.startswith("You are agent A.\n\nEARLIER TRIALS\nTrial 1: ")  # "cached" layout
+    assert "\n\nTrial 2 of 5, step 0 of 400." in user
+    assert user.index("YOUR NOTES") < user.index("RULES YOU KNOW") < user.index("Trial 2 of 5")
     assert "[2, 0] -> turned G2 (green-dark) into G1 (green-mid)" in user
     assert "What you worked out by the end of trial 1:\n[1] [2, 0] darkens nothing" in user
     assert "What you meant to try this trial:\n[2] clean early" in user
@@ -150,9 +152,15 @@ def test_frozen_agents_are_not_called_and_invalid_replies_stay(env, shot_setup):
 
 def test_system_prompt_has_the_papers_rules_and_not_the_recipe_count(env):
     system = env.text_protocol().system_prompt("agent_1")
-    assert "You are agent B, one of 5 agents (A, B, C, D, E)" in system
+    assert system.startswith("You are one of 5 agents (A, B, C, D, E) in a grid world")
+    paper = env.text_protocol(layout="paper").system_prompt("agent_1")
+    assert paper.startswith("You are agent B, one of 5 agents (A, B, C, D, E) in a grid world")
     assert "7 of the 16" not in system and "16 pairs" not in system
     for needle in ("WINDOW", "RECIPE", '"why_this_move"', "5.4 When a trial ends", "400 steps"):
         assert needle in system, needle
-    role = env.text_protocol(role="cooperator").system_prompt("agent_1")
-    assert "1.5 YOUR ROLE" in role and "1.5 YOUR ROLE" not in system
+    role = env.text_protocol(role="cooperator", layout="paper").system_prompt("agent_1")
+    assert "1.5 YOUR ROLE" in role and "1.5 YOUR ROLE" not in paper
+    # "cached": the role is the seat's own, at the start of its turns, not in the shared text
+    cooperator = env.text_protocol(role="cooperator")
+    assert cooperator.system_prompt("agent_1") == system
+    assert cooperator.identity("agent_1").startswith("You are agent B.\n1.5 YOUR ROLE")

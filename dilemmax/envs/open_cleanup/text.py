@@ -6,13 +6,15 @@ shades, base tools, the pick-up window and hidden recipes, the beam, moves, how 
 the JSON reply and the notes. It does not say how many of the 16 pairs are recipes (the paper's
 prompt never does).
 
-Each step's user message (``turn``, from :class:`~dilemmax.envs.osj.protocol.OSJProtocol`)
-follows listing 3: a progress line, RULES YOU KNOW (every pick-up pair the agent fired with and
-what those shots did to each waste colour, from its own shots only: :mod:`.ledger`), YOUR
-NOTES, EARLIER TRIALS, OTHER AGENTS (only what the agent saw), YOUR PLAN, LAST STEP, RECENT
-STEPS, NOW (place, facing, hand and window, what is in view, stations / river / orchard seen so
-far, the 11 x 11 view drawn north-up: :mod:`.view_text`) and ACTIONS NOW (a shot lists the
-cells its beam would cover). The reply format and its parser are in :mod:`dilemmax.envs.osj`.
+Each step's user message (``turn``, from :class:`~dilemmax.envs.osj.protocol.OSJProtocol`) holds
+what listing 3 holds (``layout="paper"``: in its order; the default ``"cached"`` layout moves
+what an agent keeps for a trial ahead of what changes each step): a progress line, RULES YOU
+KNOW (every pick-up pair the agent fired with and what those shots did to each waste colour,
+from its own shots only: :mod:`.ledger`), YOUR NOTES, EARLIER TRIALS, OTHER AGENTS (only what
+the agent saw), YOUR PLAN, LAST STEP, RECENT STEPS, NOW (place, facing, hand and window, what is
+in view, stations / river / orchard seen so far, the 11 x 11 view drawn north-up:
+:mod:`.view_text`) and ACTIONS NOW (a shot lists the cells its beam would cover). The reply
+format and its parser are in :mod:`dilemmax.envs.osj`.
 An invalid reply, or a frozen agent (zap option), plays stay (action 7).
 
 ``render`` / ``parse`` are the stateless view (no memory) that ``observation.text()`` shows in
@@ -62,6 +64,8 @@ class OpenCleanupText(OSJProtocol[OpenCleanupMemory, V.Snapshot]):
             paper's Schelling-diagram runs (Listing 5).
         reveal: show the episode's recipes under HIDDEN RULES from the first turn (off by
             default; the reference harness's upper bound).
+        layout: "cached" (default) or "paper": the order of the prompt's parts
+            (:class:`~dilemmax.envs.osj.protocol.OSJProtocol`).
     """
 
     package = "dilemmax.envs.open_cleanup"
@@ -70,8 +74,8 @@ class OpenCleanupText(OSJProtocol[OpenCleanupMemory, V.Snapshot]):
     goal_types = GOAL_TYPES
     stay = C.STAY_ACTION
 
-    def __init__(self, env, role: str | None = None, reveal: bool = False):
-        super().__init__(env, env.num_actions, role, reveal)
+    def __init__(self, env, role: str | None = None, reveal: bool = False, layout: str = "cached"):
+        super().__init__(env, env.num_actions, role, reveal, layout)
         self.names = C.ACTION_NAMES[: env.num_actions]
         self.name_map = {n.replace("_", "").upper(): a for a, n in enumerate(self.names)}
         self.name_map.update(_EXTRA_NAMES)
@@ -110,8 +114,13 @@ class OpenCleanupText(OSJProtocol[OpenCleanupMemory, V.Snapshot]):
     def look(self, memory: OpenCleanupMemory, s: V.Snapshot, i: int) -> None:
         V.look(memory.seen, s, i)
 
-    def now_block(self, s: V.Snapshot, i: int, memory: OpenCleanupMemory | None) -> str:
-        return V.now_block(s, i, None if memory is None else memory.seen)
+    def now_block(
+        self, s: V.Snapshot, i: int, memory: OpenCleanupMemory | None, mapped: bool = True
+    ) -> str:
+        return V.now_block(s, i, None if memory is None else memory.seen, mapped)
+
+    def mapped_block(self, s: V.Snapshot, memory: OpenCleanupMemory) -> str:
+        return "\n".join(V.seen_lines(memory.seen))
 
     def action_lines(self, s: V.Snapshot, i: int) -> list[str]:
         return V.action_lines(s, i, self.names)

@@ -71,7 +71,9 @@ def look(seen: MapSeen, s: Snapshot, i: int) -> None:
 
 
 # ----------------------------------------------------------------------------- NOW
-def now_block(s: Snapshot, i: int, seen: MapSeen | None) -> str:
+def now_block(s: Snapshot, i: int, seen: MapSeen | None, mapped: bool = True) -> str:
+    """NOW (``seen`` None: the stateless view; ``mapped`` False: without the lines of what the
+    agent has mapped, which the "cached" layout shows before the progress line)."""
     r, c = (int(v) for v in s.pos[i])
     window = [int(v) for v in s.window[i] if v >= 0]
     hand = (
@@ -86,8 +88,8 @@ def now_block(s: Snapshot, i: int, seen: MapSeen | None) -> str:
         _window_line(window),
         _in_view(s, i),
     ]
-    if seen is not None:
-        lines += _seen_lines(seen)
+    if seen is not None and mapped:
+        lines += seen_lines(seen)
     lines.append("Map:")
     lines.append(_view(s, i))
     return "\n".join(lines)
@@ -164,7 +166,8 @@ def _span(cells) -> str:
     return f"rows {min(rows)}-{max(rows)}, cols {min(cols)}-{max(cols)}"
 
 
-def _seen_lines(seen: MapSeen) -> list[str]:
+def seen_lines(seen: MapSeen) -> list[str]:
+    """The stations, river and orchard the agent has seen (the same places every trial)."""
     lines = []
     stations = collections.defaultdict(list)
     for cell, tool in sorted(seen.stations.items()):

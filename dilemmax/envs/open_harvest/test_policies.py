@@ -144,7 +144,7 @@ def test_prompt_shows_view_status_and_action_effects(env, protocol, hand_state):
     ready = place(state, 1, 6, 3, facing=0).replace(cooldown=state.cooldown.at[1].set(0))
     assert "6 zap (hits A)" in protocol.render(ready, "agent_1")
     system = protocol.system_prompt("agent_2")
-    assert "You are agent C" in system and "12 steps" in system
+    assert system.startswith("You are one of 5 agents") and "12 steps" in system
 
 
 def test_prompt_reports_what_was_eaten_and_a_zap(env, step, protocol, hand_state):

@@ -79,7 +79,8 @@ def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_sta
     parsed = protocol.parse_reply(lessons, ask)
     protocol.after_reply(memories["agent_0"], "agent_0", ask, lessons, parsed)
     user = protocol.turn(state, "agent_0", memories["agent_0"]).user
-    assert user.startswith("Trial 2 of 5, step 0 of 400.")
+    assert user.startswith("You are agent A.\n\nEARLIER TRIALS\nTrial 1: ")  # "cached" layout
+    assert user.index("RULES YOU KNOW") < user.index("\n\nTrial 2 of 5, step 0 of 400.")
     assert "red: unripe -> 1 points (x1)" in user  # RULES YOU KNOW lasts the episode
     assert "[1] Never take the last apples of a patch\n[2] Red unripe pays 1" in user
     assert (
@@ -91,7 +92,8 @@ def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_sta
 
 def test_system_prompt_lists_the_papers_regrowth_ripening_and_rot_facts(protocol):
     system = protocol.system_prompt("agent_2")
-    assert "You are agent C" in system and "12 steps" in system
+    assert system.startswith("You are one of") and "12 steps" in system
+    assert "You are agent C," in protocol.env.text_protocol(layout="paper").system_prompt("agent_2")
     for needle in (
         "unripe -> ripe -> over-ripe",
         "rots after a while and vanishes",

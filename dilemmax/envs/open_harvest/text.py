@@ -69,6 +69,8 @@ class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
         role: None, or "cooperator" / "defector" (item 1.5 of the system prompt).
         reveal: show the episode's pay table and regrowth multipliers under HIDDEN RULES from
             the first turn (off by default; the reference harness's upper bound).
+        layout: "cached" (default) or "paper": the order of the prompt's parts
+            (:class:`~dilemmax.envs.osj.protocol.OSJProtocol`).
     """
 
     package = "dilemmax.envs.open_harvest"
@@ -84,11 +86,12 @@ class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
         reply_format: str = "action_line",
         role: str | None = None,
         reveal: bool = False,
+        layout: str = "cached",
     ):
         if reply_format not in REPLY_FORMATS:
             raise ValueError(f"reply_format must be 'action_line' or 'json', got {reply_format!r}")
         self.reply_format = reply_format
-        super().__init__(env, c.NUM_ACTIONS, role, reveal)
+        super().__init__(env, c.NUM_ACTIONS, role, reveal, layout)
 
     def legal_mask(self, state) -> np.ndarray:
         return V.legal_mask(state)
@@ -167,8 +170,13 @@ class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
     def look(self, memory: OpenHarvestMemory, s: V.Snapshot, i: int) -> None:
         V.look(memory, s, i)
 
-    def now_block(self, s: V.Snapshot, i: int, memory: OpenHarvestMemory) -> str:
-        return V.now_block(s, i, memory)
+    def now_block(
+        self, s: V.Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = True
+    ) -> str:
+        return V.now_block(s, i, memory, mapped)
+
+    def mapped_block(self, s: V.Snapshot, memory: OpenHarvestMemory) -> str:
+        return "\n".join(V.patches_seen(s, memory))
 
     def action_lines(self, s: V.Snapshot, i: int) -> list[str]:
         return V.action_effects(s, i)

@@ -241,7 +241,17 @@ def look(memory: OpenHarvestMemory, s: Snapshot, i: int) -> None:
         memory.seen.last_seen[t] = (s.step, bool(trees.apple[t]), int(trees.stage[t]))
 
 
-def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory) -> str:
+def patches_seen(s: Snapshot, memory: OpenHarvestMemory) -> list[str]:
+    """The patches the agent has seen (the same places every trial)."""
+    seen = memory.seen.trees
+    if not seen:
+        return []
+    return ["Patches you have seen (same places every trial): " + s.trees.patch_spans(seen) + "."]
+
+
+def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = True) -> str:
+    """NOW (``mapped`` False: without the patches the agent has seen, which the "cached" layout
+    shows before the progress line)."""
     trees = s.trees
     view = s.view(i)
     in_view_trees = s.trees_in_view(i)
@@ -255,9 +265,7 @@ def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory) -> str:
     lines.append("Other agents in view: " + (", ".join(others) or "none") + ".")
     seen = memory.seen.trees
     if seen:
-        lines.append(
-            "Patches you have seen (same places every trial): " + trees.patch_spans(seen) + "."
-        )
+        lines += patches_seen(s, memory) if mapped else []
         out = trees.out_of_view_lines(seen - set(in_view_trees), memory.seen.last_seen)
         if out:
             lines.append("Tree cells out of view, as you last saw them this trial: " + out + ".")

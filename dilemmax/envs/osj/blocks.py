@@ -70,15 +70,24 @@ def plan_block(memory: AgentMemory, step: int, position) -> str:
     return "\n".join(lines)
 
 
-def last_step_block(memory: AgentMemory) -> str:
+def last_step_block(memory: AgentMemory, events: bool = True) -> str:
+    """LAST STEP, with the trial's earlier events unless ``events`` is False (the "cached"
+    layout shows them before the progress line: they change only when something happens)."""
     lines = ["LAST STEP"]
     lines.append(memory.last_step or "Nothing yet: this is the first step of the trial.")
     if memory.note_result:
         lines.append("Your note edit: " + memory.note_result + ".")
-    if memory.events:
-        shown = list(memory.events)[-EARLIER_EVENTS:]
-        lines.append(f"Earlier events this trial (last {len(shown)}): " + "; ".join(shown))
-    return "\n".join(lines)
+    if events:
+        lines.append(events_line(memory))
+    return "\n".join(line for line in lines if line)
+
+
+def events_line(memory: AgentMemory) -> str:
+    """The trial's last events in the agent's view ("" before the first)."""
+    if not memory.events:
+        return ""
+    shown = list(memory.events)[-EARLIER_EVENTS:]
+    return f"Earlier events this trial (last {len(shown)}): " + "; ".join(shown)
 
 
 def recent_block(memory: AgentMemory) -> str:
@@ -91,12 +100,14 @@ def actions_block(lines: Iterable[str]) -> str:
     return "ACTIONS NOW\n" + " | ".join(lines) + "\n\nReply with the JSON only."
 
 
-def reflect_prompt(system: str, memory: AgentMemory, trial_summary: str) -> Prompt:
-    """The trial-end request to rewrite the notes into lessons and plans."""
+def reflect_prompt(system: str, memory: AgentMemory, trial_summary: str, head: str = "") -> Prompt:
+    """The trial-end request to rewrite the notes into lessons and plans (``head``: a first
+    paragraph, the seat's own line in the "cached" layout)."""
     notes = memory.pending_notes or []
     body = "\n".join(notes) if notes else "(you had no notes)"
     user = "\n".join(
         [
+            *([head, ""] if head else []),
             f"Trial {memory.trial} is over. {trial_summary}",
             "",
             "Your notes at the end of the trial:",

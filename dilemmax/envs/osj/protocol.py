@@ -19,7 +19,17 @@ subclass that fills the hooks (as an XLand-MiniGrid env fills its step):
 
 Options (``env.text_protocol(**options)``; a harness builds one instance per distinct option
 set, so a seat's own options, such as its role, are options of its instance): ``role`` (item 1.5
-of the system prompt) and ``reveal``.
+of the system prompt), ``reveal`` and ``layout``.
+
+Layouts (docs/experiments.md, "Prompt layouts"): ``"paper"`` is the order of the paper's
+listings 1 and 3: the system prompt opens with the agent's letter and holds its role; a turn is
+the progress line, RULES YOU KNOW, HIDDEN RULES, YOUR NOTES, EARLIER TRIALS, then what changes
+each step. ``"cached"`` (the default) says the same things in the order a prefix cache reuses:
+the system prompt is the game text every seat shares (no letter, no role); a turn opens with
+HIDDEN RULES (every seat's), then the seat's own ``You are agent X.`` line and role, then what a
+seat keeps for a trial, least changed first (EARLIER TRIALS, the places it has mapped, YOUR
+NOTES, RULES YOU KNOW, the trial's earlier events), then the progress line and the blocks that
+change each step.
 
 A frozen agent is not called (it stays); an invalid reply stays; a trial end that another trial
 follows asks every agent to rewrite its notes (a ``kind="reflect"`` prompt).
@@ -28,6 +38,7 @@ follows asks every agent to rewrite its notes (a ``kind="reflect"`` prompt).
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -38,7 +49,7 @@ from dilemmax.envs.osj.memory import AgentMemory, Sighting, open_next_trial, rem
 from dilemmax.envs.osj.prompts import fill, prompt_text
 from dilemmax.envs.osj.replies import parse_reflect_reply, parse_step_reply, reply_schema
 from dilemmax.envs.osj.view import FACING_NAMES, agent_letter
-from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
+from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol, check_layout
 from dilemmax.envs.text_parsing import guarded
 
 ROLES = (None, "cooperator", "defector")  # item 1.5 of the paper's Schelling-diagram runs
@@ -72,9 +83,13 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         role: None, or "cooperator" / "defector": item 1.5 of the system prompt used by the
             paper's Schelling-diagram runs (Listing 5).
         reveal: tell the agent the episode's hidden rules from its first turn (the system
-            prompt says so in item 1.6 and every turn shows them under HIDDEN RULES after
-            RULES YOU KNOW). Off by default, as in the paper's runs.
+            prompt says so in item 1.6 and every turn shows them under HIDDEN RULES). Off by
+            default, as in the paper's runs.
+        layout: "cached" (default) or "paper": the order of the prompt's parts (module
+            docstring).
     """
+
+    protocol_version = 1  # 1: the "cached" layout (0: the paper's order, now layout="paper")
 
     package: ClassVar[str]  # the game's package, whose prompts/ folder holds its prompt texts
     memory_type: ClassVar[type[AgentMemory]]  # the game's memory (a dataclass)
@@ -83,7 +98,14 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     stay: ClassVar[int]  # the action of an invalid reply and of a frozen agent
     name_map: Mapping[str, int]  # upper-case action names without spaces / underscores -> action
 
-    def __init__(self, env, num_actions: int, role: str | None = None, reveal: bool = False):
+    def __init__(
+        self,
+        env,
+        num_actions: int,
+        role: str | None = None,
+        reveal: bool = False,
+        layout: str = "cached",
+    ):
         if role not in ROLES:
             raise ValueError(f"role must be None, 'cooperator' or 'defector', got {role!r}")
         if not isinstance(reveal, bool):
@@ -92,6 +114,7 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         self.num_actions = num_actions
         self.role = role
         self.reveal = reveal
+        self.layout = check_layout(layout)
         self._systems: dict[str, str] = {}
         self.schema = reply_schema(self.modes, self.goal_types, num_actions)
 
@@ -134,9 +157,14 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         raise NotImplementedError(f"{type(self).__name__} cannot reveal its rules")
 
     @abc.abstractmethod
-    def now_block(self, s: SnapT, i: int, memory: MemoryT | None) -> str:
+    def now_block(self, s: SnapT, i: int, memory: MemoryT | None, mapped: bool = True) -> str:
         """NOW: place, hand or status, what is in view, the map (``memory`` None: the stateless
-        view, without what the agent remembers)."""
+        view, without what the agent remembers; ``mapped`` False: without ``mapped_block``)."""
+
+    def mapped_block(self, s: SnapT, memory: MemoryT) -> str:
+        """The places the agent has mapped, the same every trial (part of NOW in the "paper"
+        layout; before the progress line in the "cached" one). None by default."""
+        return ""
 
     @abc.abstractmethod
     def action_lines(self, s: SnapT, i: int) -> list[str]:
@@ -171,18 +199,26 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
     def system_prompt(self, agent: str) -> str:
         if agent not in self._systems:
             env = self.env
+            paper = self.layout == "paper"
             values = {
-                "me": agent_letter(env.agent_index[agent]),
+                "you": f"You are agent {agent_letter(env.agent_index[agent])},"
+                if paper
+                else "You are",
                 "n": env.num_agents,
                 "letters": ", ".join(agent_letter(k) for k in range(env.num_agents)),
                 "steps": env.trial_steps,
                 "trials": env.num_trials,
-                "role": self._role_item(),
+                "role": self._role_item() if paper else "",
                 "reveal": self._reveal_item(),
             }
             values.update(self.system_values(agent))
             self._systems[agent] = fill(self.package, "system.md", **values)
         return self._systems[agent]
+
+    def identity(self, agent: str) -> str:
+        """The seat's own opening of a turn in the "cached" layout: its letter, and its role."""
+        line = f"You are agent {agent_letter(self.env.agent_index[agent])}."
+        return line + self._role_item()
 
     def _role_item(self) -> str:
         """Item 1.5 of the system prompt when a role is set (on a line of its own), else ""."""
@@ -213,6 +249,22 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
             self.goal_types, self.illegal_reason(context),
         )  # fmt: skip
 
+    def example_reply(self, prompt: Prompt, action: int | None, rng: Any = None) -> str:
+        """A step reply of a typical length (a note added on one step in forty), or a rewrite."""
+        if prompt.kind == "reflect":
+            return json.dumps({"lessons": ["Clean first, then harvest."], "plans": ["Explore."]})
+        added = rng is not None and rng.random() < 0.025
+        note = {"op": "add", "id": 0, "text": "a note"} if added else {"op": "none", "id": 0}
+        return json.dumps(
+            {
+                "why_this_move": "This move serves my current goal given what I see now. " * 3,
+                "mode": self.modes[0],
+                "goal": {"type": self.goal_types[0], "cell": [3, 4], "why": "a stand-in goal"},
+                "note": {**note, "text": "a note" if added else ""},
+                "action": int(action or 0),
+            }
+        )
+
     def parse_reply(self, reply: str, prompt: Prompt) -> ParsedReply:
         """A step reply (JSON) or a trial-end rewrite, by ``prompt.kind``. Total, linear time."""
         return guarded(self._parse_reply, self._invalid)(reply, prompt)
@@ -234,16 +286,12 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         self.look(memory, s, i)
         position = (int(s.pos[i][0]), int(s.pos[i][1]))
         blocks = [
-            self.progress(s, i),
-            self.rules_block(memory),
-            self.revealed_block(state) if self.reveal else "",
-            B.notes_block(memory),
-            B.earlier_trials_block(memory),
+            *self._kept_blocks(state, s, i, memory, agent),
             self.others_block(memory, s.step),
             B.plan_block(memory, s.step, position),
-            B.last_step_block(memory),
+            B.last_step_block(memory, events=self.layout == "paper"),
             B.recent_block(memory),
-            self.now_block(s, i, memory),
+            self.now_block(s, i, memory, mapped=self.layout == "paper"),
             B.actions_block(self.action_lines(s, i)),
         ]
         context = {"step": s.step, "trial": s.trial, "position": position}
@@ -252,6 +300,18 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
             self.system_prompt(agent), "\n\n".join(b for b in blocks if b), "act",
             legal_tuple(s.legal[i]), context, self.schema,
         )  # fmt: skip
+
+    def _kept_blocks(self, state, s: SnapT, i: int, memory: MemoryT, agent: str) -> list[str]:
+        """The blocks of a turn before OTHER AGENTS, in the protocol's layout: the progress line
+        and what the agent keeps for the episode or the trial."""
+        hidden = self.revealed_block(state) if self.reveal else ""
+        rules, notes, earlier = (
+            self.rules_block(memory), B.notes_block(memory), B.earlier_trials_block(memory)
+        )  # fmt: skip
+        if self.layout == "paper":
+            return [self.progress(s, i), rules, hidden, notes, earlier]
+        kept = [earlier, self.mapped_block(s, memory), notes, rules, B.events_line(memory)]
+        return [hidden, self.identity(agent), *kept, self.progress(s, i)]
 
     def others_block(self, memory: MemoryT, step: int) -> str:
         """OTHER AGENTS: each agent seen this trial, where and when, and what it was seen do."""
@@ -326,4 +386,5 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         open_next_trial(memory, number)
         if number >= self.env.num_trials:
             return []
-        return [B.reflect_prompt(self.system_prompt(agent), memory, summary)]
+        head = self.identity(agent) if self.layout == "cached" else ""
+        return [B.reflect_prompt(self.system_prompt(agent), memory, summary, head)]

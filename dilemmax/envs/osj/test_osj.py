@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.resources
 import pickle
 
+import jax
 import pytest
 
 from dilemmax.envs.open_cleanup import rendering as cleanup_rendering
@@ -45,26 +46,43 @@ def test_prompt_files_are_package_data(package):
         fill(package, "system.md", me="A")  # a field left out is an error, never "${n}"
 
 
-def test_every_cleanup_variant_fills_every_field(cleanup):
+@pytest.mark.parametrize("layout", ["cached", "paper"])
+def test_every_cleanup_variant_fills_every_field(cleanup, layout):
+    """ "paper": the system prompt names the agent and holds its role (item 1.5); "cached": it is
+    the same for every seat and role, and the seat's turn opens with its letter and role."""
     zap = OpenCleanupEnv(num_layouts=8, num_rules=64, num_agents=3, zap=True)
     for env in (cleanup, zap):
         for role in (None, "cooperator", "defector"):
-            system = env.text_protocol(role=role).system_prompt("agent_2")
+            protocol = env.text_protocol(role=role, layout=layout)
+            system = protocol.system_prompt("agent_2")
             assert "$" not in system and "{{" not in system
-            assert system.startswith("You are agent C, one of 3 agents (A, B, C)")
-            assert ("1.5 YOUR ROLE" in system) == (role is not None)
             assert ("2.10 ZAP (action 9)" in system) == env.zap
+            if layout == "paper":
+                assert system.startswith("You are agent C, one of 3 agents (A, B, C)")
+                assert ("1.5 YOUR ROLE" in system) == (role is not None)
+                continue
+            assert system.startswith("You are one of 3 agents (A, B, C) in a grid world")
+            assert system == env.text_protocol(layout=layout).system_prompt("agent_0")
+            own = protocol.identity("agent_2")
+            assert own.startswith("You are agent C.")
+            assert ("\n1.5 YOUR ROLE" in own) == (role is not None)
 
 
-def test_every_harvest_variant_fills_every_field(harvest):
+@pytest.mark.parametrize("layout", ["cached", "paper"])
+def test_every_harvest_variant_fills_every_field(harvest, layout):
     costly = OpenHarvestEnv(num_layouts=8, num_rules=64, num_agents=3, pay_levels=(2, 0, -1))
     for env in (harvest, costly):
         for role in (None, "cooperator", "defector"):
-            system = env.text_protocol(role=role).system_prompt("agent_1")
+            protocol = env.text_protocol(role=role, layout=layout)
+            system = protocol.system_prompt("agent_1")
             assert "$" not in system and "{{" not in system
-            assert "You are agent B, one of 3 agents (A, B, C)" in system
-            assert ("1.5 YOUR ROLE" in system) == (role is not None)
             assert ("Some apples COST points" in system) == (env is costly)
+            paper = layout == "paper"
+            assert ("You are agent B, one of 3 agents (A, B, C)" in system) == paper
+            assert ("1.5 YOUR ROLE" in system) == (paper and role is not None)
+            if not paper:
+                assert system.startswith("You are one of 3 agents (A, B, C) in a grid world.")
+                assert ("1.5 YOUR ROLE" in protocol.identity("agent_1")) == (role is not None)
     with pytest.raises(ValueError, match="role"):
         harvest.text_protocol(role="saint")
 
@@ -99,3 +117,24 @@ def test_each_game_keeps_its_own_typed_records(cleanup, harvest):
 def test_one_agent_letter():
     assert cleanup_rendering.agent_letter is agent_letter is harvest_rendering.agent_letter
     assert [agent_letter(i) for i in range(3)] == ["A", "B", "C"]
+
+
+@pytest.mark.parametrize("layout", ["cached", "paper"])
+def test_a_turn_is_in_its_layouts_order(cleanup, harvest, layout):
+    """ "paper": listing 3's order, the progress line first; "cached": the seat's line, what it
+    keeps for the trial, then the progress line and what changes each step."""
+    for env in (cleanup, harvest):
+        protocol = env.text_protocol(layout=layout, reveal=True)
+        _, state = env.reset(jax.random.key(0))
+        user = protocol.turn(jax.device_get(state), "agent_1", protocol.new_memory("agent_1")).user
+        steps = "\n\nLAST STEP", "\n\nRECENT STEPS", "\n\nNOW\n", "\n\nACTIONS NOW"
+        order = ["HIDDEN RULES", "YOUR NOTES", "RULES YOU KNOW", "Trial 1 of ", "OTHER AGENTS",
+                 "YOUR PLAN", *steps]  # fmt: skip
+        if layout == "paper":
+            assert user.startswith("Trial 1 of ") and "You are agent B.\n" not in user
+            order = ["Trial 1 of ", "RULES YOU KNOW", "HIDDEN RULES", "YOUR NOTES",
+                     "OTHER AGENTS", "YOUR PLAN", *steps]  # fmt: skip
+        else:
+            assert user.startswith("HIDDEN RULES") and "\n\nYou are agent B.\n\n" in user
+        places = [user.index(block) for block in order]
+        assert places == sorted(places), order

@@ -21,7 +21,9 @@ _W_FINAL = re.compile(r"\+ (\d\.\d\d) (?:if your final pick|x the fraction of ag
 _SHARE = re.compile(r"your share (\d\.\d+) of the team value (\d\.\d\d) per agent x (\d+) agents")
 _BONUS = re.compile(r"\+ (\d+\.\d+) if every agent's final pick is its target \(your share")
 _PRIVATE = re.compile(r"in Case (\d+), option ([A-D]) is unsafe")
-_CASE = re.compile(r"Case (\d+) \(yours\): A=(\d+)  B=(\d+)  C=(\d+)  D=(\d+)")
+# The reader's own case: named by its seat line (the "cached" layout) or marked "yours" ("paper").
+_OWN = re.compile(r"you own Case (\d+)")
+_CASE = r"Case (\d+) \({}\): A=(\d+)  B=(\d+)  C=(\d+)  D=(\d+)"
 _WARNING = re.compile(r"NOTE CASE (\d+) UNSAFE ([A-D])")
 
 
@@ -40,7 +42,8 @@ def work_move(text: str, shift: float = 0.02, team_cost_cut: float = 0.30) -> st
 
 
 def _final(text: str) -> str:
-    case = _CASE.search(text)
+    own = _OWN.search(text)
+    case = re.search(_CASE.format(f"Agent {own[1]}'s" if own else "yours"), text)
     number, utilities = int(case.group(1)), [int(case.group(i)) for i in range(2, 6)]
     warned = {"ABCD".index(o) for c, o in _WARNING.findall(text) if int(c) == number}
     best = max((u, i) for i, u in enumerate(utilities) if i not in warned)[1]
