@@ -2,15 +2,21 @@
 
 import os
 
-# Tests compile far more programs than they run steps, so XLA's CPU backend compiles with LLVM's
-# cheaper pipeline here: the open_cleanup contract tests take 76 s instead of 106 s (cold cache),
-# and every exact comparison of the suite (jit against eager, resumes, replays, two processes
-# against one) holds as it does at XLA's default level. Set before JAX starts a backend, and
-# inherited by the commands, kernels and processes the tests start; a flag already in XLA_FLAGS
-# is left as it is. Users' runs and the benchmarks keep XLA's defaults.
+# Tests compile far more programs than they run steps, so XLA's CPU backend compiles cheaply here:
+# - LLVM's cheaper pipeline: the open_cleanup contract tests take 76 s instead of 106 s (cold);
+# - no constant folding: XLA's folding pass evaluates every computation on constants (a constant
+#   key's whole reset, a closure's configuration) in its slow interpreter, at compile time. A test
+#   compiles a sweep whose every input is a constant (moral_hazard's Holmstrom grid: 25 s to
+#   compile, 0.4 s without folding) where a user's program takes its inputs as arguments; the
+#   moral_hazard policy tests take 90 s instead of 435 s (one loaded run each).
+# Every exact comparison of the suite (jit against eager, resumes, replays, two processes against
+# one) holds as it does with XLA's defaults. Set before JAX starts a backend, and inherited by
+# the commands, kernels and processes the tests start; a flag already in XLA_FLAGS is left as it
+# is. Users' runs and the benchmarks keep XLA's defaults.
 _TEST_XLA_FLAGS = {
     "xla_backend_optimization_level": "0",
     "xla_llvm_disable_expensive_passes": "true",
+    "xla_disable_hlo_passes": "constant_folding",
 }
 _given = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join(
