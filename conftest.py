@@ -23,19 +23,19 @@ os.environ["XLA_FLAGS"] = " ".join(
     [_given, *(f"--{k}={v}" for k, v in _TEST_XLA_FLAGS.items() if f"--{k}" not in _given)]
 ).strip()
 
-import jax  # noqa: E402  (after XLA_FLAGS, which XLA reads when its first backend starts)
+# One persistent compilation cache for the whole run: both pytest-xdist workers and every process
+# a test starts (commands, notebook kernels, the GPU script's dry run, second training processes)
+# read and write it through these variables, so a program compiled once anywhere in the run is a
+# disk read everywhere else. Set before anything imports JAX, which reads them then (and XLA
+# reads XLA_FLAGS when its first backend starts).
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(__file__), ".jax_cache")
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 # What each test and file costs in wall time and compiled programs, and the compile budget each
 # file is held to (tests/cost_report.py).
 pytest_plugins = ["tests.cost_report"]
-
-# A persistent compilation cache: pytest-xdist workers and repeated test modules compile many of
-# the same programs (env steps, pool generators); the second compile of each becomes a disk read.
-if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-    jax.config.update(
-        "jax_compilation_cache_dir", os.path.join(os.path.dirname(__file__), ".jax_cache")
-    )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -121,13 +121,7 @@ def _run_in_process(argv: list[str], where: str, line: str) -> None:
 
 
 def _run_subprocess(words: list[str], cwd: Path, where: str, line: str) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        # The suite's compilation cache: a command compiles what an earlier run compiled once.
-        "JAX_COMPILATION_CACHE_DIR": os.environ.get("JAX_COMPILATION_CACHE_DIR")
-        or str(ROOT / ".jax_cache"),
-    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the suite's compilation cache included
     done = subprocess.run(
         words, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, env=env
     )

@@ -20,7 +20,6 @@ SCRIPT = ROOT / "benchmarks" / "gpu" / "bench.py"
 
 def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache"))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run(
         [sys.executable, str(SCRIPT), *args],

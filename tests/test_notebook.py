@@ -39,7 +39,6 @@ def test_the_tutorial_notebook_runs(tmp_path, monkeypatch):
     pytest.importorskip("ipykernel")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     # The kernel inherits this environment: the suite's compilation cache, and this checkout.
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(ROOT / ".jax_cache"))
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     monkeypatch.setenv("PYTHONPATH", path)
     client = nbclient.NotebookClient(

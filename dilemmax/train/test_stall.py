@@ -22,7 +22,6 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -33,9 +32,9 @@ from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 FORCE_4 = "--xla_force_host_platform_device_count=4"
-CACHE = Path(__file__).resolve().parents[2] / ".jax_cache"
-# Subprocesses compile through the suite's cache (conftest.py), so a warm run compiles nothing.
-CACHED = {"JAX_COMPILATION_CACHE_DIR": str(CACHE), **os.environ}
+# Subprocesses compile through the suite's cache (JAX_COMPILATION_CACHE_DIR, set by conftest.py),
+# so a warm run compiles nothing.
+CACHED = dict(os.environ)
 
 
 def _python(code: str, timeout: float, env: dict | None = None, cwd=None):
