@@ -26,7 +26,9 @@ from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.commandline import (
     SCENARIO_SETS,
     build_env,
+    end_process,
     int_in,
+    interrupted,
     output_file,
     parse_assignments,
     positive_int,
@@ -302,14 +304,26 @@ def _run_game(path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs one command. A user mistake (:class:`UsageError`) prints one line and returns 2."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Runs one command and returns its exit status. A user mistake (:class:`UsageError`)
+    prints one line and returns 2, a Ctrl-C one line and 130. Without ``argv`` this is the
+    ``dilemmax`` process itself (the console script, ``python -m dilemmax``): it reads
+    ``sys.argv`` and ends the process (:func:`~dilemmax.commandline.end_process`)."""
+    if argv is None:
+        end_process(_run(sys.argv[1:]))
+    return _run(list(argv))
+
+
+def _run(argv: list[str]) -> int:
     try:
         argv = scenarios_alias(argv)
     except UsageError as error:
         print(f"dilemmax: error: {error}", file=sys.stderr)
         return 2
-    return run_parsed(build_parser(argv[0] if argv else "").parse_args(argv))
+    try:  # a Ctrl-C while the command's modules load is an interrupt like any other
+        args = build_parser(argv[0] if argv else "").parse_args(argv)
+    except KeyboardInterrupt:
+        return interrupted(argv[0] if argv else None)
+    return run_parsed(args)
 
 
 if __name__ == "__main__":

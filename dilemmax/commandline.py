@@ -6,11 +6,13 @@ finetune) import their helpers from here, never from each other's ``cli``: :func
 :func:`seed_int`, :func:`user_input`, which turns setup errors into a
 :class:`~dilemmax.errors.UsageError`, and :func:`run_parsed`, which prints a UsageError as one
 line on stderr and exits with status 2, so a command only needs to raise one (or let an
-:class:`~dilemmax.envs.options.OptionError` through).
+:class:`~dilemmax.envs.options.OptionError` through). A Ctrl-C ends every command with one line
+and status 130 (:data:`INTERRUPTED`; :func:`end_process` for the process itself).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import dataclasses
@@ -18,9 +20,11 @@ import inspect
 import json
 import os
 import sys
+import threading
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 import jax
 
@@ -286,17 +290,69 @@ def config_from_namespace(cls: type, args: argparse.Namespace):
     return config
 
 
+# The exit status of a command stopped by Ctrl-C: 128 + SIGINT, as shells report it.
+INTERRUPTED = 130
+INTERRUPT_AGAIN_S = 0.05  # after a swallowed Ctrl-C, when it is delivered again
+
+
 def run_parsed(args: argparse.Namespace) -> int:
-    """Runs a parsed command: a :class:`UsageError` prints one line and returns 2."""
+    """Runs a parsed command: a :class:`UsageError` prints one line and returns 2; a Ctrl-C
+    prints one line and returns :data:`INTERRUPTED`."""
     enable_compilation_cache()
     try:
-        return args.func(args)
+        with _interrupts_kept():
+            return args.func(args)
     except UsageError as err:
         print(f"dilemmax {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"dilemmax {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return interrupted(args.command)
+
+
+def interrupted(command: str | None) -> int:
+    """Says on stderr that ``command`` was stopped by Ctrl-C; returns :data:`INTERRUPTED`."""
+    print(
+        f"dilemmax {command}: interrupted" if command else "dilemmax: interrupted", file=sys.stderr
+    )
+    return INTERRUPTED
+
+
+@contextlib.contextmanager
+def _interrupts_kept() -> Iterator[None]:
+    """A Ctrl-C that lands in a garbage-collector callback (JAX runs one at every collection)
+    raises its KeyboardInterrupt where Python only reports it ("Exception ignored in ...") and
+    goes on, so the command would run to its end as if never interrupted. While the command
+    runs, such an interrupt is delivered again instead, a moment later from another thread, so
+    that it lands outside the callback (and outside this hook, where it would be lost again)."""
+    previous = sys.unraisablehook
+
+    def deliver_again(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            threading.Timer(INTERRUPT_AGAIN_S, _thread.interrupt_main).start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = deliver_again
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def end_process(status: int) -> NoReturn:
+    """Ends the ``dilemmax`` process with ``status``. An interrupted command leaves at once
+    (``os._exit``, its output flushed), without the interpreter's teardown: a Ctrl-C during an
+    XLA compile stops the wait for it but not the compile, which runs on in XLA's threads, and
+    tearing the interpreter down under it crashes (SIGSEGV, most cold-cache tries of ``dilemmax
+    view``). Nothing is skipped that matters: a command releases its folder lock, finishes the
+    checkpoint it is writing and closes its transcript in its own ``finally`` blocks, which ran
+    on the way out."""
+    if status == INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def _one_line(err: BaseException) -> str:

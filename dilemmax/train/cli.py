@@ -39,6 +39,7 @@ import jax
 
 from dilemmax.commandline import (
     SCENARIO_SETS,
+    end_process,
     output_file,
     output_folder,
     positive_int,
@@ -402,4 +403,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())  # the process itself: an interrupted run leaves at once (commandline)
