@@ -52,21 +52,21 @@ _UNIONS = (typing.Union, types.UnionType)
 def admits(hint: Any, value: Any) -> bool:
     """Whether ``value`` is of the kind ``hint`` (a resolved annotation) names; anything this
     does not know how to check (a type variable, an unresolved name) admits every value."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin, members = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any or isinstance(hint, typing.TypeVar | str):
         return True
     if hint is None or hint is type(None):
         return value is None
     if origin is typing.Annotated:
-        return admits(args[0], value)
+        return admits(members[0], value)
     if origin in _UNIONS:
-        return any(admits(arg, value) for arg in args)
+        return any(admits(arg, value) for arg in members)
     if origin is typing.Literal:
-        return any(value == arg and type(value) is type(arg) for arg in args)
+        return any(value == arg and type(value) is type(arg) for arg in members)
     if origin in _MAPPINGS or hint in _MAPPINGS:
-        return _admits_mapping(args, value)
+        return _admits_mapping(members, value)
     if origin in _SEQUENCES or hint in _SEQUENCES:
-        return _admits_sequence(origin or hint, args, value)
+        return _admits_sequence(origin or hint, members, value)
     if origin is abc.Callable or hint is abc.Callable:
         return callable(value)
     if isinstance(hint, type):
@@ -88,20 +88,20 @@ def _admits_class(hint: type, value: Any) -> bool:
     return isinstance(value, hint)
 
 
-def _admits_mapping(args: tuple, value: Any) -> bool:
+def _admits_mapping(members: tuple, value: Any) -> bool:
     if not isinstance(value, Mapping):
         return False
-    key, item = args if len(args) == 2 else (Any, Any)
+    key, item = members if len(members) == 2 else (Any, Any)
     return all(admits(key, k) and admits(item, v) for k, v in value.items())
 
 
-def _admits_sequence(kind: Any, args: tuple, value: Any) -> bool:
+def _admits_sequence(kind: Any, members: tuple, value: Any) -> bool:
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, abc.Sequence):
         return kind in (abc.Iterable, abc.Collection) and isinstance(value, abc.Collection) and (
             not isinstance(value, str | bytes | Mapping))  # fmt: skip
-    if kind is tuple and args and args[-1] is not Ellipsis:  # tuple[A, B]: exactly these
-        return len(value) == len(args) and all(map(admits, args, value))
-    item = args[0] if args else Any
+    if kind is tuple and members and members[-1] is not Ellipsis:  # tuple[A, B]: exactly these
+        return len(value) == len(members) and all(map(admits, members, value))
+    item = members[0] if members else Any
     return all(admits(item, v) for v in value)
 
 
@@ -109,7 +109,7 @@ def _admits_sequence(kind: Any, args: tuple, value: Any) -> bool:
 _WORDS = {
     int: ("an integer", "integers"),
     float: ("a number", "numbers"),
-    bool: ("True or False", "True or False values"),
+    bool: ("a bool (True or False)", "bools"),
     str: ("a string", "strings"),
     Path: ("a path", "paths"),
     type(None): ("None", "None"),
@@ -119,24 +119,24 @@ _WORDS = {
 def describe(hint: Any, plural: bool = False) -> str:
     """``hint`` in words: ``Mapping[str, str] | None`` is "a mapping of strings to strings, or
     None"; ``plural`` gives the words for several ("mappings of strings to strings")."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin, members = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any or isinstance(hint, typing.TypeVar | str):
         return "values" if plural else "any value"
     if hint is None:
         hint = type(None)
     if origin is typing.Annotated:
-        return describe(args[0], plural)
+        return describe(members[0], plural)
     if origin in _UNIONS:
-        return _either([describe(arg, plural) for arg in args])
+        return _either([describe(arg, plural) for arg in members])
     if origin is typing.Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
+        return "one of " + ", ".join(repr(a) for a in members)
     if origin in _MAPPINGS or hint in _MAPPINGS:
         words = "mappings" if plural else "a mapping"
-        if len(args) == 2 and args != (str, Any):
-            return f"{words} of {describe(args[0], True)} to {describe(args[1], True)}"
-        return f"{words} of names to values" if args else words
+        if len(members) == 2 and members != (str, Any):
+            return f"{words} of {describe(members[0], True)} to {describe(members[1], True)}"
+        return f"{words} of names to values" if members else words
     if origin in _SEQUENCES or hint in _SEQUENCES:
-        return _sequence_words(origin or hint, args, plural)
+        return _sequence_words(origin or hint, members, plural)
     if origin is abc.Callable or hint is abc.Callable:
         return "functions" if plural else "a function"
     named = origin if isinstance(origin, type) else hint
@@ -146,11 +146,13 @@ def describe(hint: Any, plural: bool = False) -> str:
     return f"{name} objects" if plural else f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
 
 
-def _sequence_words(kind: Any, args: tuple, plural: bool) -> str:
+def _sequence_words(kind: Any, members: tuple, plural: bool) -> str:
     words = "lists" if plural else "a list"
-    if kind is tuple and args and args[-1] is not Ellipsis:
-        return f"{words} of {len(args)} items ({', '.join(describe(a) for a in args)})"
-    return f"{words} of {describe(args[0], True)}" if args and args[0] is not Any else words
+    if kind is tuple and members and members[-1] is not Ellipsis:
+        return f"{words} of {len(members)} items ({', '.join(describe(a) for a in members)})"
+    return (
+        f"{words} of {describe(members[0], True)}" if members and members[0] is not Any else words
+    )
 
 
 def _either(words: list[str]) -> str:

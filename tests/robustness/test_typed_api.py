@@ -30,13 +30,17 @@ PLAY_SESSION = {
     "env_options": (["num_rounds=2"], "a mapping of names to values, or None"),
     "protocol": ("memory_rounds=2", "a mapping of names to values, or None"),
     "generate": ({"temperature": 0.7}, "a GenerateConfig, or None"),
-    "grid": ("yes", "True or False"),
-    "rotate": (1, "True or False"),
+    "grid": ("yes", "a bool (True or False)"),
+    "rotate": (1, "a bool (True or False)"),
     "on_call_error": (0, "a string"),
     "out": (3, "a string or a path, or None"),
-    "resume": ("no", "True or False"),
+    "resume": ("no", "a bool (True or False)"),
     "shard": (0, "a Shard or a string, or None"),
-    "progress": (None, "True or False"),
+    "progress": (None, "a bool (True or False)"),
+    "limits": ({"calls": 10}, "a Limits, or None"),
+    "cache": (3, "a string, a path or a bool (True or False), or None"),
+    "prices": (["openai:m=1/2"], "a mapping of strings to Price objects, or None"),
+    "plan": ("yes", "a bool (True or False)"),
 }
 
 
