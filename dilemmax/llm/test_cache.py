@@ -16,6 +16,7 @@ from dilemmax.cli import main
 from dilemmax.llm.cache import ResponseCache, RunCache, digest
 from dilemmax.llm.client import ChatRequest, Completion
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.conftest import moral_hazard_reply as reply
 from dilemmax.llm.seats import reply_identity
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import line_problem, read_lines
@@ -28,15 +29,6 @@ def no_hang():
     faulthandler.dump_traceback_later(300, exit=True)  # a hung run ends with its stacks
     yield
     faulthandler.cancel_dump_traceback_later()
-
-
-def reply(body) -> str:
-    text = body["messages"][-1]["content"]
-    if "(work)" in text:
-        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
-    if "(note)" in text:
-        return "NOTE CASE 2 UNSAFE C"
-    return "FINAL D"
 
 
 def play(url: str, out: Path, cache: Path, *extra: str) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dilemmax.cli import main
+from dilemmax.llm.conftest import moral_hazard_reply as reply
 from dilemmax.llm.limits import STOPPED_STATUS, Budget, LimitReached, Limits
 from dilemmax.llm.pricing import Price
 from dilemmax.llm.server import LocalChatServer
@@ -25,15 +26,6 @@ def no_hang():
     faulthandler.dump_traceback_later(300, exit=True)  # a hung run ends with its stacks
     yield
     faulthandler.cancel_dump_traceback_later()
-
-
-def reply(body) -> str:
-    text = body["messages"][-1]["content"]
-    if "(work)" in text:
-        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
-    if "(note)" in text:
-        return "NOTE CASE 2 UNSAFE C"
-    return "FINAL D"
 
 
 def command(url: str, out: Path, *extra: str) -> list[str]:

@@ -11,20 +11,12 @@ import sys
 from pathlib import Path
 
 from dilemmax.cli import main
+from dilemmax.llm.conftest import moral_hazard_reply as reply
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.transcript import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = 7  # the request that never gets its answer: the process is killed while it waits
-
-
-def reply(body) -> str:
-    text = body["messages"][-1]["content"]
-    if "(work)" in text:
-        return "ACTION QUERY" if "Agent 1 of" in text else "ACTION LOCAL B"
-    if "(note)" in text:
-        return "NOTE CASE 2 UNSAFE C"
-    return "FINAL D"
 
 
 def command(url: str, out: Path) -> list[str]:
