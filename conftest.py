@@ -37,11 +37,20 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 # file is held to (tests/cost_report.py).
 pytest_plugins = ["tests.cost_report"]
 
+from tests.cost_report import recorded_seconds  # noqa: E402  (after the variables above)
+
 
 def pytest_collection_modifyitems(config, items):
-    """Test files holding a test marked slow run first, each file's tests still together and in
-    their order. pytest-xdist hands out whole files in this order (``--dist loadfile``), so the
-    long files start while the short ones fill the gaps after them, and no worker is left
-    finishing a two-minute file alone at the end of the run."""
+    """The longest test files run first, each file's tests still together and in their order.
+    pytest-xdist hands out whole files in this order (``--dist loadfile``), so the long files
+    start while the short ones fill the gaps after them, and no worker is left finishing a long
+    file alone at the end of the run. A file's length is its recorded wall time
+    (tests/compile_budget.json); a file with none yet goes first if it holds a test marked slow."""
+    seconds = recorded_seconds()
     slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)
+
+    def length(item) -> float:
+        file = item.nodeid.split("::")[0]
+        return seconds.get(file, float("inf") if file in slow_files else 0.0)
+
+    items.sort(key=lambda item: -length(item))

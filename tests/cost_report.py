@@ -46,6 +46,14 @@ def budget_for(programs: int) -> int:
     return programs + max(2, math.ceil(0.05 * programs))
 
 
+def recorded_seconds() -> dict[str, float]:
+    """Each test file's wall time as its budget was last measured (none before a measurement)."""
+    if not BUDGET_FILE.exists():
+        return {}
+    files = json.loads(BUDGET_FILE.read_text())["files"]
+    return {name: row.get("wall_s", 0.0) for name, row in files.items()}
+
+
 def _file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
@@ -118,6 +126,7 @@ class CostReport:
             budgets[name] = {
                 "measured": int(row["programs"]),
                 "programs": budget_for(int(row["programs"])),
+                "wall_s": round(row["wall_s"], 1),  # measured alone; orders the files (conftest)
             }
         document = {
             "about": "Programs each test file may compile; tests/cost_report.py holds files to "
