@@ -37,8 +37,6 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 # file is held to (tests/cost_report.py).
 pytest_plugins = ["tests.cost_report"]
 
-from tests.cost_report import recorded_seconds  # noqa: E402  (after the variables above)
-
 
 def pytest_collection_modifyitems(config, items):
     """The longest test files run first, each file's tests still together and in their order.
@@ -46,6 +44,9 @@ def pytest_collection_modifyitems(config, items):
     start while the short ones fill the gaps after them, and no worker is left finishing a long
     file alone at the end of the run. A file's length is its recorded wall time
     (tests/compile_budget.json); a file with none yet goes first if it holds a test marked slow."""
+    # Imported here: pytest imports the plugin itself first (and rewrites its asserts).
+    from tests.cost_report import recorded_seconds
+
     seconds = recorded_seconds()
     slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
 
