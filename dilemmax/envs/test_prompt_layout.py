@@ -1,8 +1,9 @@
 """Prompts laid out for prefix caching (issue #45 item 6): on a short rendered episode of each
-game, the "cached" layout reaches the shared-prefix goals (same seat >= 0.75, across seats at one
-step >= 0.5) where the paper's order shares almost nothing across seats; both layouts render the
-same states with the same stand-in replies (:mod:`dilemmax.envs.text_sample`). The grid games'
-full seeds are measured by benchmarks/llm_cost.py."""
+game (the grid games' trials of 32 steps), the "cached" layout reaches the shared-prefix goals
+(same seat >= 0.75, across seats at one step >= 0.5) where the paper's order shares almost
+nothing across seats; both layouts render the same states with the same stand-in replies
+(:mod:`dilemmax.envs.text_sample`). The grid games' full seeds are measured by
+benchmarks/llm_cost.py."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ from dilemmax.envs.open_harvest.env import OpenHarvestEnv
 from dilemmax.envs.text import Prompt
 from dilemmax.envs.text_sample import Call, common_prefix, prefix_shares, render_calls
 
-GAMES = {  # tiny sizes: one episode each, two short trials in the grid games
+GAMES = {  # small sizes: one episode each; the grid games' two trials long enough that a
+    # seat's trial events pass the first window of them (the "cached" layout's events line)
     "consequence": lambda: ConsequenceEnv(),
     "moral_hazard": lambda: MoralHazardEnv(2),
     "open_cleanup": lambda: OpenCleanupEnv(
-        num_layouts=16, num_rules=64, trial_steps=8, num_trials=2
+        num_layouts=16, num_rules=64, trial_steps=32, num_trials=2
     ),  # fmt: skip
     "open_harvest": lambda: OpenHarvestEnv(
-        num_layouts=8, num_rules=64, trial_steps=8, num_trials=2
+        num_layouts=8, num_rules=64, trial_steps=32, num_trials=2
     ),  # fmt: skip
 }
 
@@ -55,10 +57,13 @@ def test_cached_layout_reaches_the_shared_prefix_goals(game):
     config = jax.tree.map(lambda x: x[None], env.sample_config(jax.random.key(3)))
     calls = render_calls(env, layouts, episodes=3 if env.max_steps < 6 else 1, configs=config)
     assert len(calls["paper"]) == len(calls["cached"]) > 2 * env.num_agents
-    paper, cached = prefix_shares(calls["paper"]), prefix_shares(calls["cached"])
+    cached_calls = calls["cached"]
+    paper, cached = prefix_shares(calls["paper"]), prefix_shares(cached_calls)
     assert cached["same_seat"] >= 0.75, cached
     assert cached["cross_seat"] >= 0.5, cached
     # consequence: a seat's consecutive prompts already shared the rules and the round's
     # opening in the paper's order; the gain there is across seats
     assert cached["same_seat"] >= paper["same_seat"] - 0.01, (paper, cached)
     assert paper["cross_seat"] < 0.05  # the seat is named in the first line
+    if game.startswith("open_"):  # the events line moved on once at least
+        assert any("Earlier events this trial (from event 15 on): " in c.text for c in cached_calls)

@@ -202,7 +202,11 @@ class HarvestLedger:
         self.pending.clear()
         self.watch.clear()
 
-    def block(self) -> str:
+    def block(self, steady: bool = False) -> str:
+        """RULES YOU KNOW. ``steady`` (the "cached" layout): without the tallies that move
+        during a trial (apples eaten of each kind, apples seen rot, the cells still waited on),
+        which NOW shows instead (:meth:`tallies`, :meth:`waiting_lines`), so the block changes
+        only when the agent learns something new about the rules."""
         lines = ["RULES YOU KNOW", "What you ate and what it paid you:"]
         if not self.pays:
             lines[-1] += " nothing yet this episode."
@@ -210,8 +214,9 @@ class HarvestLedger:
             by_colour: dict[int, list[str]] = {}
             for colour, stage in sorted(self.pays):
                 entry = self.pays[(colour, stage)]
+                times = "" if steady else f" (x{entry.times})"
                 by_colour.setdefault(colour, []).append(
-                    f"{c.STAGE_NAMES[stage]} -> {entry.pay:g} points (x{entry.times})"
+                    f"{c.STAGE_NAMES[stage]} -> {entry.pay:g} points{times}"
                 )
             lines[-1] += (
                 " "
@@ -224,11 +229,13 @@ class HarvestLedger:
             "Regrowth you watched (cells you saw emptied; steps until a new apple appeared, <= "
             "when you looked away):"
         )
-        keys = sorted(set(self.regrowth) | {(e.colour, e.stage) for e in self.pending.values()})
+        keys = set(self.regrowth)
+        if not steady:
+            keys |= {(e.colour, e.stage) for e in self.pending.values()}
         if not keys:
             lines[-1] += " none yet."
-        for key in keys:
-            lines.append(self._regrowth_line(key))
+        for key in sorted(keys):
+            lines.append(self._regrowth_line(key, waiting=not steady))
         ripening = "; ".join(
             f"{label} after {', '.join(str(v) for v in steps)} steps"
             for label, steps in sorted(self.ripening.items())
@@ -238,27 +245,46 @@ class HarvestLedger:
             + (ripening or "none yet")
             + "."
         )
-        rot = ", ".join(f"{c.COLOUR_NAMES[col]} {n}" for col, n in sorted(self.rot.items()))
-        ages = (
-            f" (rotted {', '.join(str(a) for a in self.rot_ages)} steps after appearing)"
-            if self.rot_ages
-            else ""
-        )
-        lines.append("Apples you saw rot: " + (rot + ages if rot else "none") + ".")
+        lines.append("Apples you saw rot: " + self._rot_phrase(steady) + ".")
         return "\n".join(lines)
 
-    def _regrowth_line(self, key: tuple[int, int]) -> str:
+    def _rot_phrase(self, steady: bool) -> str:
+        """The colours seen rot (with how many of each unless ``steady``) and the ages of the
+        watched apples that rotted."""
+        if not self.rot:
+            return "none"
+        colours = sorted(self.rot.items())
+        rot = ", ".join(c.COLOUR_NAMES[col] + ("" if steady else f" {n}") for col, n in colours)
+        if not self.rot_ages:
+            return rot
+        return rot + f" (rotted {', '.join(str(a) for a in self.rot_ages)} steps after appearing)"
+
+    def tallies(self) -> list[str]:
+        """The episode's counts the steady RULES YOU KNOW leaves out, for NOW: the apples the
+        agent ate of each kind and the apples it saw rot, by colour."""
+        lines = []
+        eaten = {key: entry.times for key, entry in self.pays.items()}
+        if eaten:
+            lines.append(f"Apples you have eaten this episode: {eaten_phrase(eaten)}.")
+        if self.rot:
+            rot = ", ".join(f"{c.COLOUR_NAMES[col]} {n}" for col, n in sorted(self.rot.items()))
+            lines.append(f"Apples you have seen rot this episode: {rot}.")
+        return lines
+
+    def _regrowth_line(self, key: tuple[int, int], waiting: bool = True) -> str:
+        """One colour and eaten stage's regrowth, with the cells still waited on unless
+        ``waiting`` is False."""
         colour, stage = key
         stage_name = c.STAGE_NAMES[stage] if stage >= 0 else "an unknown stage"
         parts = [("" if exact else "<=") + str(n) for n, exact in self.regrowth.get(key, [])]
-        waiting = [e for e in self.pending.values() if (e.colour, e.stage) == key]
+        pending = [e for e in self.pending.values() if (e.colour, e.stage) == key and waiting]
         text = f"{c.COLOUR_NAMES[colour]} cells eaten at {stage_name}: "
         text += ("regrew after " + ", ".join(parts) + " steps") if parts else "none seen regrow"
-        if waiting:
-            ups = max(e.look - e.emptied for e in waiting)
-            around = sorted({e.around for e in waiting})
+        if pending:
+            ups = max(e.look - e.emptied for e in pending)
+            around = sorted({e.around for e in pending})
             text += (
-                f"; {len(waiting)} not regrown yet this trial (still empty up to {ups} steps "
+                f"; {len(pending)} not regrown yet this trial (still empty up to {ups} steps "
                 f"after being emptied; apples around when emptied: "
                 f"{', '.join(str(a) for a in around)})"
             )
@@ -276,13 +302,16 @@ class HarvestLedger:
                 )
         return "; ".join(parts)
 
-    def waiting_lines(self, step: int, trees: Trees) -> str:
-        """The emptied cells the agent waits on, latest first (NOW)."""
+    def waiting_lines(self, step: int, trees: Trees, around: bool = False) -> str:
+        """The emptied cells the agent waits on, latest first (NOW); ``around``: with the apples
+        near each when it was emptied (the "cached" layout, whose RULES YOU KNOW leaves the
+        waited cells to NOW)."""
         parts = []
         for t, e in sorted(self.pending.items(), key=lambda x: -x[1].emptied):
             r, q = trees.pos[t]
             stage = c.STAGE_NAMES[e.stage] if e.stage >= 0 else "?"
             head = f"({r}, {q}) {c.COLOUR_NAMES[e.colour]} eaten {stage} at step {e.emptied}"
+            head += f" with {e.around} apples around" if around else ""
             if e.look >= step:
                 parts.append(f"{head}, empty for {step - e.emptied} steps so far")
             else:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.conftest import place
+from dilemmax.envs.open_harvest.ledger import HarvestLedger, Pending
 from dilemmax.envs.text import NoReply
 
 
@@ -55,14 +58,22 @@ def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_sta
     state = place(place(hand_state, 0, 5, 3, facing=0), 1, 6, 3, facing=0)
     state, _, _ = play(env, step, protocol, memories, state, {"agent_0": c.NORTH_ACTION})
     user = protocol.turn(state, "agent_0", memories["agent_0"]).user
-    assert "What you ate and what it paid you: red: unripe -> 1 points (x1)." in user
-    assert "(4, 3) red eaten unripe at step 1, empty for 0 steps so far" in user
+    # "cached" layout: RULES YOU KNOW holds the pay, NOW the tally and the cell waited on
+    assert "What you ate and what it paid you: red: unripe -> 1 points." in user
+    assert "Apples you have eaten this episode: red unripe 1." in user
+    assert "(4, 3) red eaten unripe at step 1 with 4 apples around, empty for 0 steps so" in user
     assert "you chose 0 (north) -> moved (5, 3) -> (4, 3); you ate a red unripe apple" in user
     assert "t0 N -> (4, 3) ate Rg +1" in user
     watcher = protocol.turn(state, "agent_1", memories["agent_1"]).user
     assert "t0 Agent A ate a red unripe apple at (4, 3)." in watcher
     assert "ate 1 in your view (red unripe 1)" in watcher
     assert "What you ate and what it paid you: nothing yet" in watcher  # B learned no pay
+    assert "none yet." in watcher.split("Regrowth you watched")[1].split("\n")[0]
+    assert "(4, 3) red eaten unripe at step 1 with 4 apples around, empty for 0" in watcher
+    paper = env.text_protocol(layout="paper")  # the paper's wording, the tallies in the rules
+    paper_memory = paper.new_memory("agent_1")
+    paper_memory.ledger = memories["agent_1"].ledger
+    watcher = paper.turn(state, "agent_1", paper_memory).user
     assert "red cells eaten at unripe: none seen regrow; 1 not regrown yet" in watcher
 
     # B zaps A (beam: (5, 3), (4, 3), ...): A is frozen and not called.
@@ -81,7 +92,7 @@ def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_sta
     user = protocol.turn(state, "agent_0", memories["agent_0"]).user
     assert user.startswith("You are agent A.\n\nEARLIER TRIALS\nTrial 1: ")  # "cached" layout
     assert user.index("RULES YOU KNOW") < user.index("\n\nTrial 2 of 5, step 0 of 400.")
-    assert "red: unripe -> 1 points (x1)" in user  # RULES YOU KNOW lasts the episode
+    assert "red: unripe -> 1 points." in user  # RULES YOU KNOW lasts the episode
     assert "[1] Never take the last apples of a patch\n[2] Red unripe pays 1" in user
     assert (
         "Trial 1: you ate 1 apples for 1 points (red unripe 1); you zapped 0 times and were "
@@ -115,3 +126,36 @@ def test_parse_reply_reads_the_prompt_not_the_state(env, protocol, hand_state):
     assert parsed.fields["mode"] == "zap"
     ok = protocol.parse_reply(reply(c.EAST_ACTION), prompt)
     assert (ok.action, ok.valid, ok.fields["goal"]["cell"]) == (c.EAST_ACTION, True, (4, 3))
+
+
+def test_cached_rules_you_know_moves_only_when_a_rule_is_learned():
+    """The "cached" layout's RULES YOU KNOW is the same text while only tallies move (one more
+    apple of a kind eaten, one more seen rot, a waited cell looked at again), so a seat's
+    consecutive prompts share it; NOW carries the tallies. The paper's wording keeps them."""
+    red, green = c.COLOUR_NAMES.index("red"), c.COLOUR_NAMES.index("green")
+    ledger = HarvestLedger()
+    ledger.paid(red, 1, 3.0)
+    ledger.rot[green] += 1
+    ledger.pending[5] = Pending(green, 0, emptied=10, around=3, look=10, around_look=3)
+    steady, paper = ledger.block(steady=True), ledger.block()
+    assert "red: ripe -> 3 points.\n" in steady and "(x1)" in paper
+    assert "Apples you saw rot: green." in steady and "Apples you saw rot: green 1." in paper
+    assert "Regrowth you watched" in steady and "not regrown yet" not in steady
+
+    ledger.paid(red, 1, 3.0)
+    ledger.rot[green] += 1
+    ledger.pending[5].look = 14
+    assert ledger.block(steady=True) == steady
+    assert "(x2)" in ledger.block() and "still empty up to 4 steps" in ledger.block()
+    assert ledger.tallies() == [
+        "Apples you have eaten this episode: red ripe 2.",
+        "Apples you have seen rot this episode: green 2.",
+    ]
+    trees = SimpleNamespace(pos=np.zeros((6, 2), int))
+    assert ledger.waiting_lines(14, trees, around=True) == (
+        "(0, 0) green eaten unripe at step 10 with 3 apples around, empty for 4 steps so far"
+    )
+
+    ledger.regrowth[(green, 0)] = [(12, True)]  # learned: how long a cell took to regrow
+    learned = ledger.block(steady=True)
+    assert learned != steady and "green cells eaten at unripe: regrew after 12 steps" in learned

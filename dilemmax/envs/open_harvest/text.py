@@ -162,7 +162,7 @@ class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
         return V.progress(s, i, self.env.num_trials, self.env.trial_steps)
 
     def rules_block(self, memory: OpenHarvestMemory) -> str:
-        return memory.ledger.block()
+        return memory.ledger.block(steady=self.layout == "cached")
 
     def revealed_block(self, state) -> str:
         return revealed_rules(state.config)
@@ -173,7 +173,7 @@ class OpenHarvestText(OSJProtocol[OpenHarvestMemory, V.Snapshot]):
     def now_block(
         self, s: V.Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = True
     ) -> str:
-        return V.now_block(s, i, memory, mapped)
+        return V.now_block(s, i, memory, mapped, tallies=self.layout == "cached")
 
     def mapped_block(self, s: V.Snapshot, memory: OpenHarvestMemory) -> str:
         return "\n".join(V.patches_seen(s, memory))

@@ -249,9 +249,12 @@ def patches_seen(s: Snapshot, memory: OpenHarvestMemory) -> list[str]:
     return ["Patches you have seen (same places every trial): " + s.trees.patch_spans(seen) + "."]
 
 
-def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = True) -> str:
+def now_block(
+    s: Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = True, tallies: bool = False
+) -> str:
     """NOW (``mapped`` False: without the patches the agent has seen, which the "cached" layout
-    shows before the progress line)."""
+    shows before the progress line; ``tallies``: with the counts that layout's steady RULES YOU
+    KNOW leaves out, ``HarvestLedger.block(steady=True)``)."""
     trees = s.trees
     view = s.view(i)
     in_view_trees = s.trees_in_view(i)
@@ -272,12 +275,13 @@ def now_block(s: Snapshot, i: int, memory: OpenHarvestMemory, mapped: bool = Tru
     clocks = memory.ledger.clocks(in_view_trees, trees)
     if clocks:
         lines.append("Apples in view whose clock you know: " + clocks + ".")
-    waiting = memory.ledger.waiting_lines(s.step, trees)
+    waiting = memory.ledger.waiting_lines(s.step, trees, around=tallies)
     if waiting:
         lines.append(
             "Cells you are waiting on (you saw them emptied this trial and have not seen them "
             "regrow): " + waiting + "."
         )
+    lines += memory.ledger.tallies() if tallies else []
     lines.append("Map:")
     lines += map_lines(s, i)
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from dilemmax.envs.osj.view import manhattan
 from dilemmax.envs.text import Prompt
 
 EARLIER_EVENTS = 14  # earlier events of the trial shown under LAST STEP (paper listing 4: 14)
+EVENTS_STRIDE = 14  # chosen: how far the "cached" layout's first event shown moves at a time
 
 
 def notes_block(memory: AgentMemory) -> str:
@@ -82,12 +83,21 @@ def last_step_block(memory: AgentMemory, events: bool = True) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def events_line(memory: AgentMemory) -> str:
-    """The trial's last events in the agent's view ("" before the first)."""
+def events_line(memory: AgentMemory, steady: bool = False) -> str:
+    """The trial's last events in the agent's view ("" before the first). ``steady`` (the
+    "cached" layout, which shows them before the progress line): at least the last
+    :data:`EARLIER_EVENTS` too, but from a first event that moves on :data:`EVENTS_STRIDE` at a
+    time, so a new event adds to the end of the line instead of rewriting it."""
     if not memory.events:
         return ""
-    shown = list(memory.events)[-EARLIER_EVENTS:]
-    return f"Earlier events this trial (last {len(shown)}): " + "; ".join(shown)
+    events = list(memory.events)
+    if not steady:
+        shown = events[-EARLIER_EVENTS:]
+        return f"Earlier events this trial (last {len(shown)}): " + "; ".join(shown)
+    total = memory.events.total
+    first = max(0, (total - EARLIER_EVENTS) // EVENTS_STRIDE * EVENTS_STRIDE)
+    shown = events[len(events) - (total - first) :]
+    return f"Earlier events this trial (from event {first + 1} on): " + "; ".join(shown)
 
 
 def recent_block(memory: AgentMemory) -> str:

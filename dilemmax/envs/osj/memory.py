@@ -22,6 +22,31 @@ MAX_NOTES = 40  # chosen: a bound on the notes block (an add beyond it is refuse
 EVENTS_KEPT = 64  # chosen: events of the trial kept (LAST STEP shows the last few)
 
 
+class EventLog(collections.deque):
+    """The events of the trial seen in view, oldest first: the last :data:`EVENTS_KEPT` kept,
+    and ``total``, how many were logged this trial (where a window of them starts, counted from
+    the trial's first, stays put while events are added and older ones fall out)."""
+
+    def __init__(self, events=(), maxlen: int | None = EVENTS_KEPT, total: int | None = None):
+        super().__init__(events, maxlen)
+        self.total = len(self) if total is None else total
+
+    def append(self, event: str) -> None:
+        super().append(event)
+        self.total += 1
+
+    def extend(self, events) -> None:
+        for event in events:
+            self.append(event)
+
+    def clear(self) -> None:
+        super().clear()
+        self.total = 0
+
+    def __reduce__(self):
+        return type(self), (list(self), self.maxlen, self.total)
+
+
 @dataclass
 class Goal:
     """One goal the agent set (YOUR PLAN)."""
@@ -73,9 +98,7 @@ class AgentMemory(Generic[SightingT]):
     recent: collections.deque[str] = field(
         default_factory=lambda: collections.deque(maxlen=RECENT_STEPS)
     )  # short lines of the agent's own last steps (RECENT STEPS)
-    events: collections.deque[str] = field(
-        default_factory=lambda: collections.deque(maxlen=EVENTS_KEPT)
-    )  # events of the trial seen in view, oldest first
+    events: EventLog = field(default_factory=EventLog)  # the trial's, seen in view
     last_step: str = ""  # what the last action did (LAST STEP)
     note_result: str = ""  # what the last note edit did
     earlier_trials: list[str] = field(default_factory=list)  # summaries of finished trials

@@ -89,7 +89,10 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
             docstring).
     """
 
-    protocol_version = 1  # 1: the "cached" layout (0: the paper's order, now layout="paper")
+    # 2: in the "cached" layout the trial's events grow at the end of their line, and
+    # open_harvest's RULES YOU KNOW leaves its tallies to NOW (both stay the same from step to
+    # step); 1: the "cached" layout; 0: the paper's order, now layout="paper"
+    protocol_version = 2
 
     package: ClassVar[str]  # the game's package, whose prompts/ folder holds its prompt texts
     memory_type: ClassVar[type[AgentMemory]]  # the game's memory (a dataclass)
@@ -310,7 +313,8 @@ class OSJProtocol(TextProtocol, Generic[MemoryT, SnapT]):
         )  # fmt: skip
         if self.layout == "paper":
             return [self.progress(s, i), rules, hidden, notes, earlier]
-        kept = [earlier, self.mapped_block(s, memory), notes, rules, B.events_line(memory)]
+        events = B.events_line(memory, steady=True)
+        kept = [earlier, self.mapped_block(s, memory), notes, rules, events]
         return [hidden, self.identity(agent), *kept, self.progress(s, i)]
 
     def others_block(self, memory: MemoryT, step: int) -> str:

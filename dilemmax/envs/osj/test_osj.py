@@ -15,6 +15,8 @@ from dilemmax.envs.open_harvest import rendering as harvest_rendering
 from dilemmax.envs.open_harvest.env import OpenHarvestEnv
 from dilemmax.envs.open_harvest.ledger import OpenHarvestMemory, OpenHarvestSighting, Pending
 from dilemmax.envs.osj import agent_letter
+from dilemmax.envs.osj.blocks import events_line
+from dilemmax.envs.osj.memory import EVENTS_KEPT, AgentMemory
 from dilemmax.envs.osj.prompts import fill
 
 PACKAGES = {
@@ -138,3 +140,31 @@ def test_a_turn_is_in_its_layouts_order(cleanup, harvest, layout):
             assert user.startswith("HIDDEN RULES") and "\n\nYou are agent B.\n\n" in user
         places = [user.index(block) for block in order]
         assert places == sorted(places), order
+
+
+def test_the_cached_layouts_events_grow_at_the_end_of_their_line():
+    """ "cached": the trial's events, shown before the progress line, start from an event that
+    moves on 14 at a time, so a new event only adds to the line's end (a prefix cache keeps the
+    rest) and the last 14 are always there; "paper": the last 14 (listing 4)."""
+    memory = AgentMemory("agent_0", 0)
+    lines = []
+    for k in range(70):  # more than the memory keeps
+        memory.events.append(f"t{k} e{k}.")
+        lines.append(events_line(memory, steady=True))
+        shown = lines[-1].split(": ", 1)[1].split("; ")
+        assert shown[-14:] == [f"t{j} e{j}." for j in range(max(0, k - 13), k + 1)]
+    moved = [k for k in range(1, 70) if not lines[k].startswith(lines[k - 1] + "; ")]
+    assert moved == [27, 41, 55, 69]
+    assert lines[26] == "Earlier events this trial (from event 1 on): " + "; ".join(
+        f"t{j} e{j}." for j in range(27)
+    )
+    assert lines[69] == "Earlier events this trial (from event 57 on): " + "; ".join(
+        f"t{j} e{j}." for j in range(56, 70)
+    )
+    assert len(memory.events) == EVENTS_KEPT and memory.events.total == 70
+    assert events_line(memory) == "Earlier events this trial (last 14): " + "; ".join(
+        f"t{j} e{j}." for j in range(56, 70)
+    )
+    assert pickle.loads(pickle.dumps(memory)).events.total == 70
+    memory.events.clear()
+    assert memory.events.total == 0 and events_line(memory, steady=True) == ""
