@@ -21,7 +21,8 @@ from dilemmax.errors import UsageError
 from dilemmax.experiments import registry, runner
 from dilemmax.experiments.design import Design, DesignParams, Plan, make_params, param_names
 from dilemmax.llm import api as play_api
-from dilemmax.llm.session import Part, SessionOptions
+from dilemmax.llm.session import Part
+from dilemmax.llm.session_options import SessionOptions
 
 GAMES = ("consequence", "moral_hazard", "open_cleanup", "open_harvest")
 

@@ -39,7 +39,7 @@ from dilemmax.llm import sampling
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.play import protocol_with, rotate_seats
 from dilemmax.llm.seats import build_seat, check_agents, seat_entries
-from dilemmax.llm.session import PLAY_SEED
+from dilemmax.llm.session_options import PLAY_SEED
 
 # The sampling options Inspect passes on to its providers, by our field's name.
 SAMPLING_FIELDS = (

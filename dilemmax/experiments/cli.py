@@ -54,7 +54,8 @@ def _runner():
 
 def add_play_arguments(p: argparse.ArgumentParser) -> None:
     """The seat, model and run options of ``dilemmax play`` an experiment takes (the fields of
-    :class:`~dilemmax.llm.session.SessionOptions`, declared once in ``dilemmax.llm.cli``)."""
+    :class:`~dilemmax.llm.session_options.SessionOptions`, declared once in
+    ``dilemmax.llm.cli``)."""
     # The model stack's flags: loaded when a design's options are built, not for `--list`.
     from dilemmax.llm.cli import add_session_arguments
 
@@ -62,7 +63,7 @@ def add_play_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def session_options(args: argparse.Namespace):
-    """The :class:`~dilemmax.llm.session.SessionOptions` of the parsed play options."""
+    """The :class:`~dilemmax.llm.session_options.SessionOptions` of the parsed play options."""
     from dilemmax.llm import cli  # the run stack: loaded when a design runs
 
     return cli.session_options(args)

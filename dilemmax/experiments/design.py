@@ -12,8 +12,8 @@ its type, its default, the paper's size, and its help in ``metadata``). The comm
 ``dilemmax experiment <design> --x ...`` options, Inspect's ``-T x=...`` parameters of the design's
 task and :func:`dilemmax.experiments.run`'s keyword arguments are all read off those fields. A
 design plans from its parameters and the run's
-:class:`~dilemmax.llm.session.SessionOptions` (the seats the user gave, the seed, the run folder,
-the model options): never from a command line.
+:class:`~dilemmax.llm.session_options.SessionOptions` (the seats the user gave, the seed, the run
+folder, the model options): never from a command line.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any
 
 from dilemmax.errors import UsageError
 from dilemmax.llm.play import PlayResult
-from dilemmax.llm.session import Part, SessionOptions
+from dilemmax.llm.session import Part
+from dilemmax.llm.session_options import SessionOptions
 
 __all__ = ["Design", "DesignParams", "NoParams", "ParamError", "Part", "Plan", "Report",
            "SessionOptions", "make_params", "param", "param_names", "param_values"]  # fmt: skip

@@ -1,7 +1,7 @@
 """Running a design: its plan played through one play session, then analysed and written.
 
 :func:`run_design` plans the design from its typed parameters (``Design.params``) and the run's
-:class:`~dilemmax.llm.session.SessionOptions`, plays every part under one transcript
+:class:`~dilemmax.llm.session_options.SessionOptions`, plays every part under one transcript
 (:func:`dilemmax.llm.session.play_parts`: resume, progress bar, the seat and model options of
 ``dilemmax play``), runs the design's ``extra`` (what is asked of a model outside the game), then
 ``analyse``, and writes the report (:mod:`dilemmax.experiments.report`). A shard
@@ -49,16 +49,16 @@ from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.results import format_calls, seat_stats, unreadable_replies
 from dilemmax.llm.seats import seat_entries
-from dilemmax.llm.session import (
+from dilemmax.llm.session import play_parts
+from dilemmax.llm.session_options import (
+    ON_CALL_ERROR,
     SessionOptions,
     model_identity,
-    play_parts,
     sampling_identity,
 )
 from dilemmax.runlock import RunLock, refuse_other_writer
 
 COMMAND = "experiment"  # what a run's folder lock and shard records name
-ON_CALL_ERROR = ("stop", "invalid")
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,12 @@ from dilemmax.llm.play import PlayResult
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.results import summarize
-from dilemmax.llm.session import (
-    Part,
+from dilemmax.llm.session import Part, play_parts
+from dilemmax.llm.session_options import (
     SessionOptions,
     Shard,
     check_run_options,
     model_identity,
-    play_parts,
     sampling_identity,
 )
 
@@ -235,7 +234,7 @@ def play_session(
             conditions); rotate: play every seating rotation.
         on_call_error: ``"stop"`` (resume later) or ``"invalid"`` (play the invalid move).
         out: the run folder (``transcript.jsonl``, ``results.json``); resume: continue it.
-        shard: ``"i/N"`` or :class:`~dilemmax.llm.session.Shard`: play every N-th episode
+        shard: ``"i/N"`` or :class:`~dilemmax.llm.session_options.Shard`: play every N-th episode
             (``out`` then also holds ``shard.json``; :func:`merge_play_shards` joins them).
         progress: a progress bar on stderr.
         limits: what the run may spend (:class:`~dilemmax.llm.limits.Limits`); a limit reached

@@ -38,7 +38,7 @@ from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.pricing import load_prices
 from dilemmax.llm.results import format_calls, format_summary
 from dilemmax.llm.seats import seat_entries
-from dilemmax.llm.session import ON_CALL_ERROR, SessionOptions
+from dilemmax.llm.session_options import ON_CALL_ERROR, SessionOptions
 from dilemmax.llm.transcript import TranscriptMismatch
 
 
@@ -64,7 +64,7 @@ def add_session_arguments(
 ) -> None:
     """The seat, model and run flags of every command that plays a session (``play``,
     ``experiment``, ``scenarios evaluate``): one per
-    :class:`~dilemmax.llm.session.SessionOptions` field, defaults from its own."""
+    :class:`~dilemmax.llm.session_options.SessionOptions` field, defaults from its own."""
     parser.add_argument("--seat", action="append", help="agent=<kind>:<target> (repeatable)")
     parser.add_argument("--seats", help="<kind>:<target> for every seat not given by --seat")
     add_model_arguments(parser)
@@ -126,7 +126,7 @@ def spending_options(args: argparse.Namespace) -> dict:
 
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
-    """The :class:`~dilemmax.llm.session.SessionOptions` of :func:`add_session_arguments`'
+    """The :class:`~dilemmax.llm.session_options.SessionOptions` of :func:`add_session_arguments`'
     flags (the model flags checked: a value out of range is one line naming its flag)."""
     return SessionOptions(
         seats=seat_entries(args.seat),

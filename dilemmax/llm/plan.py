@@ -47,16 +47,8 @@ from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.pricing import Price, cost, format_cost, seat_price
 from dilemmax.llm.seats import protocol_options
-from dilemmax.llm.session import (
-    Part,
-    PartPlayer,
-    SessionOptions,
-    Shard,
-    check_run_options,
-    part_protocol,
-    run_options,
-    user_specs,
-)
+from dilemmax.llm.session import Part, PartPlayer, part_protocol, run_options, user_specs
+from dilemmax.llm.session_options import SessionOptions, Shard, check_run_options
 
 CHARS_PER_TOKEN = 4  # the rule where no tokenizer of the model is here (OpenAI's rule of thumb)
 SAMPLE_STEPS = 400  # env steps a part's sample may play (every episode of a short game's run)

@@ -1,9 +1,10 @@
 """Shards of a play run and their merge.
 
-A shard (``--shard i/N``, :class:`~dilemmax.llm.session.Shard`) plays every N-th episode of the
-whole run with that episode's own keys and call keys, and writes ``shard.json`` beside its
-transcript: the run's identity (the shard left out), which shard it is, and each part's episodes
-with their metrics, their position in the whole run's play order and the seats' call counts.
+A shard (``--shard i/N``, :class:`~dilemmax.llm.session_options.Shard`) plays every N-th
+episode of the whole run with that episode's own keys and call keys, and writes ``shard.json``
+beside its transcript: the run's identity (the shard left out), which shard it is, and each
+part's episodes with their metrics, their position in the whole run's play order and the seats'
+call counts.
 
 :func:`merge` reads the shards' records, each checked totally (a foreign, damaged or
 inconsistent file is a one-line error naming it), checks that they are the N shards of one run

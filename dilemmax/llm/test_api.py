@@ -22,7 +22,7 @@ from dilemmax.llm.cli import (
 )
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.server import LocalChatServer
-from dilemmax.llm.session import SessionOptions
+from dilemmax.llm.session_options import SessionOptions
 from dilemmax.llm.test_session import calls_in, planted  # planted: local, no note, picks D
 
 # A value other than the default for every field, as text on the command line.

@@ -12,7 +12,8 @@ import dilemmax
 from dilemmax.cli import main
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.server import LocalChatServer
-from dilemmax.llm.session import Part, SessionOptions, Shard, play_parts
+from dilemmax.llm.session import Part, play_parts
+from dilemmax.llm.session_options import SessionOptions, Shard
 from dilemmax.llm.transcript import read_lines
 
 

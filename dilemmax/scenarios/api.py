@@ -42,7 +42,7 @@ from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, seat_price
 from dilemmax.llm.sampling import check_option
-from dilemmax.llm.session import PLAY_SEED, SessionOptions
+from dilemmax.llm.session_options import PLAY_SEED, SessionOptions
 from dilemmax.runlock import RunLock, last_writer, refuse_other_writer
 from dilemmax.scenarios import evaluate as E
 from dilemmax.scenarios import registry

@@ -42,13 +42,11 @@ from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.plan import CallPlan, plan_parts
 from dilemmax.llm.play import PlayResult
 from dilemmax.llm.seats import check_agents, check_specs
-from dilemmax.llm.session import (
-    Part,
+from dilemmax.llm.session import Part, output_paths, play_parts
+from dilemmax.llm.session_options import (
     SessionOptions,
     check_run_options,
     model_identity,
-    output_paths,
-    play_parts,
     sampling_identity,
 )
 from dilemmax.scenarios.env import ScenarioEnv, game_reset_keys

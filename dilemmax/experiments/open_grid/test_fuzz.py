@@ -18,7 +18,7 @@ from dilemmax.experiments.design import Part, Plan, Report
 from dilemmax.experiments.open_grid import arena, common, schelling, teams
 from dilemmax.experiments.report import write_report
 from dilemmax.llm.play import PlayResult
-from dilemmax.llm.session import SessionOptions
+from dilemmax.llm.session_options import SessionOptions
 
 FUZZ = settings(
     max_examples=4,

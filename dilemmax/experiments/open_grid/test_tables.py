@@ -13,7 +13,7 @@ from dilemmax.experiments.open_grid import DESIGNS
 from dilemmax.experiments.open_grid.common import OpenGridParams
 from dilemmax.experiments.open_grid.events import episodes_of, recrafts
 from dilemmax.experiments.open_grid.tables import model_sums, table_rows
-from dilemmax.llm.session import SessionOptions
+from dilemmax.llm.session_options import SessionOptions
 
 STEPS, TRIALS, AGENTS = 6, 2, 2
 T = STEPS * TRIALS
