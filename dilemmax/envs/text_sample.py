@@ -3,9 +3,10 @@
 :func:`render_calls` plays episodes of an env through the play interface of one or more sets of
 protocols (one set per layout, say ``"paper"`` and ``"cached"``), with stand-in replies: each
 seat plays a random legal action, written as the protocol's own well-formed reply
-(``TextProtocol.example_reply``). Every set sees the same states and the same replies, so their
-prompts differ only in how they are written. It is what a cost estimate renders when it cannot
-call a model, and what the prompt-layout tests and ``benchmarks/llm_cost.py`` measure.
+(:func:`stand_in_action`, :func:`stand_in_reply`: the stand-in model, which the plan of a run,
+``dilemmax.llm.plan``, seats as well). Every set sees the same states and the same replies, so
+their prompts differ only in how they are written. It is what the prompt-layout tests and
+``benchmarks/llm_cost.py`` measure.
 
 The measure of a layout (:func:`prefix_shares`) is the one a prefix-caching server rewards: the
 longest common leading text of two calls' whole message lists (system, then user), as a share of
@@ -34,6 +35,23 @@ class Call:
     kind: str  # "act" or "reflect"
     text: str  # system then user, as a server sees the message list
     reply: str  # the stand-in reply it got
+
+
+def stand_in_action(prompt: Prompt, rng: np.random.Generator) -> int | None:
+    """The stand-in model's move: a random legal action of an ``"act"`` prompt (0 where none is
+    legal), None for a prompt that plays none (a reflection)."""
+    if prompt.kind != "act":
+        return None
+    return int(rng.choice(prompt.legal)) if prompt.legal else 0
+
+
+def stand_in_reply(
+    protocol: TextProtocol, prompt: Prompt, action: int | None, rng: np.random.Generator
+) -> str:
+    """The stand-in model's reply: the protocol's well-formed reply playing ``action``
+    (``TextProtocol.example_reply``; the action's number for a protocol that writes none)."""
+    example = getattr(protocol, "example_reply", None)
+    return str(action) if example is None else example(prompt, action, rng)
 
 
 def message_text(prompt: Prompt) -> str:
@@ -150,14 +168,14 @@ class _Renderer:
                 actions.setdefault(agent, prompt.action)
                 continue
             if agent not in actions:
-                actions[agent] = int(self.rng.choice(prompt.legal)) if prompt.legal else 0
+                actions[agent] = stand_in_action(prompt, self.rng)
             self._answer(name, agent, protocol, prompt, actions[agent])
         return actions
 
     def _answer(self, name: str, agent: str, protocol, prompt: Prompt, action) -> None:
         """Records ``prompt`` as a call of layout ``name`` and feeds the protocol its stand-in
         reply (``action`` None: a reflect prompt, answered in its own format)."""
-        reply = protocol.example_reply(prompt, action, self.rng)
+        reply = stand_in_reply(protocol, prompt, action, self.rng)
         self.calls[name].append(Call(agent, self.played, prompt.kind, message_text(prompt), reply))
         memory = self.memories[name][agent]
         protocol.after_reply(memory, agent, prompt, reply, protocol.parse_reply(reply, prompt))

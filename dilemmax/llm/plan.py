@@ -7,12 +7,12 @@ per model seat and in total, the calls, prompt tokens, completion tokens and cos
 How it is estimated: the run's own parts are played through the batched harness, on the run's
 own episode keys and configurations, with every model seat answered by a stand-in policy
 (:class:`StandInPolicy`: a random legal move written as the protocol's own well-formed reply,
-``TextProtocol.example_reply``) instead of a client. Nothing is sent anywhere. A part too long to
-render whole is sampled: at most :data:`SAMPLE_CONFIGS` configurations spread over the part's,
-and as many episodes of each as :data:`SAMPLE_STEPS` env steps allow (at least one), every
-rotation; its counts are scaled to the part's episodes. Each sampled episode is played to its
-end, so prompts that grow over steps and trials (notes, earlier trials, earlier rounds) are
-counted as they grow.
+the stand-in model of :mod:`dilemmax.envs.text_sample`) instead of a client. Nothing is sent
+anywhere. A part too long to render whole is sampled: at most :data:`SAMPLE_CONFIGS`
+configurations spread over the part's, and as many episodes of each as :data:`SAMPLE_STEPS` env
+steps allow (at least one), every rotation; its counts are scaled to the part's episodes. Each
+sampled episode is played to its end, so prompts that grow over steps and trials (notes, earlier
+trials, earlier rounds) are counted as they grow.
 
 Tokens are counted by the model's own tokenizer where one is here (a seat whose model is a
 local folder with a Transformers tokenizer: ``hf:./model``, or ``openai:./model`` served from
@@ -42,6 +42,7 @@ import numpy as np
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.seat_spec import parse_seat, seat_kind
 from dilemmax.envs.text import Prompt, TextProtocol
+from dilemmax.envs.text_sample import stand_in_action, stand_in_reply
 from dilemmax.llm.client import ChatRequest, Completion, OnResult
 from dilemmax.llm.play import Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -106,8 +107,10 @@ def messages_key(messages: Sequence[Mapping[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the stand-in
 @dataclass(eq=False)
 class StandInPolicy(LLMPolicy):
-    """A model seat answered without a model: each prompt gets its protocol's well-formed reply
-    (``example_reply``) playing a random legal move, and its tokens counted by ``counter``.
+    """A model seat answered without a model: each prompt gets the stand-in model's reply
+    (:func:`~dilemmax.envs.text_sample.stand_in_reply`: its protocol's well-formed reply playing
+    a random legal move, the one ``benchmarks/llm_cost.py`` renders too), and its tokens counted
+    by ``counter``.
 
     Attributes:
         protocol: the protocol whose reply format it writes (set for each part).
@@ -124,10 +127,8 @@ class StandInPolicy(LLMPolicy):
     def ask(self, prompts: Sequence[Prompt], on_result: OnResult | None = None) -> list[Completion]:
         completions = []
         for index, prompt in enumerate(prompts):
-            action = None
-            if prompt.kind == "act":
-                action = int(self.rng.choice(prompt.legal)) if prompt.legal else 0
-            reply = _example_reply(self.protocol, prompt, action, self.rng)
+            action = stand_in_action(prompt, self.rng)
+            reply = stand_in_reply(self.protocol, prompt, action, self.rng)
             messages = ChatRequest.from_prompt(prompt).messages
             self.replies[messages_key(messages)] = reply
             written = self.counter.count(reply)
@@ -138,13 +139,6 @@ class StandInPolicy(LLMPolicy):
             if on_result is not None:
                 on_result(index, completion)
         return completions
-
-
-def _example_reply(protocol: TextProtocol, prompt: Prompt, action: int | None, rng) -> str:
-    """The protocol's well-formed reply playing ``action`` (the action's number where a
-    protocol writes none)."""
-    example = getattr(protocol, "example_reply", None)
-    return str(action) if example is None else example(prompt, action, rng)
 
 
 # --------------------------------------------------------------------------- the plan
