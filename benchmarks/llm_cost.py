@@ -10,8 +10,9 @@ How it is measured:
 
 - Prompts are rendered by :func:`dilemmax.envs.text_sample.render_calls`: real env states of the
   design's own parts (their envs, configurations, protocol and seat options), every seat answered
-  by a stand-in (a random legal move written as the protocol's own reply,
-  ``TextProtocol.example_reply``); both layouts see the same states and replies.
+  by the stand-in model a run's plan seats too (a random legal move written as the protocol's own
+  reply, :func:`dilemmax.envs.text_sample.stand_in_reply`); both layouts see the same states and
+  replies.
 - Short games (consequence, moral_hazard): up to ``--configs`` configurations of each part, each
   played ``--replicates`` times in a row (as the designs play replicates), every step.
 - Grid games: one full seed (5 trials x 400 steps, 10,020 calls) of the homogeneous team is
