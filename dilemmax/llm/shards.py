@@ -397,17 +397,33 @@ def _replies_ok(replies: Any) -> bool:
 def _merge_transcripts(dirs: Sequence[Path], folder: Path, first: dict) -> None:
     """The shards' call and episode lines, copied byte for byte, under the whole run's header,
     in shard order (a partial last line of a shard, which resuming would cut, is left out)."""
-    header = {"type": "run", "run": first["run"], "identity": first["identity"]}
+    shards = [_transcript_bytes(shard_dir / "transcript.jsonl") for shard_dir in dirs]
+    # The whole run's header: the first shard's, which records the game and text protocol
+    # versions every shard of the run was played under, with the whole run's key and identity.
+    header = {**_first_line(shards[0], dirs[0] / "transcript.jsonl"), "type": "run"}
+    header.update(run=first["run"], identity=first["identity"])
     with open(folder / "transcript.jsonl", "wb") as handle:
         handle.write((json.dumps(header, default=str) + "\n").encode())
-        for shard_dir in dirs:
-            path = shard_dir / "transcript.jsonl"
-            try:
-                data = path.read_bytes()
-            except OSError as error:
-                raise ShardError(f"{path}: cannot read the shard's transcript ({error})") from None
+        for data in shards:
             lines = data[: data.rfind(b"\n") + 1].split(b"\n")[1:]  # its own header dropped
             handle.writelines(line + b"\n" for line in lines if line.strip())
+
+
+def _transcript_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise ShardError(f"{path}: cannot read the shard's transcript ({error})") from None
+
+
+def _first_line(data: bytes, path: Path) -> dict:
+    try:
+        header = json.loads(data.split(b"\n", 1)[0])
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise ShardError(f"{path}: its first line is not a transcript header")
+    return header
 
 
 def _is_int(value: Any) -> bool:

@@ -95,7 +95,7 @@ def test_the_session_flags_default_to_session_options_own():
         (["--model-seed", "-1"], "--model-seed=-1: expected an integer in 0..2147483647"),
         (["--timeout", "0"], "--timeout=0.0: expected a number > 0 and <= 86400"),
         (["--api-key-env", "1X"], "--api-key-env='1X': expected an environment variable's name"),
-        (["--base-url", "a/v1,b/v1"], "--base-url 'a/v1,b/v1': expected http://host:port/v1"),
+        (["--base-url", "a/v1,b/v1"], "--base-url 'a/v1,b/v1': a comma or space inside an address"),
     ],
 )
 def test_a_model_flag_out_of_range_is_one_line_naming_the_flag(argv, message):
