@@ -30,7 +30,10 @@ pytest.importorskip("transformers")
 
 from dilemmax.cli import main  # noqa: E402 (after the skip: the llm extra may be missing)
 from dilemmax.llm.api import play_session  # noqa: E402
+from dilemmax.llm.client import ChatRequest  # noqa: E402
 from dilemmax.llm.config import GenerateConfig  # noqa: E402
+from dilemmax.llm.openai_client import OpenAIClient  # noqa: E402
+from dilemmax.llm.server import LocalChatServer  # noqa: E402
 from dilemmax.llm.tiny import build_tiny_model  # noqa: E402
 from dilemmax.llm.transcript import read_lines  # noqa: E402
 
@@ -59,8 +62,20 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_U
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1, no proxy
 
 
-@pytest.fixture(scope="module", autouse=True)
-def deadline():
+def test_the_usage_transformers_serve_answers_with_reads_as_no_cached_tokens():
+    """The same ``usage`` shape from the local server (the fast tier's check): prompt and
+    completion counts read as given, and no ``prompt_tokens_details`` as 0 cached tokens."""
+    words = lambda text: len(text.split())
+    messages = ({"role": "system", "content": "a b c"}, {"role": "user", "content": "d"})
+    request = ChatRequest(messages)
+    with LocalChatServer(lambda body: "FINAL A now", count_tokens=words) as server:
+        [completion] = OpenAIClient("tiny", base_url=server.base_url).complete([request])
+    assert (completion.prompt_tokens, completion.completion_tokens) == (4, 3)
+    assert completion.cached_tokens == 0
+
+
+@pytest.fixture(scope="module")
+def deadline():  # the server's tests: a hung server ends the worker with its stacks
     faulthandler.dump_traceback_later(TIMEOUT, exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
@@ -74,7 +89,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(tiny_model, tmp_path_factory):
+def served(deadline, tiny_model, tmp_path_factory):
     """The base URL (``http://127.0.0.1:<port>/v1``) of ``transformers serve`` serving the tiny
     model; the server is stopped when the module's tests end."""
     from transformers.utils.import_utils import is_serve_available

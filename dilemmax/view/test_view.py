@@ -29,8 +29,8 @@ from dilemmax.view.runs import read_run
 
 # Tiny options per game; the same options for a game's rollout and play run, so one compiled
 # replay serves both.
-# Its recorded runs take a minute of play (built once: the suite hands out whole files).
-pytestmark = pytest.mark.slow
+# The recorded runs take a minute of play (built once: the suite hands out whole files), so
+# every test that reads them is marked slow; the fast tier checks the paths that are no run.
 
 GAMES = {
     "open_cleanup": ({"num_agents": 3, "trial_steps": 6, "num_trials": 2}, "greedy"),
@@ -105,6 +105,7 @@ def runs(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- the replay
+@pytest.mark.slow
 @pytest.mark.parametrize("game", list(GAMES))
 def test_the_replay_gives_back_every_recorded_reward_and_info(game, runs):
     """Replayed from its start and actions alone, each episode has the rollout's rewards and
@@ -125,6 +126,7 @@ def test_the_replay_gives_back_every_recorded_reward_and_info(game, runs):
             np.testing.assert_array_equal(np.asarray(values), recorded, err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_training_run_plays_its_checkpoint(tmp_path, capsys):
     from dilemmax.llm.test_cli import fake_trained_run
 
@@ -137,6 +139,7 @@ def test_a_training_run_plays_its_checkpoint(tmp_path, capsys):
     assert run.episodes[0].actions.shape == (3, 2)  # moral_hazard: work, note, final
 
 
+@pytest.mark.slow
 def test_open_hands_the_page_to_the_default_browser(runs, tmp_path, capsys, monkeypatch):
     opened = []
     monkeypatch.setattr("webbrowser.open", lambda uri: opened.append(uri) or False)
@@ -259,6 +262,7 @@ def _number(text: str) -> float:
     return float(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", list(GAMES))
 def test_a_rollout_page_shows_the_transcript_at_every_step_asked(game, runs, browser, tmp_path):
     path, page = runs[game]
@@ -296,6 +300,7 @@ def test_a_rollout_page_shows_the_transcript_at_every_step_asked(game, runs, bro
     assert (tmp_path / f"view_{game}.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", ["open_cleanup", "open_harvest"])
 def test_a_grid_page_draws_the_frames_render_rgb_draws(game, runs, browser):
     """The canvas, cell by cell (agent cells aside), has the colours of render_rgb's frames of
@@ -330,6 +335,7 @@ def test_a_grid_page_draws_the_frames_render_rgb_draws(game, runs, browser):
                 assert colours[r * width + c] == centre.tolist(), (t, r, c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", ["moral_hazard", "open_harvest"])
 def test_a_play_page_shows_each_model_call_and_seat_at_its_step(game, runs, browser, tmp_path):
     path, page = runs[f"play_{game}"]
@@ -384,6 +390,7 @@ def test_a_play_page_shows_each_model_call_and_seat_at_its_step(game, runs, brow
     assert (tmp_path / f"view_play_{game}.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_keys_and_play_move_the_step(runs, browser):
     _, page = runs["open_harvest"]
     open_page(browser, page)
@@ -408,6 +415,7 @@ def test_keys_and_play_move_the_step(runs, browser):
 HOSTILE_SEAT = "openai:<!--<script>alert(1)</script><!-- %SCRIPT% & \u2028\u2029 -->"
 
 
+@pytest.mark.slow
 def test_a_seat_name_that_looks_like_markup_is_text_to_the_page(runs, browser, tmp_path):
     """The play run's model seat renamed to markup in its transcript: the page's script still
     runs (the episode is shown), logs no error, adds no element, and shows the name as given."""
