@@ -16,6 +16,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
 PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import make` reach
 
@@ -192,6 +194,7 @@ def test_the_scan_sees_late_relative_and_root_imports():
     assert root.target == PACKAGE_ROOT
 
 
+@pytest.mark.slow
 def test_no_package_cycle():
     imports = package_imports()
     graph: dict[str, set[str]] = {}
@@ -257,6 +260,7 @@ def command_line_leaks(path: Path, text: str) -> list[str]:
     return leaks
 
 
+@pytest.mark.slow
 def test_no_library_module_imports_argparse_or_takes_a_namespace():
     leaks = [
         leak

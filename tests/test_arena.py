@@ -5,6 +5,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from PIL import Image
 from toy_env import ToyConfig, ToyEnv
 
@@ -12,6 +13,7 @@ from dilemmax.agents.arena import Arena, save_gif
 from dilemmax.agents.policy import first_legal_policy, random_policy
 
 
+@pytest.mark.slow
 def test_python_path_plays_the_same_episodes_as_the_jax_path(tmp_path):
     env = ToyEnv(num_agents=3, horizon=4)
     arena = Arena(env, random_policy)

@@ -19,6 +19,7 @@ def test_list_names_every_registered_env(capsys):
         assert env_id in out
 
 
+@pytest.mark.slow
 def test_rollout_writes_transcript_and_summary(tmp_path, capsys):
     out, summary = tmp_path / "run.jsonl", tmp_path / "summary.json"
     args = ["rollout", "toy", "--episodes", "3", "--seed", "1", "--out", str(out)]
@@ -73,6 +74,7 @@ def test_parse_assignments_is_typed_and_total():
             parse_assignments(bad, specs=specs)
 
 
+@pytest.mark.slow
 def test_long_rollouts_show_a_progress_bar(capsys):
     assert main(["rollout", "toy", "--episodes", "2", "--set", "horizon=250"]) == 0
     captured = capsys.readouterr()
@@ -81,6 +83,7 @@ def test_long_rollouts_show_a_progress_bar(capsys):
     assert "step/s" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_train_a_tiny_run_then_refuse_a_second_fresh_one(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [
@@ -103,6 +106,7 @@ def _always_last_action(policy):
     return lambda key, observation: jnp.int32(observation.mask.shape[-1] - 1)
 
 
+@pytest.mark.slow
 def test_a_run_trained_under_a_learner_transform_loads_playing_it(tmp_path):
     """A seat that loads a run plays the policy the run trained as: the learner transform of its
     config wraps the network (here every decision is scripted, so the loaded policy plays the
@@ -150,6 +154,7 @@ def test_the_command_list_reads_the_same_without_the_command_modules():
     ]
 
 
+@pytest.mark.slow
 def test_listing_the_commands_imports_no_command_module():
     code = (
         "import sys; from dilemmax.cli import COMMANDS, build_parser; build_parser('list'); "
@@ -188,6 +193,7 @@ def test_evaluate_with_scenarios_is_the_scenarios_command_on_the_run(tmp_path):
             scenarios_alias(argv)
 
 
+@pytest.mark.slow
 def test_rollout_seats_a_zoo_population_by_name(capsys):
     """``--seat agent=zoo:<game>/<population>`` plays the shipped population (the querying one
     here, whose warnings are scripted by its learner transform) beside a scripted seat; a name

@@ -47,6 +47,7 @@ def test_unknown_env_and_option_errors_list_the_valid_ones():
         dilemmax.make("toy", no_such_option=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_spaces_masks_and_observations(env_id):
     env = dilemmax.make(env_id)
@@ -79,6 +80,7 @@ def test_same_key_same_trajectory_jitted_or_not(env_id):
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, c)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
     env = dilemmax.make(env_id)
@@ -91,6 +93,7 @@ def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
         np.testing.assert_array_equal(obs[agent][1], obs1[agent])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_random_episodes_end_and_report_metrics(env_id):
     env = dilemmax.make(env_id)
@@ -125,6 +128,7 @@ def test_scripted_policies_play(env_id):
         assert bool(jnp.all(jnp.isfinite(jnp.asarray(value, jnp.float32)))), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_log_wrapper_under_vmap(env_id):
     env = LogWrapper(dilemmax.make(env_id))

@@ -45,6 +45,7 @@ def _text_files() -> list[Path]:
 
 
 # ----------------------------------------------------------------------------- the site
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     """`mkdocs build --strict`: a broken link, a page missing from the nav, a stale API
     reference or a docstring griffe cannot read fails here, naming it."""

@@ -185,6 +185,7 @@ def test_the_scenario_set_option_is_named_for_what_it_is(capsys, fresh_deprecati
     assert env.made_as["options"] == {"game": "moral_hazard", "scenario_set": "test"}
 
 
+@pytest.mark.slow
 def test_an_old_transcript_reads(tmp_path, capsys, fresh_deprecations):
     """A play transcript whose episode starts record an old option name (written before the
     rename) still reads and replays: the same episode as under the new name."""

@@ -114,6 +114,7 @@ def test_dry_run_runs_every_part_and_writes_every_report(dry_run):
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+", p.name) for p in files)
 
 
+@pytest.mark.slow
 def test_a_part_past_its_deadline_stops_and_says_what_it_skipped(tmp_path):
     _run(
         ["--child", "env", "--tiny", "--out", str(tmp_path), "--deadline", str(time.time() - 1)],
@@ -144,6 +145,7 @@ def test_a_part_that_hangs_is_killed_at_its_limit():
     assert bench.run_child([sys.executable, "-c", "pass"], 30.0) is None
 
 
+@pytest.mark.slow
 def test_a_part_stopped_from_outside_stops_what_it_started(tmp_path):
     """The orchestrator's stop (SIGTERM to the part's group) reaches the RL^2 script's own
     process group too: nothing a part started outlives it on the machine."""

@@ -27,6 +27,7 @@ def _step_determinism_with_legal_actions(env, seed=123):
         assert checks.data_equivalence(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", dilemmax.registered_envs())
 def test_gymnasium_checker(env_id):
     """Every check of ``gymnasium``'s ``check_env``, step determinism adapted to legal actions."""
@@ -106,6 +107,7 @@ def test_vector_env_steps_the_batch_and_autoresets_on_the_same_step(vec_toy):
     assert info["_final_obs"].all()
 
 
+@pytest.mark.slow
 def test_vector_env_matches_the_single_env_step():
     single = SingleSeatEnv("toy", others="first_legal", horizon=3)
     vec = SingleSeatVectorEnv("toy", num_envs=2, others="first_legal", horizon=3)
@@ -119,6 +121,7 @@ def test_vector_env_matches_the_single_env_step():
     assert r_single == 0.0 and (r_vec == 0.0).all()
 
 
+@pytest.mark.slow
 def test_vector_env_illegal_actions():
     vec = SingleSeatVectorEnv("toy", num_envs=2, others="first_legal", horizon=3)
     vec.reset(seed=0)

@@ -28,6 +28,7 @@ def test_typed_key_wraps_legacy_keys_and_refuses_other_arrays():
         typed_key(np.zeros(3, np.float32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KEYS)
 @pytest.mark.parametrize("env_id", dilemmax.registered_envs())
 def test_env_functions_accept_both_key_kinds(env_id, kind):
@@ -51,6 +52,7 @@ def test_rollout_functions_accept_both_key_kinds(kind):
     jax.eval_shape(lambda k: run_episodes(env, random_policy, k, 2, jit=False), KEYS[kind])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KEYS)
 def test_moral_hazard_evaluate_accepts_both_key_kinds(kind):
     from dilemmax.envs.moral_hazard.evaluate import evaluate
@@ -60,6 +62,7 @@ def test_moral_hazard_evaluate_accepts_both_key_kinds(kind):
     assert set(results) == {"condition_0"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KEYS)
 def test_make_train_accepts_both_key_kinds(kind):
     config = make_config("moral_hazard", overrides={"num_envs": 4, "num_steps": 3})

@@ -44,6 +44,7 @@ def assert_declared(env, shapes: dict, lengths: dict) -> None:
         assert shape == tuple(lengths[axis] for axis in declared[name]), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", registered_envs())
 def test_every_metric_of_every_game_declares_its_axes(env_id):
     env = dilemmax.make(env_id, **SIZES.get(env_id, {}))

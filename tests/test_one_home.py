@@ -21,6 +21,8 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
 STATISTICS = ROOT / "statistics.py"
 INT32_HOME = ROOT / "envs" / "option_spec.py"
@@ -228,6 +230,7 @@ def test_the_scanners_see_what_they_refuse():
 
 
 # ----------------------------------------------------------------------------- the tree
+@pytest.mark.slow
 def test_intervals_and_tests_live_in_the_statistics_module():
     found = _scan(interval_functions)
     assert not found, (

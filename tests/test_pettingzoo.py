@@ -22,6 +22,7 @@ from dilemmax.wrappers.pettingzoo import aec_env, parallel_env
 ENV_IDS = dilemmax.registered_envs()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_parallel_api(env_id):
     parallel_api_test(parallel_env(env_id), num_cycles=60)
@@ -105,6 +106,7 @@ def test_done_agents_are_removed():
     assert env.agents  # the other agent still plays
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_rgb_render_where_supported(env_id):
     if "rgb_array" not in dilemmax.make(env_id).render_modes:
@@ -126,6 +128,7 @@ def _module(env_id, **options):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_pettingzoo_test_utilities(env_id, capsys):
     """render_test (every mode, "human" included), state_test, and api_test with the mask in the

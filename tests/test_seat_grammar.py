@@ -188,6 +188,7 @@ def test_what_a_spec_says_is_what_it_parses_to(kind, target, seed, greedy, tempe
 
 
 # --------------------------------------------------------------------------- the Python API
+@pytest.mark.slow
 def test_the_python_api_and_the_arena_seat_every_spelling(env, spellings):
     for name, spec in spellings.items():
         policy = resolve_seat(spec, env)
@@ -206,6 +207,7 @@ def pairs(spellings) -> list[tuple[str, str]]:
     return list(zip(specs[::2], [*specs[1::2], "teacher"], strict=True))
 
 
+@pytest.mark.slow
 def test_rollout_seats_every_spelling(env, spellings, capsys, tmp_path):
     for first, second in pairs(spellings):
         out = tmp_path / "summary.json"
@@ -219,6 +221,7 @@ def test_rollout_seats_every_spelling(env, spellings, capsys, tmp_path):
         assert the_message(spec, env) in err
 
 
+@pytest.mark.slow
 def test_play_seats_every_spelling(env, spellings, capsys, tmp_path):
     for first, second in pairs(spellings):
         out = tmp_path / "play.json"
@@ -238,6 +241,7 @@ class OneEpisode(DesignParams):
     episodes: int = param(1, "episodes of its one part")
 
 
+@pytest.mark.slow
 def test_experiment_seats_every_spelling(env, spellings, capsys, tmp_path, monkeypatch):
     """A design of this test's own: one part with agent_1 fixed, agent_0 the user's --seats."""
 
@@ -260,6 +264,7 @@ def test_experiment_seats_every_spelling(env, spellings, capsys, tmp_path, monke
         assert the_message(spec, env) in cli_error(capsys, argv)
 
 
+@pytest.mark.slow
 def test_scenario_focal_populations_take_every_spelling(env, spellings, capsys, tmp_path):
     """Every JAX spelling resolves as the focal population of a scenario set; one of them, a
     model (through the batched harness) and an old-style --run play the set from the CLI."""
@@ -317,6 +322,7 @@ def test_inspect_task_seats_take_every_jax_spelling(env, spellings):
         assert the_message(spec, env) in str(error.value)
 
 
+@pytest.mark.slow
 def test_training_partners_take_every_jax_spelling(env, spellings):
     def seats(spec):
         return Seats(env, make_config(GAME, overrides={"learners": [0], "partner_policy": spec}))
@@ -355,6 +361,7 @@ def test_the_gymnasium_view_seats_every_jax_spelling(env, spellings):
         assert the_message(spec, env) in str(error.value)
 
 
+@pytest.mark.slow
 def test_the_readme_zoo_example_plays(capsys):
     """README: ``dilemmax play open_cleanup ... --seat agent_3=zoo:open_cleanup/ippo_s0``."""
     argv = ["play", "open_cleanup", "--seat", "agent_3=zoo:open_cleanup/ippo_s0",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 from dilemmax import compile_log
 from tests import cost_report
@@ -39,6 +40,7 @@ def test_a_new_program_counts_once_and_a_program_in_memory_not_again():
     assert tally.programs == 2  # another shape is another program
 
 
+@pytest.mark.slow
 def test_the_programs_a_subprocess_compiles_are_read_from_its_log(tmp_path):
     code = """
         import jax, jax.numpy as jnp
@@ -120,6 +122,7 @@ def _test_files() -> list[Path]:
     return sorted(p for p in files if "/integration/" not in p.as_posix())
 
 
+@pytest.mark.slow
 def test_every_test_file_has_a_test_in_the_fast_tier():
     """``-m "not slow"`` runs at least one test of every file (integration files, which need
     other projects installed, are in neither question)."""

@@ -118,6 +118,7 @@ def test_a_transcript_records_its_text_protocols_and_refuses_a_resume_under_anot
     _one_line_naming(err, "text protocol moral_hazard-text-v1", "moral_hazard-text-v2")
 
 
+@pytest.mark.slow
 def test_resuming_a_play_run_recorded_before_protocol_versions_is_refused(tmp_path, capsys):
     """A transcript whose header has no "protocols" was rendered under version 0 of every text
     protocol (the layout before prefix caching): --resume refuses it in one line, calling

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from toy_env import ToyConfig, ToyEnv
 
 from dilemmax.wrappers.log import LogWrapper
@@ -13,6 +14,7 @@ def _spend(amounts):
     return {f"agent_{i}": jnp.int32(a) for i, a in enumerate(amounts)}
 
 
+@pytest.mark.slow
 def test_log_wrapper_reports_returns_at_episode_end():
     env = LogWrapper(ToyEnv(num_agents=2, horizon=3))
     _, state = env.reset_to(jax.random.key(0), ToyConfig(jnp.array([3, 3])))
@@ -39,6 +41,7 @@ def test_step_resets_only_at_the_end_and_auto_reset_starts_fresh():
     assert bool(dones["__all__"]) and int(state.t) == 0  # a new episode
 
 
+@pytest.mark.slow
 def test_vec_env_matches_per_env_steps_and_reuses_fresh_starts():
     base = ToyEnv(num_agents=2, horizon=3)
     vec = VecEnv(LogWrapper(base), num_envs=4)

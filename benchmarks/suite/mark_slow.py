@@ -91,7 +91,12 @@ def mark(path: Path, names: set[str]) -> int:
         lines.insert(index, line)
     text = "".join(lines)
     if inserts and not re.search(r"^import pytest$", text, flags=re.M):
-        raise SystemExit(f"{path}: marks a test slow but does not import pytest")
+        # Before the first import; `ruff check --fix` puts it in its block.
+        first_import = min(
+            n.lineno for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
+        )
+        lines.insert(first_import - 1, "import pytest\n")
+        text = "".join(lines)
     path.write_text(text)
     return len(inserts)
 

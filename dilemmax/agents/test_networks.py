@@ -13,6 +13,7 @@ def _loss(impl, params, x):
     return jnp.tanh(Conv3x3(5, impl).apply(params, x)).sum()
 
 
+@pytest.mark.slow
 def test_im2col_equals_xla_convolution_values_and_gradients():
     x = jax.random.normal(jax.random.PRNGKey(0), (3, 7, 6, 4))
     params = Conv3x3(5, "xla").init(jax.random.PRNGKey(1), x)
@@ -44,6 +45,7 @@ def test_corner_cell_sees_only_its_in_bounds_neighbours():
     assert out[0, 0] == 4 and out[0, 1] == 6 and out[1, 1] == 9
 
 
+@pytest.mark.slow
 def test_grid_encoder_checkpoint_runs_under_either_implementation():
     x = jax.random.randint(jax.random.PRNGKey(4), (2, 11, 11, 3), 0, 6).astype(jnp.uint8)
     encoders = {

@@ -15,6 +15,7 @@ from dilemmax.envs import fastrandom, rare
 from dilemmax.envs.base import subkey
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("choice", fastrandom.HASHES)
 def test_every_hash_choice_draws_jax_randoms_numbers(choice):
     keys = jax.random.split(jax.random.key(7), 5)
@@ -109,6 +110,7 @@ _CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["moral_hazard", "consequence"])
 def test_jax_random_gives_the_unrolled_hashs_episodes(env_id, default_steps):
     with fastrandom.using_hash("jax"):
@@ -116,6 +118,7 @@ def test_jax_random_gives_the_unrolled_hashs_episodes(env_id, default_steps):
     jax.tree.map(np.testing.assert_array_equal, got, default_steps(env_id))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "policy, env_ids",
     [

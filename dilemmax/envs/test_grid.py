@@ -80,6 +80,7 @@ def test_gather_cells_fills_off_grid():
     assert _np(grid.gather_cells(rgb, cells[:2], fill=-1)) == [[0, 100], [-1, -1]]
 
 
+@pytest.mark.slow
 def test_beam_mask_and_hits():
     pos = jnp.array([[3, 3], [2, 3], [4, 4], [0, 0]])
     ori = jnp.array([NORTH, SOUTH, NORTH, NORTH])
@@ -103,6 +104,7 @@ def _resolve(pos, tgt, passable=OPEN, seed=0, active=None):
     ).tolist()
 
 
+@pytest.mark.slow
 def test_move_into_wall_or_off_grid_is_blocked():
     passable = OPEN.at[2, 3].set(False)
     out = _resolve([[2, 2], [0, 0], [5, 6]], [[2, 3], [-1, 0], [5, 7]], passable)
@@ -174,6 +176,7 @@ def _random_configs(key, batch, num_agents, shape):
     return pos, move_dir, passable
 
 
+@pytest.mark.slow
 def test_randomized_no_overlap_and_no_needless_block():
     batch, num_agents, shape = 3000, 6, (4, 4)  # crowded: 6 agents on 16 cells
     pos, move_dir, passable = _random_configs(jax.random.key(7), batch, num_agents, shape)
@@ -199,6 +202,7 @@ def test_randomized_no_overlap_and_no_needless_block():
                 assert not legal or t in cells, (pos[b], tgt[b], new[b], i)
 
 
+@pytest.mark.slow
 def test_resolve_moves_jit_equals_no_jit():
     passable = OPEN.at[0, 3].set(False)
     pos = jnp.array([[1, 1], [1, 2], [2, 2], [0, 2], [1, 3]])
@@ -257,6 +261,7 @@ def _naive_view(layer, pos, o, pad):
     return out
 
 
+@pytest.mark.slow
 def test_views_match_naive_reference_and_jit():
     rng = np.random.default_rng(0)
     layer = rng.integers(0, 50, (12, 16)).astype(np.int32)
@@ -274,6 +279,7 @@ def test_views_match_naive_reference_and_jit():
     assert (np.asarray(vmapped(pos, ori)) == np.asarray(views)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ahead, behind, side", [(9, 1, 5), (3, 2, 1), (0, 4, 2)])
 def test_sliced_2d_views_equal_the_per_cell_gather_and_the_naive_view(ahead, behind, side):
     rng = np.random.default_rng(ahead)
@@ -306,6 +312,7 @@ def test_view_carries_channels():
     assert _np(view[AHEAD - 1, SIDE]) == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.slow
 def test_agent_views_self_others_and_facing():
     pos = jnp.array([[6, 8], [5, 8], [6, 9]])
     ori = jnp.array([NORTH, EAST, SOUTH])
@@ -359,6 +366,7 @@ def test_sample_spawn_positions_distinct_free_uniform():
     assert (counts > 140).all(), counts
 
 
+@pytest.mark.slow
 def test_respawn_positions():
     points = jnp.array([[0, 0], [0, 1], [0, 2]])
     valid = jnp.ones(3, bool)

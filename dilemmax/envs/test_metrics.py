@@ -19,6 +19,7 @@ def _gini_numpy(x):
 
 
 # --------------------------------------------------------------------------- gini
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "values, expected",
     [
@@ -82,6 +83,7 @@ def test_bootstrap_matches_numpy_and_normal_theory():
     assert float(high - low) == pytest.approx(2 * 1.96 * se, rel=0.1)
 
 
+@pytest.mark.slow
 def test_bootstrap_mask_padding_has_no_effect_and_edge_cases():
     x = jnp.array([1.0, 4.0, 2.0, 0.0, 0.0, 7.0])
     mask = jnp.array([True, True, True, False, False, True])

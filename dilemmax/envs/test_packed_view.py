@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dilemmax.envs import packed_view as PV
 from dilemmax.envs.open_cleanup import constants as CC
@@ -20,6 +21,7 @@ def test_both_games_use_the_shared_who_codes_and_fit_the_cell_bits():
     assert max(CC.NUM_CELL_CODES, HC.NUM_CELL_CODES) <= 1 << PV.CELL_BITS
 
 
+@pytest.mark.slow
 def test_decoded_window_names_cells_facings_and_the_observer():
     # A 5 x 5 map, two agents: agent 0 at (2, 2) facing north, agent 1 at (1, 2) facing south,
     # frozen. Windows of 1 ahead, 0 behind, 1 aside.

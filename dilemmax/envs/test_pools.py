@@ -28,6 +28,7 @@ def _equal(a, b):
     )
 
 
+@pytest.mark.slow
 def test_build_is_deterministic_in_the_seed():
     a = pools.build_pool(_layout, seed=3, size=50)
     b = pools.build_pool(_layout, seed=3, size=50)
@@ -53,6 +54,7 @@ def test_unique_pool_has_distinct_items_and_is_deterministic():
         pools.build_pool(_small_space, seed=0, size=13, unique=True)
 
 
+@pytest.mark.slow
 def test_split_is_deterministic_disjoint_and_complete():
     pool = pools.build_pool(_layout, seed=1, size=100)
     train, held = pools.split_pool(pool, 0.8)

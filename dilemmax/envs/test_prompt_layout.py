@@ -45,6 +45,7 @@ def test_the_measure_on_hand_built_calls():
     assert Prompt("S", "U").system + Prompt("S", "U").user == "SU"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", sorted(GAMES))
 def test_cached_layout_reaches_the_shared_prefix_goals(game):
     env = GAMES[game]()

@@ -29,6 +29,7 @@ def test_unbatched_rare_cond_is_lax_cond():
         jax.tree.map(np.testing.assert_array_equal, got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preds", [[True, False, True, False], [False] * 4, [True] * 4])
 def test_vmapped_rare_cond_matches_each_element(preds):
     pred = jnp.asarray(preds)
@@ -47,6 +48,7 @@ def test_vmapped_rare_cond_matches_each_element(preds):
     jax.tree.map(np.testing.assert_array_equal, nested, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [0, 1, 3, 4, 5, 9, 31, 32])
 def test_gathered_rare_cond_matches_each_element(count):
     """A batch of 32 (gathered 4 at a time): every count of elements taking the rare branch,
@@ -69,6 +71,7 @@ def test_gathered_rare_cond_matches_each_element(count):
     jax.tree.map(np.testing.assert_array_equal, nested, jax.vmap(jax.vmap(_plain))(*seeds))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("taken, runs", [(0, 0), (1, 8), (8, 8), (9, 16), (64, 64)])
 def test_gathered_rare_branch_runs_only_for_the_elements_that_take_it(taken, runs):
     """vmap over 64 elements, gathered 8 at a time: the rare branch runs for as many batches
@@ -107,6 +110,7 @@ def _legacy_step(env, key, state, actions):
     return obs, state, rewards, dones, infos
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env_id, options",
     [
@@ -149,6 +153,7 @@ def _staggered_moral_hazard(env, state):
     return state.replace(stage=jnp.arange(state.stage.shape[0], dtype=jnp.int32) % 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["moral_hazard", "consequence"])
 def test_obs_from_state_envs_give_the_episodes_of_the_plain_auto_reset(env_id):
     """Envs that build observations after the auto-reset (``obs_from_state``): jax.vmap(env.step)

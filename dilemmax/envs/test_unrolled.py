@@ -10,6 +10,7 @@ from dilemmax.envs import fastrandom, unrolled
 from dilemmax.envs.base import subkey
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [1, 2, 3, 9])
 def test_unrolled_reductions_equal_jnp(width):
     rng = np.random.default_rng(width)
@@ -34,6 +35,7 @@ def test_unrolled_reductions_equal_jnp(width):
         np.testing.assert_array_equal(unrolled.rotate(jnp.asarray(x), shift, axis=1), rolled)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(), (1,), (3,), (4, 5)])
 def test_fastrandom_bits_equal_jax_random_bits(shape):
     for key in (jax.random.key(0), jax.random.key(2**31 + 5), jax.random.PRNGKey(7)):

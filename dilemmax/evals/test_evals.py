@@ -148,6 +148,7 @@ def test_scores_name_each_entry_by_the_axes_the_game_declares():
 
 
 # --------------------------------------------------------------------------- mock model
+@pytest.mark.slow
 def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
     with LocalChatServer(
         lambda body: moral_hazard_reply(body["model"], body["messages"][-1]["content"])
@@ -206,6 +207,7 @@ class ReflectingGame(MoralHazardEnv):
         return RecordingProtocol(self)
 
 
+@pytest.mark.slow
 def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
     env = ReflectingGame()
     client = ScriptedClient(reply_for)
@@ -237,6 +239,7 @@ def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
 
 
 # --------------------------------------------------------------------------- OpenAI provider
+@pytest.mark.slow
 def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_play(tmp_path):
     """``inspect eval dilemmax/consequence`` (the entry point, Inspect's command line and its
     OpenAI-compatible provider) against the local server, beside ``dilemmax play``."""
@@ -314,6 +317,7 @@ def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
         plan_task(plans.design_plan(design, {"partner": "nobody"})[0], "toy")
 
 
+@pytest.mark.slow
 def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
     sizes = {"costs": "0.1", "shares": "0.5", "replicates": 1, "episodes": 3, "no_probes": True}
     with LocalChatServer(
@@ -343,6 +347,7 @@ def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
         assert agents == {"agent_0"}  # the partner plays inside JAX: no model calls
 
 
+@pytest.mark.slow
 def test_import_dilemmax_imports_no_inspect():
     code = "import sys, dilemmax; print('inspect_ai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -32,6 +32,7 @@ def _defaults(design) -> tuple:
     return parse_design_argv(design, [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in catalogue.entries() if n.startswith(CHEAP)])
 def test_listed_calls_are_the_plans_at_the_paper_sizes(name):
     design = registry.designs()[name]
@@ -71,6 +72,7 @@ def _modules_after(argv: list[str]) -> set[str]:
     return set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
 
 
+@pytest.mark.slow
 def test_list_imports_no_more_than_dilemmax_list_does():
     listed = _modules_after(["experiment", "--list"])
     plain = _modules_after(["list"])

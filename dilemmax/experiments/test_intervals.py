@@ -9,6 +9,7 @@ import math
 
 import jax
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,6 +78,7 @@ def test_context_bootstrap_with_an_empty_row_stays_nan():
     assert ci.low[1] <= ci.mean[1] <= ci.high[1]
 
 
+@pytest.mark.slow
 def test_jax_bootstraps_hold_their_mean_at_equal_values():
     key = jax.random.key(0)
     for value in (0.1, 1 / 3, 1.0, 0.0):

@@ -125,6 +125,7 @@ def command(url, out, *extra_args):
             "--no-progress", "--out", str(out), *extra_args]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_resume_list_combine_shards_and_mistakes(tmp_path, capsys):
     run = tmp_path / "run"
     with LocalChatServer(planted) as server:
@@ -240,8 +241,10 @@ def test_list_reads_the_catalogue_only(monkeypatch, capsys):
     assert main(["experiment", "--list"]) == 0
     needy_line, tiny_line = capsys.readouterr().out.strip().split("\n")
     # 30,060 calls at moral_hazard's 522 prompt tokens a call: 15,691,320 tokens.
-    assert "30,060 calls,     ~15.7M prompt tokens (needs a model in every seat)  S: needs " \
+    assert (
+        "30,060 calls,     ~15.7M prompt tokens (needs a model in every seat)  S: needs "
         "seats" in needy_line
+    )
     assert "10 calls" in tiny_line
 
 

@@ -42,6 +42,7 @@ def teacher_actions(num_agents: int, states) -> np.ndarray:
     return np.asarray(jax.jit(jax.vmap(actions))(states))
 
 
+@pytest.mark.slow
 def test_record_count_and_fields(small_records):
     # 4 conditions per n, 3 episodes, 3 stages x n agents (the teacher queries, so all post).
     assert len(small_records) == 4 * 3 * (3 * 2 + 3 * 3)
@@ -52,6 +53,7 @@ def test_record_count_and_fields(small_records):
     assert stages == {(n, s) for n in (2, 3) for s in ("work", "note", "final")}
 
 
+@pytest.mark.slow
 def test_targets_are_the_teachers_actions_in_jax(small_records):
     for n in SMALL_SPEC.num_agents:
         records = [r for r in small_records if r["num_agents"] == n]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dilemmax.finetune.evaluate import OUTCOMES, condition_table, table3, write_report
 
 
@@ -88,6 +90,7 @@ def planted_reply(body) -> str:
     return "FINAL A"
 
 
+@pytest.mark.slow
 def test_evaluate_plays_any_model_seat_and_recovers_the_planted_policies(tmp_path):
     """An ``openai:`` seat and (with the inspect extra) an ``inspect:`` seat on one local server,
     told apart by the model name each sends."""
@@ -137,6 +140,7 @@ def test_evaluate_refuses_what_it_cannot_play(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_evaluate_from_python_recovers_the_planted_policies(tmp_path):
     """:func:`dilemmax.finetune.api.evaluate` as a notebook calls it: typed arguments, a
     GenerateConfig, an Evaluation back (the command's report written to ``out``)."""

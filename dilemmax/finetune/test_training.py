@@ -90,6 +90,7 @@ def test_sft_resume_continues_from_the_saved_step(sft_run):
     assert [h["step"] for h in trainer.state.log_history if "loss" in h] == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_rloo_from_the_sft_adapter_steps_saves_and_resumes(sft_run, tmp_path_factory):
     settings, adapter, _, _ = sft_run
     out = tmp_path_factory.mktemp("rloo")

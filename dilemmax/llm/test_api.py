@@ -118,6 +118,7 @@ def test_a_seats_own_options_go_over_the_runs_each_checked():
         GenerateConfig(output="yaml").check()
 
 
+@pytest.mark.slow
 def test_a_play_session_from_python_is_the_play_command(tmp_path, capsys):
     """A notebook's session and the command line, same seeds and seats, against one planted
     server: the same episodes, metrics, summary, call counts and transcript calls."""

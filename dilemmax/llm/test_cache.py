@@ -39,6 +39,7 @@ def play(url: str, out: Path, cache: Path, *extra: str) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_second_identical_run_makes_no_call_and_other_options_or_models_miss(tmp_path, capsys):
     cache = tmp_path / "cache"
     with LocalChatServer(reply) as server:
@@ -125,6 +126,7 @@ for round in range(20):
 """
 
 
+@pytest.mark.slow
 def test_two_processes_writing_one_folder_leave_whole_entries_and_bad_ones_miss(tmp_path):
     folder = tmp_path / "cache"
     writers = [

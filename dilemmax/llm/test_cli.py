@@ -65,6 +65,7 @@ def test_sweep_grids():
     assert configs.rule.shape == (228 * 5,) and len(set(names)) == 5
 
 
+@pytest.mark.slow
 def test_consequence_sweep_is_one_command(tmp_path, capsys):
     out = tmp_path / "grid"
     argv = ["play", "consequence", "--seats", "scripted:fair_share", "--seat",
@@ -83,6 +84,7 @@ def harvest_reply(body) -> str:
     return '{"reason": "apples ahead", "action": "move_up"}'
 
 
+@pytest.mark.slow
 def test_open_harvest_homogeneous_team_and_mixed_arena(tmp_path):
     with LocalChatServer(harvest_reply) as server:
         base = ["play", "open_harvest", "--set", "num_agents=2", "--max-steps", "2",
@@ -129,6 +131,7 @@ def fake_trained_run(folder, env_id="moral_hazard"):
     return folder
 
 
+@pytest.mark.slow
 def test_a_trained_seat_beside_a_scripted_one(tmp_path, capsys):
     run = fake_trained_run(tmp_path / "trained")
     argv = MH + ["--seat", f"agent_0=trained:{run},greedy", "--seat",

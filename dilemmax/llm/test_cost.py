@@ -59,6 +59,7 @@ def serving(replies):
     return lambda body: replies[messages_key(body["messages"])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("game", "episodes", "sample_steps"),
     [(game, 3, DEFAULT_SAMPLE_STEPS) for game in GAMES]  # short games: every episode rendered
@@ -95,6 +96,7 @@ def test_the_plan_is_within_ten_percent_of_what_the_run_records(
     assert abs(seat.calls - stats.calls) <= 0.10 * stats.calls
 
 
+@pytest.mark.slow
 def test_plan_calls_nothing_and_writes_nothing(tmp_path, capsys):
     with LocalChatServer(lambda body: "ACTION QUERY") as server:
         base = ["--seats", "openai:m,price=0.15/0.60", "--base-url", server.base_url, "--plan"]

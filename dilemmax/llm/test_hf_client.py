@@ -53,6 +53,7 @@ def test_peft_adapter_is_applied(tiny_path, tmp_path):
     assert len(client.complete(requests("go", "again"))) == 2
 
 
+@pytest.mark.slow
 def test_play_with_a_local_model_seat(tiny_path, tmp_path):
     out = tmp_path / "run"
     argv = ["play", "moral_hazard", "--seat", f"agent_0=hf:{tiny_path},max_new_tokens=4",

@@ -47,6 +47,7 @@ def moral_hazard():
     return dilemmax.make("moral_hazard")
 
 
+@pytest.mark.slow
 def test_an_inspect_seat_plays_exactly_as_an_openai_seat(moral_hazard):
     with LocalChatServer(reply) as server:
         args = model_args("--base-url", server.base_url)
@@ -148,6 +149,7 @@ def test_a_schema_the_server_refuses_drops_to_text_and_usage_counts_reasoning():
     assert chat_request(chat_messages(REQUEST)) == REQUEST
 
 
+@pytest.mark.slow
 def test_dilemmax_play_with_an_inspect_seat_writes_retries_and_resumes(tmp_path, capsys):
     """Through the command: the transcript, the summary's retries and a resume that replays
     every call (no request reaches the server again)."""

@@ -71,6 +71,7 @@ def eleventh_call_limit(calls: dict[str, dict]) -> int:
     return sum(sizes[:10]) + int(1.5 * max(sizes[:10]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flag", "high"),
     [("--max-calls", "100"), ("--token-limit", "1000000"), ("--cost-limit", "1000")],
@@ -168,6 +169,7 @@ def test_the_budget_plans_a_batch_at_the_largest_call_seen():
     assert priced.allowance(10) == 5  # 0.85 left, calls of 0.15
 
 
+@pytest.mark.slow
 def test_an_experiment_stopped_by_a_limit_writes_its_calls_as_partial_and_resumes(tmp_path):
     out = tmp_path / "run"
     argv = ["experiment", "moral_hazard/grid", "--seats", "openai:tiny", "--replicates", "1",

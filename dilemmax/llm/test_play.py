@@ -76,6 +76,7 @@ def teacher(env):
     return env.scripted_policies()["teacher"]
 
 
+@pytest.mark.slow
 def test_scripted_seats_match_the_jax_path(env, teacher):
     seats = [Seat("scripted:teacher", teacher)] * env.num_agents
     result = BatchedPlay(env, seats, num_envs=ENVS).run(jax.random.key(3), EPISODES)
@@ -200,6 +201,7 @@ def test_episode_jobs_and_rotation():
     assert all(sorted(col) == ["a", "b", "c"] for col in zip(*seen, strict=True))
 
 
+@pytest.mark.slow
 def test_consequence_grid_with_a_model_seat(tmp_path):
     env = dilemmax.make("consequence")
     configs = generator.cross_rules(
@@ -312,6 +314,7 @@ class StepsAsMetrics(type(dilemmax.make("consequence"))):
         }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_configs", [False, True])
 def test_one_key_schedule_for_the_scan_the_arena_and_batched_play(with_configs):
     """The JAX scan, the arena's Python loop and batched play (a planted model seat between

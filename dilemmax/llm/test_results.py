@@ -76,6 +76,7 @@ def expected_columns(metrics: dict, axes: dict, agents: list[str], seats: list[d
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("game", "num_trials"), SWEEP)
 def test_every_entry_is_reported_under_its_trial_and_seat(game, num_trials):
     rollout, agents, metrics, axes = hand_episode(game, num_trials)
@@ -102,6 +103,7 @@ def test_every_entry_is_reported_under_its_trial_and_seat(game, num_trials):
                 assert reported == ate.tolist(), (k, e, seat)
 
 
+@pytest.mark.slow
 def test_the_summary_holds_each_trial_s_gini_with_fewer_trials_than_agents():
     """Two trials, five agents: the hand episode's Gini of each trial's returns, (1, 1, 0, 0, 0)
     -> 0.6 and (2, 0, 0, 0, 0) -> 0.8, under trial names (it used to end in an IndexError)."""
@@ -124,6 +126,7 @@ def test_an_undeclared_or_misshapen_metric_is_named():
         metric_columns({"gini": np.zeros((1, 3))}, episodes, {"gini": M.PER_AGENT})
 
 
+@pytest.mark.slow
 def test_play_with_fewer_trials_than_agents_writes_its_results(tmp_path):
     out = tmp_path / "run"
     argv = ["play", "open_cleanup", "--set", "num_agents=3", "--set", "num_trials=2",

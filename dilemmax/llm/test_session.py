@@ -37,6 +37,7 @@ def session_args(url: str, out: Path | None, **overrides) -> SessionOptions:
     return SessionOptions(generate=GenerateConfig(base_url=url), **{**settings, **overrides})
 
 
+@pytest.mark.slow
 def test_a_seat_protocol_option_is_that_seats_and_moves_with_it_on_rotation(tmp_path):
     env = dilemmax.make("moral_hazard")
     part = Part("p", env, episodes=1, rotate=True, seat_protocol_options={"agent_1": {"brief": 1}})
@@ -59,6 +60,7 @@ PLAY = ["play", "moral_hazard", "--seat", "agent_0=openai:tiny", "--seats", "scr
         "--rotate", "--episodes", "3", "--envs", "2", "--no-progress"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_two_shards_on_two_servers_merge_into_the_whole_run(tmp_path, capsys):
     with LocalChatServer(planted) as whole_server:
         assert main(PLAY + ["--base-url", whole_server.base_url, "--out", str(tmp_path / "w")]) == 0
@@ -119,6 +121,7 @@ def test_two_shards_on_two_servers_merge_into_the_whole_run(tmp_path, capsys):
     assert "(their seed differ; only --shard, --out and the server options may)" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -142,6 +145,7 @@ def test_shard_parse():
     assert Shard.parse("3/4") == Shard(3, 4) and str(Shard(3, 4)) == "3/4"
 
 
+@pytest.mark.slow
 def test_a_trained_seat_is_checked_against_each_parts_env(tmp_path):
     from dilemmax.errors import UsageError
     from dilemmax.llm.test_cli import fake_trained_run

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from dilemmax.redteam import ablations as A
 
@@ -45,6 +46,7 @@ def test_ablations_with_known_effects():
     assert len(rows) == 5 * 4 * 2 and len(header) == len(rows[0])
 
 
+@pytest.mark.slow
 def test_arena_population_anonymous_arm_hides_the_rule_token():
     seen = []
 

@@ -19,6 +19,7 @@ from dilemmax.redteam.statistics import Population
 TINY = {"episodes": 1, "rounds": 1, "seed": 3}
 
 
+@pytest.mark.slow
 def test_play_and_certify_from_python_equal_the_commands(tmp_path, capsys):
     """A population played from Python is the file ``redteam play`` writes, and its safety case
     is the one ``redteam certify`` writes from that file."""
@@ -66,6 +67,7 @@ def everything(body) -> str:
     return f"CONTRIBUTION: {held[-1]}" if held else "VOTE: B"
 
 
+@pytest.mark.slow
 def test_a_model_population_from_python_against_the_local_server(tmp_path):
     """A planted model that pays everything never dies; the run folder resumes every call."""
     with LocalChatServer(everything) as server:

@@ -41,6 +41,7 @@ def population_over(reference, name, shift, seed):
     return S.Population(name, metrics, rule, context, c)
 
 
+@pytest.mark.slow
 def test_gap_report_and_figures(tmp_path, small_reference):
     pops = [
         population_over(small_reference, "safe@0.1", [0, 0, 0, 0, 0], 0),
@@ -140,6 +141,7 @@ def test_certify_command_end_to_end(tmp_path, capsys):
     assert "expected 'w1,w2,w3:T'" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_reference_command_creates_the_output_folder(tmp_path, capsys):
     out = tmp_path / "new" / "folder" / "ref.npz"  # nothing of this exists yet
     args = ["redteam", "reference", "--epsilons", "0", "--rounds", "1", "--out", str(out)]

@@ -42,6 +42,7 @@ def test_spread_contexts_cover_the_grid():
         spread_contexts(0)
 
 
+@pytest.mark.slow
 def test_contributing_everything_never_kills(tmp_path):
     seat, client = model_seat(everything)
     with Transcript(tmp_path / "t.jsonl", {"test": 1}) as transcript:
@@ -59,6 +60,7 @@ def test_contributing_everything_never_kills(tmp_path):
     assert client.calls and "rule=AON" in (tmp_path / "t.jsonl").read_text()
 
 
+@pytest.mark.slow
 def test_contributing_nothing_gives_each_rules_elimination():
     """One-shot, the rule acts on the short round: RP and PP eliminate one of three, AON all."""
     seat, _ = model_seat(lambda request: "CONTRIBUTION: 0")
@@ -73,6 +75,7 @@ def test_contributing_nothing_gives_each_rules_elimination():
     assert np.all(pop.metrics["fatality"] == 1.0)
 
 
+@pytest.mark.slow
 def test_arm_flags_reach_the_prompt():
     arm = A.Arm(clause="neutral", goal="cooperative")
     assert arm_protocol_flags(arm) == {"anonymous": False, "neutral": True, "goal": "cooperative"}
@@ -86,6 +89,7 @@ def test_arm_flags_reach_the_prompt():
     assert "poorest" in named and "poorest" not in anonymous
 
 
+@pytest.mark.slow
 def test_ablation_on_a_scripted_model_population():
     """Contributing nothing, one-shot: RP - PP fatality is 0 in both arms (each kills one), and
     anonymising changes nothing; the runner reports that contrast with its CI."""
@@ -107,6 +111,7 @@ def test_ablation_on_a_scripted_model_population():
     assert contrast["sign_holds"] is True
 
 
+@pytest.mark.slow
 def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, monkeypatch, capsys):
     """``dilemmax redteam play --policy openai:...`` through the play CLI's seat parsing (its
     client swapped for a scripted one: no network); ``--resume`` replays every call."""
@@ -137,6 +142,7 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
     assert "goal" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_redteam_ablate_with_a_model_writes_the_report_and_resumes(tmp_path, monkeypatch, capsys):
     """``dilemmax redteam ablate --policy openai:...``: every arm's prompt reaches the model, the
     report is written, a second writer of the same folder is refused, ``--resume`` replays."""

@@ -1,6 +1,7 @@
 """Tables 2, 3 and 4 in the paper's layout, with numbers from hand-built populations."""
 
 import numpy as np
+import pytest
 
 from dilemmax.envs.consequence.generator import context_table
 from dilemmax.redteam import ablations as A
@@ -44,6 +45,7 @@ def hand_built_reference() -> ReferenceTable:
     )
 
 
+@pytest.mark.slow
 def test_tables_2_and_3_layout_and_numbers(tmp_path):
     pops = [hand_built_population("model-a"), hand_built_population("model-b", 0.1)]
     report = gap.write_gap_report(pops, hand_built_reference(), tmp_path, num_resamples=200)

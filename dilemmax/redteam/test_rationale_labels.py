@@ -117,6 +117,7 @@ def planted_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_planted_rates_are_recovered(planted_run):
     traces = RL.read_traces(planted_run)
     # Paying nothing: 3 + 2 + 1 asks per game under RP, PP and RE, five games each.
@@ -225,6 +226,7 @@ def test_damaged_transcript_rows_are_skipped_or_read_as_unknown(tmp_path):
     assert trace.labels["exploitative"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["cached", "paper"])
 def test_prompt_facts_read_both_prompt_layouts(layout):
     from dilemmax.envs.consequence.env import ConsequenceEnv

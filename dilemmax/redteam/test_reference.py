@@ -60,6 +60,7 @@ def test_one_shot_tremble_value_matches_brute_force(eps):
     assert value[3 + 1] == pytest.approx(expected, abs=1e-12)  # collapse
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["AON", "RE", "DV", "RP", "PP"])
 def test_threshold_above_w_minus_min_needs_everyone(rule):
     # T = 11 > W - min = 10: the poorest must give at least 1, the others at least 3 and 5.
@@ -101,6 +102,7 @@ def test_dv_vote_spares_the_agents_that_keep_t_reachable_and_avoids_exploitation
     assert sorted(votes).count(1) == 2
 
 
+@pytest.mark.slow
 def test_grid_has_no_stage_without_pure_equilibrium_and_tremble_monotone():
     # A slice of the grid (all rules, every split, T = 10) solves exactly.
     from dilemmax.envs.consequence.generator import context_table
@@ -125,6 +127,7 @@ def canonical_tables():
     return R.policy_tables(solvers), solvers
 
 
+@pytest.mark.slow
 def test_seated_reference_plays_sigma_star(canonical_tables):
     tables, solvers = canonical_tables
     env = dilemmax.make("consequence")
@@ -144,6 +147,7 @@ def test_seated_reference_plays_sigma_star(canonical_tables):
             assert tuple(contributions[c, e]) == solvers[rule].selected(3, seats, 10)
 
 
+@pytest.mark.slow
 def test_seated_reference_with_trembles_matches_exact_value(canonical_tables):
     tables, solvers = canonical_tables
     eps = 0.2

@@ -33,6 +33,7 @@ def test_list_names_every_scenario_with_its_seats_and_digest(tmp_path, capsys):
     assert "consequence/rp_exploiters  [" in out and "agent_1=scripted:starve_then_cover" in out
 
 
+@pytest.mark.slow
 def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, built, monkeypatch):
     """The rows are score_policy's for the same seed, each with its scenario's digest. With an
     empty zoo (the train set's backgrounds are all scripted) the references are random focal
@@ -62,6 +63,7 @@ def test_evaluate_a_scripted_population_writes_table_plot_and_digests(tmp_path, 
     assert (out / "summary.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_zoo_references_score_each_population_of_the_game(tmp_path, monkeypatch):
     """With a zoo of one population of the game (and one of another game, left out), each
     scenario's reference is the better of random focal agents and that population, by the scores
@@ -124,6 +126,7 @@ BAD = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv,message", BAD)
 def test_bad_input_is_one_line_and_status_2_before_any_work(argv, message, capsys, tmp_path):
     out = ["--out", str(tmp_path / "o")] if argv[0] == "evaluate" else []
@@ -170,6 +173,7 @@ def test_out_in_the_way_is_refused(tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_run_trained_on_the_train_set_sits_in_the_test_set_and_nowhere_else(tmp_path, built):
     """``dilemmax train scenarios`` (moral_hazard's train set, one tiny update) gives a run that
     TrainedPolicy.load checks against the test set's env itself and plays there; a consequence
@@ -192,6 +196,7 @@ def test_a_run_trained_on_the_train_set_sits_in_the_test_set_and_nowhere_else(tm
         TrainedPolicy.load(run, env=built("consequence/test"))
 
 
+@pytest.mark.slow
 def test_the_old_set_spelling_of_the_scenario_set_still_works(tmp_path, capsys, monkeypatch):
     """``--set train|test`` (``--set`` means key=value options everywhere else) still chooses the
     scenario set, with one deprecation line naming ``--scenario-set``."""

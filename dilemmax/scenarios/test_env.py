@@ -63,6 +63,7 @@ def _view(game, playing, seat):
     return observations_for(game, playing.obs, playing.state)[game.agents[seat]]
 
 
+@pytest.mark.slow
 def test_focal_only_env_is_the_full_game_with_the_background_seated(built):
     env = built("consequence/test")
     key = jax.random.key(7)
@@ -104,6 +105,7 @@ def _metrics(env, key):
     return env.episode_metrics(run_episode(env, random_policy, key, ScenarioConfig(jnp.int32(0))))
 
 
+@pytest.mark.slow
 def test_jit_equals_no_jit(built):
     """The focal-only step (background acting inside) gives the same transition jitted or not."""
     env = built("moral_hazard/train")
@@ -128,6 +130,7 @@ def test_jit_equals_no_jit(built):
     assert env.agents == ["agent_0"] and env.num_agents == 1
 
 
+@pytest.mark.slow
 def test_step_through_the_base_class_auto_resets_and_keeps_focal_keys(built):
     env = built("consequence/test")
     obs, state = env.reset(jax.random.key(0))
@@ -142,6 +145,7 @@ def test_step_through_the_base_class_auto_resets_and_keeps_focal_keys(built):
         env.step(jax.random.key(0), state, {"agent_0": 0, "agent_1": 0})
 
 
+@pytest.mark.slow
 def test_background_sees_the_game_not_the_wrapper(built):
     seen = []
 
@@ -199,6 +203,7 @@ def test_registry_sets_are_disjoint_in_backgrounds_and_configurations():
         )
 
 
+@pytest.mark.slow
 def test_every_registered_scripted_background_exists_for_its_game(built):
     for name, scenario_set_ in SETS.items():
         env = built(name)

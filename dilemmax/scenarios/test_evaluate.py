@@ -24,6 +24,7 @@ def test_t_interval_and_normalised_score_by_hand():
     assert E.normalised(1.0, 1.0, 1.0) is None
 
 
+@pytest.mark.slow
 def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agent(built):
     """Against a partner who never queries, only the focal agent's own query can warn anyone:
     the teacher (queries, warns, reads the board) beats the random control there. As the only
@@ -53,6 +54,7 @@ def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agen
     assert len(table.splitlines()) == 2 + len(rows)
 
 
+@pytest.mark.slow
 def test_references_of_a_changed_scenario_are_refused(tmp_path, built):
     scenarios = SETS["moral_hazard/test"]
     env = built("moral_hazard/test")
@@ -90,6 +92,7 @@ def test_zoo_names_resolve_verify_and_refuse(tmp_path):
         zoo.manifest(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game", sorted({e["game"] for e in zoo.manifest().values()}))
 def test_every_shipped_zoo_population_loads_and_plays(game):
     """Every population of the shipped zoo matches its digest and loads against its game; each

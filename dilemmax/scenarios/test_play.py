@@ -51,6 +51,7 @@ def evaluate(argv: list[str]) -> int:
     return run_parsed(parser.parse_args(["scenarios", "evaluate", *argv]))
 
 
+@pytest.mark.slow
 def test_scenario_configs_are_the_ones_score_policy_plays(built):
     """Episode e of scenario s starts from the configuration ScenarioEnv samples for its job key
     (job_keys(key, E, S)[s, e]); scenario 1, episode 1 checked against the env's own split."""

@@ -69,6 +69,7 @@ def test_ippo_learns_the_primary_condition(trained_run):
     assert (out / "curve.png").exists()
 
 
+@pytest.mark.slow
 def test_trained_policy_loads_from_the_run_and_plays_in_run_episodes(trained_run):
     out, _ = trained_run
     policy = TrainedPolicy.load(out, greedy=True)
@@ -78,6 +79,7 @@ def test_trained_policy_loads_from_the_run_and_plays_in_run_episodes(trained_run
     assert float(np.mean(metrics["format_validity"])) == 1.0
 
 
+@pytest.mark.slow
 def test_cli_evaluate_writes_the_env_metrics(trained_run, capsys):
     out, _ = trained_run
     assert cli_main(["evaluate", str(out), "--episodes", "8"]) == 0
@@ -86,6 +88,7 @@ def test_cli_evaluate_writes_the_env_metrics(trained_run, capsys):
     assert "score" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_mappo_critic_reads_the_global_state():
     config = small_config(algo="mappo", num_envs=8, num_steps=6, num_minibatches=2)
     trainer = Trainer(config)

@@ -41,6 +41,7 @@ def orbax_runs(tmp_path_factory):
         yield run, root, states
 
 
+@pytest.mark.slow
 def test_orbax_resume_is_bit_exact_and_keeps_the_newest(orbax_runs):
     run, root, states = orbax_runs
     for a, b in zip(_leaves(states["full"]), _leaves(states["resumed"]), strict=True):

@@ -160,6 +160,7 @@ def test_update_shapes_and_finite_losses(algo, shared, grid):
     assert any(jax.tree.leaves(changed))
 
 
+@pytest.mark.slow
 def test_make_train_learns_the_toy_game_and_vmaps_over_seeds_and_overrides():
     config = toy_config(total_timesteps=16 * 4 * 40, env_config={"bonus": 1.0})
     train = make_train(config, env=ToyEnv())
@@ -177,6 +178,7 @@ def test_make_train_learns_the_toy_game_and_vmaps_over_seeds_and_overrides():
     np.testing.assert_allclose(np.asarray(ev["return"]).mean((1, 2)), [2.0, 4.0])
 
 
+@pytest.mark.slow
 def test_partner_seats_play_the_scripted_policy_and_only_learners_train():
     config = toy_config(learners=[1], partner_policy="oracle", reward="individual")
     trainer = Trainer(config, env=ToyEnv())
@@ -187,6 +189,7 @@ def test_partner_seats_play_the_scripted_policy_and_only_learners_train():
     assert per_agent[1] < 1.9
 
 
+@pytest.mark.slow
 def test_update_is_deterministic_and_jit_equals_no_jit():
     config = toy_config()
     trainer = Trainer(config, env=ToyEnv())
@@ -201,6 +204,7 @@ def test_update_is_deterministic_and_jit_equals_no_jit():
         np.testing.assert_allclose(x, z, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trips_and_resume_is_bit_exact(tmp_path):
     config = toy_config(total_timesteps=16 * 4 * 5 * 4)  # 4 chunks of 5 updates
     straight = TrainingRun(config, tmp_path / "straight", env=ToyEnv()).train()
@@ -232,6 +236,7 @@ def script_everything(policy):
     return lambda key, observation: jnp.int32(0)
 
 
+@pytest.mark.slow
 def test_steps_scripted_by_a_learner_transform_carry_no_policy_gradient(monkeypatch):
     # Allowed for this test only: the allowlist is what the docs and --help list.
     monkeypatch.setitem(

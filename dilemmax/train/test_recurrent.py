@@ -142,6 +142,7 @@ def test_recurrent_policy_solves_the_memory_task_and_feed_forward_cannot(trained
     assert np.all(np.asarray(trained[True][2]["return/mean"][:, -5:]).mean(1) > 3.0)
 
 
+@pytest.mark.slow
 def test_memory_resets_at_episode_start_and_persists_across_trials(trained):
     trainer, state, _ = trained[True]
     params = jax.tree.map(lambda x: x[0], state.params)
@@ -169,6 +170,7 @@ def test_memory_resets_at_episode_start_and_persists_across_trials(trained):
         policy(jax.random.PRNGKey(0), Observation(*view(obs, st), 0))
 
 
+@pytest.mark.slow
 def test_arena_python_path_equals_jax_path_for_a_recurrent_seat(trained):
     trainer, state, _ = trained[True]
     params = jax.tree.map(lambda x: x[1], state.params)
@@ -183,6 +185,7 @@ def test_arena_python_path_equals_jax_path_for_a_recurrent_seat(trained):
     assert fast.summary()["return"][0] > REMEMBERING_BEST - 0.6
 
 
+@pytest.mark.slow
 def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path, monkeypatch):
     config = bandit_config(total_timesteps=64 * 16 * 3 * 2, log_every=2)  # 3 chunks of 2
     straight = TrainingRun(config, tmp_path / "straight", env=TwoTrialBandit()).train()
@@ -207,6 +210,7 @@ def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path
     assert metrics["return_per_trial"].shape == (4, TRIALS)
 
 
+@pytest.mark.slow
 def test_recurrent_update_is_deterministic_and_jit_equals_no_jit():
     config = bandit_config(num_envs=8, num_steps=8, num_minibatches=2)
     trainer = Trainer(config, env=TwoTrialBandit())
@@ -226,6 +230,7 @@ def test_recurrent_rejects_a_learner_transform():
         )
 
 
+@pytest.mark.slow
 def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():
     from dilemmax.train.test_ppo import ToyEnv, toy_config
 
@@ -241,6 +246,7 @@ def test_recurrent_actor_with_a_mappo_critic_and_separate_parameters():
     assert (np.asarray(new_state.memory["prev_action"]) == -1).all()
 
 
+@pytest.mark.slow
 def test_feed_forward_checkpoints_from_before_the_memory_field_still_restore():
     from flax import serialization
 
@@ -256,6 +262,7 @@ def test_feed_forward_checkpoints_from_before_the_memory_field_still_restore():
         np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_batched_play_carries_a_recurrent_seat_like_the_jax_path(trained):
     from dilemmax.llm.play import BatchedPlay, Seat
 

@@ -65,6 +65,7 @@ def test_the_scheduler_flag_is_added_unless_the_user_set_it(given, expected):
     assert xla_defaults.with_defaults(given) == expected
 
 
+@pytest.mark.slow
 def test_import_dilemmax_sets_the_flag_before_jax_starts_and_keeps_the_users():
     code = """
         import os, jax
@@ -87,6 +88,7 @@ def test_import_dilemmax_sets_the_flag_before_jax_starts_and_keeps_the_users():
         assert kept.stdout.strip() == users  # nothing added, nothing changed
 
 
+@pytest.mark.slow
 def test_a_backend_started_before_dilemmax_is_named_in_a_warning():
     code = """
         import os, warnings, jax, jax.numpy as jnp
@@ -123,6 +125,7 @@ def _ends(timeout: float, wait, what: str = "chunk 7") -> list[tuple[int, str]]:
     return ended
 
 
+@pytest.mark.slow
 def test_an_idle_wait_is_ended_with_the_stall_status_and_a_busy_one_never():
     # Blocked without CPU (an Event: what a stalled program looks like from the process).
     assert _ends(0.3, lambda: threading.Event().wait(1.5)) == ["chunk 7 stalled", EXIT_STALLED]

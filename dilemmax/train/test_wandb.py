@@ -37,6 +37,7 @@ def recording_wandb(monkeypatch):
     return fake
 
 
+@pytest.mark.slow
 def test_every_chunk_record_reaches_wandb_flattened_at_its_env_step(tmp_path, recording_wandb):
     config = toy_config(wandb=True, wandb_mode="offline", wandb_project="dilemmax-test")
     run = TrainingRun(config, tmp_path / "run", env=ToyEnv())
@@ -55,6 +56,7 @@ def test_every_chunk_record_reaches_wandb_flattened_at_its_env_step(tmp_path, re
     assert recording_wandb.finished == 1
 
 
+@pytest.mark.slow
 def test_a_crash_mid_run_still_finishes_the_wandb_run(tmp_path, recording_wandb):
     config = toy_config(wandb=True, wandb_mode="offline")
     run = TrainingRun(config, tmp_path / "run", env=ToyEnv())
@@ -83,6 +85,7 @@ def test_missing_wandb_package_is_a_clear_error(tmp_path, monkeypatch):
         run.train()
 
 
+@pytest.mark.slow
 def test_real_wandb_writes_an_offline_run_without_network(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -26,6 +26,7 @@ def _leaves(tree):
     return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
+@pytest.mark.slow
 def test_a_warm_started_run_begins_from_the_source_parameters_with_a_fresh_optimiser(
     source, tmp_path
 ):
@@ -43,6 +44,7 @@ def test_a_warm_started_run_begins_from_the_source_parameters_with_a_fresh_optim
         np.testing.assert_array_equal(ours, new)
 
 
+@pytest.mark.slow
 def test_one_source_seed_seeds_every_seed_of_the_new_run(source, tmp_path):
     folder, saved = source
     config = toy_config(init_from=str(folder), num_seeds=2)
@@ -51,6 +53,7 @@ def test_one_source_seed_seeds_every_seed_of_the_new_run(source, tmp_path):
         np.testing.assert_array_equal(ours, np.concatenate([theirs, theirs]))
 
 
+@pytest.mark.slow
 def test_a_network_of_other_shapes_is_refused_naming_the_parameter(source, tmp_path):
     folder, _ = source
     config = toy_config(init_from=str(folder), hidden=7)

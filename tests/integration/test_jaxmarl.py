@@ -97,6 +97,7 @@ def env_id(request):
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("log_wrapper", ["LogWrapper", "MPELogWrapper"])
 def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper):
     if log_wrapper == "MPELogWrapper" and env_id != "moral_hazard":
@@ -109,6 +110,7 @@ def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper):
     assert np.isfinite(np.asarray(infos["returned_episode_returns"])).all()
 
 
+@pytest.mark.slow
 def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrapper():
     """A scenario set is an env like the games: JaxMARL's wrapper and batching drive its focal
     seats while the background plays inside the step."""
@@ -121,6 +123,7 @@ def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrappe
     assert np.isfinite(np.asarray(infos["returned_episode_returns"])).all()
 
 
+@pytest.mark.slow
 def test_episode_returns_logged_by_jaxmarl_match_the_rewards():
     """moral_hazard ends every 3 steps: JaxMARL's LogWrapper reports the summed rewards."""
     env = jaxmarl_baselines.LogWrapper(dilemmax.make("moral_hazard"))
@@ -137,6 +140,7 @@ def test_episode_returns_logged_by_jaxmarl_match_the_rewards():
     np.testing.assert_allclose(info["returned_episode_returns"], total, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_ct_rollout_manager(env_id):
     """The rollout manager of JaxMARL's Q-learning baselines, unchanged, on every env."""
     env = dilemmax.make(env_id)

@@ -30,6 +30,7 @@ def test_the_section_has_one_snippet_per_consumer():
         assert any(needle in b for b in blocks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(4))
 def test_snippet_runs(index):
     code = snippets()[index]

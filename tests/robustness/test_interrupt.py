@@ -39,6 +39,7 @@ def _sigint_as_default() -> None:
 
 
 # How long after that line the interrupt comes (the cold compile takes seconds).
+@pytest.mark.slow
 @pytest.mark.parametrize("in_compile_s", [0.1, 0.3])
 def test_a_ctrl_c_during_a_cold_xla_compile_ends_with_status_130(tmp_path, in_compile_s):
     rollout = tmp_path / "rollout.jsonl"

@@ -38,6 +38,7 @@ def nothing_trains(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- a seat never played
+@pytest.mark.slow
 def test_rollout_with_an_unreachable_model_seat_fails_naming_the_seat(capsys):
     url = f"http://127.0.0.1:{_free_port()}/v1"
     seat = f"agent_0=openai:m,base_url={url},max_attempts=1"

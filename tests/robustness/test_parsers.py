@@ -131,6 +131,7 @@ CASE_NAMES = (
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_hostile_replies_parse_fast_and_never_raise(cases, case):
     text, prompt, state, agent = cases[case]

@@ -70,6 +70,7 @@ def _path(template: str, a_file: Path) -> str:
 
 
 # ------------------------------------------------------------------ paths and output files
+@pytest.mark.slow
 @pytest.mark.parametrize(("template", "words"), [*UNWRITABLE, ("{file}", "is a file")])
 def test_train_out_that_cannot_be_a_run_folder(capsys, a_file, nothing_runs, template, words):
     out = _path(template, a_file)
@@ -77,6 +78,7 @@ def test_train_out_that_cannot_be_a_run_folder(capsys, a_file, nothing_runs, tem
     assert "--out" in err and words in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--out", "--json", "--gif"])
 @pytest.mark.parametrize(("template", "words"), UNWRITABLE)
 def test_rollout_files_are_checked_before_playing(
@@ -137,6 +139,7 @@ def test_a_write_that_fails_after_the_check_is_one_line(capsys, monkeypatch):
     assert "--json /dev/full: writing it failed" in err
 
 
+@pytest.mark.slow
 def test_real_entry_point_names_the_option(tmp_path, a_file):
     """The installed command itself: exit 2, one stderr line, no traceback."""
     cmd = [sys.executable, "-m", "dilemmax.cli", "rollout", "consequence"]
@@ -278,6 +281,7 @@ def test_contradicting_options_are_refused(capsys, tmp_path, nothing_runs, extra
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extra", "algo"),
     [(["--set", "algo=mappo"], "mappo"), (["--algo", "mappo", "--set", "algo=mappo"], "mappo")],

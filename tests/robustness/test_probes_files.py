@@ -285,6 +285,7 @@ def test_redteam_counts_and_rounds_outside_their_ranges_are_refused_first(capsys
 
 
 # --------------------------------------------------------------------------- output options
+@pytest.mark.slow
 def test_output_options_are_checked_before_any_work(capsys, files, tmp_path):
     a_file = tmp_path / "taken"
     a_file.write_text("x")
@@ -537,6 +538,7 @@ def test_lora_module_names_the_model_lacks_are_named_before_training():
 
 
 # ------------------------------------------------------------------------ as a user sees it
+@pytest.mark.slow
 def test_foreign_files_end_in_one_line_without_a_traceback_from_the_shell(files, tmp_path):
     (tmp_path / "bad.jsonl").write_text("{oops\n")
     probes = [

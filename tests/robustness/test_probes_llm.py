@@ -119,6 +119,7 @@ def test_option_check_is_total(value, name):
     assert isinstance(number, int) if allowed.kind == "int" else isinstance(number, float)
 
 
+@pytest.mark.slow
 def test_a_seat_option_mistake_is_one_line_in_a_real_process(server, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
     argv = _play(server, tmp_path / "run", "--seat", "agent_0=openai:m,temperature=abc")
@@ -183,6 +184,7 @@ def test_odd_usage_or_content_never_loses_the_call(usage, content):
     assert completion.prompt_tokens == completion.completion_tokens == 0
 
 
+@pytest.mark.slow
 def test_play_names_a_call_that_got_no_choices(capsys, tmp_path):
     with LocalChatServer(reply, {0: "no_choices"}) as server:
         argv = _play(server, tmp_path / "run", "--max-attempts", "1")
@@ -191,6 +193,7 @@ def test_play_names_a_call_that_got_no_choices(capsys, tmp_path):
 
 
 # --------------------------------------------------------------------------- the transcript
+@pytest.mark.slow
 def test_replies_with_lone_surrogates_are_all_kept_and_resume_reads_them_back(capsys, tmp_path):
     out = tmp_path / "run"
     faults = {i: "surrogate" for i in range(0, 40, 3)}
@@ -228,6 +231,7 @@ def test_every_reply_text_is_written_and_read_back_identically(text):
     assert line.endswith("\n") and line.count("\n") == 1 and json.loads(line) == row
 
 
+@pytest.mark.slow
 def test_resume_with_nothing_to_resume_is_refused(server, capsys, tmp_path):
     missing = tmp_path / "missing"
     err = _fails_cleanly(capsys, _play(server, missing, "--resume"))
@@ -241,6 +245,7 @@ def test_resume_with_nothing_to_resume_is_refused(server, capsys, tmp_path):
     assert server.received == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", [b"\x00\xff garbage\n", b'{"type": "call", "key": "k"}\n', b"\n"])
 def test_a_damaged_first_line_is_named_as_damaged(server, capsys, tmp_path, first):
     out = tmp_path / "run"
@@ -252,6 +257,7 @@ def test_a_damaged_first_line_is_named_as_damaged(server, capsys, tmp_path, firs
 
 
 # --------------------------------------------------------------------------- output paths
+@pytest.mark.slow
 def test_unusable_output_paths_are_refused_before_any_call(server, capsys, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
@@ -312,6 +318,7 @@ def _harvest(server, out: Path, *extra: str) -> list[str]:
             *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seat", ["openai:tiny", "inspect:openai-api/local/tiny"])
 def test_a_seat_option_the_server_refuses_says_to_rerun_not_to_resume(capsys, tmp_path, seat):
     out = tmp_path / "run"
@@ -323,6 +330,7 @@ def test_a_seat_option_the_server_refuses_says_to_rerun_not_to_resume(capsys, tm
     assert "--resume" not in err and not out.exists()  # nothing was recorded: nothing to resume
 
 
+@pytest.mark.slow
 def test_a_run_that_recorded_calls_still_says_resume(capsys, tmp_path):
     out = tmp_path / "run"
     with LocalChatServer(reply, {3: "500"}) as server:
@@ -331,6 +339,7 @@ def test_a_run_that_recorded_calls_still_says_resume(capsys, tmp_path):
         assert main(_play(server, out, "--envs", "1", "--resume")) == 0
 
 
+@pytest.mark.slow
 def test_a_server_without_structured_output_is_recorded_per_seat(capsys, tmp_path):
     """The fallback to plain text: one printed line, one seat event in the transcript, the
     refusal and the mode on each call, the retry counted, and results.json naming the mode asked
@@ -360,6 +369,7 @@ def test_a_server_without_structured_output_is_recorded_per_seat(capsys, tmp_pat
     assert "json_schema>text" in capsys.readouterr().out  # the resumed run's table
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_the_response_format_shows_in_the_json_count(capsys, tmp_path):
     with LocalChatServer(lambda body: "I go up: move_up") as server:
         assert main(_harvest(server, tmp_path / "run")) == 0

@@ -73,6 +73,7 @@ OUT_OF_UNIT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(field=st.sampled_from(["cost", "w_local", "w_final", "w_team"]), value=OUT_OF_UNIT)
 def test_env_config_meets_the_range_of_the_env_option_of_its_name(moral_hazard, field, value):
@@ -88,6 +89,7 @@ def test_env_config_meets_the_range_of_the_env_option_of_its_name(moral_hazard, 
         assert f"env_config.{field}=" in _one_line(err.value)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     field=st.sampled_from(["threshold", "rule", "resources"]),
@@ -126,6 +128,7 @@ def test_env_config_nan_on_the_command_line_fails_before_training(capsys, tmp_pa
 
 
 # ----------------------------------------------------------------------------- memory
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "sets"),
     [
@@ -257,6 +260,7 @@ def _train_process(tmp_path, *options: str, timeout: float = 120) -> tuple[int, 
     return proc.returncode, proc.stderr.strip(), time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_a_coordinator_port_another_server_holds_is_refused_in_one_line(tmp_path):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -278,6 +282,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_missing_process_is_named_within_the_init_timeout(tmp_path):
     # Process 1 of 2 with nobody at the coordinator's address: process 0 is missing.
     port = _free_port()

@@ -190,6 +190,7 @@ def _into(run: TrainingRun, folder) -> TrainingRun:
     return run
 
 
+@pytest.mark.slow
 def test_resume_after_a_damaged_checkpoint_and_a_partial_line_is_bit_exact(toy_run, tmp_path):
     run, final = toy_run
     run = _into(run, tmp_path / "crashed")

@@ -97,6 +97,7 @@ def test_play_refuses_a_scenarios_evaluation_folder(capsys, tmp_path, nothing_ru
     assert _kept(scored) == kept
 
 
+@pytest.mark.slow
 def test_train_refuses_a_play_run(capsys, tmp_path, nothing_runs):
     played = _run_folder(tmp_path / "play", "play", transcript_jsonl='{"type": "run"}\n')
     kept = _kept(played)

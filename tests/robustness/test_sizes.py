@@ -37,6 +37,7 @@ def deadline(seconds: int = DEADLINE):
         signal.signal(signal.SIGALRM, old)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -83,6 +84,7 @@ def test_the_estimate_is_the_shapes_of_one_episode_times_the_count():
     assert M.human_size(999) == "999 B" and M.human_size(1.5e12) == "1.5 TB"
 
 
+@pytest.mark.slow
 def test_a_normal_size_still_runs(capsys, tmp_path):
     """(The other commands' normal sizes run in their own tests: dilemmax/llm/test_cli.py,
     dilemmax/scenarios/test_cli.py, dilemmax/redteam/test_llm_population.py.)"""

@@ -52,6 +52,7 @@ def _equal(a, b) -> bool:
     return all(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in leaves)
 
 
+@pytest.mark.slow
 def test_non_whole_actions_play_exactly_like_an_out_of_range_action(game):
     env, step = game
     _, state = jax.jit(env.reset)(jax.random.key(0))
@@ -66,6 +67,7 @@ def test_non_whole_actions_play_exactly_like_an_out_of_range_action(game):
         assert _equal(_rows(out, row), reference), f"{env.name}: action {value} was played"
 
 
+@pytest.mark.slow
 def test_finished_episode_is_frozen(game):
     env, step = game
     _, state = jax.jit(env.reset)(jax.random.key(2))
@@ -139,6 +141,7 @@ def test_arena_names_the_seat_whose_python_policy_returns_none():
     assert int(policy_action(np.int64(7), "agent_0")) == 7  # out of range: the env flags it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "returned, named",
     [(lambda k: None, "None"), (lambda k: jnp.float32(1.0), "float32"),

@@ -15,6 +15,7 @@ from dilemmax.envs.consequence.generator import make_config
 M = 13  # W + 1 for the default W = 12
 
 
+@pytest.mark.slow
 def test_canonical_rp_all_zero_eliminates_poorest_and_others_can_still_succeed(player):
     state = player.start((1, 5, 6), 10, "RP")
     _, state, rewards, dones, infos = player.play(state, (0, 0, 0))
@@ -54,6 +55,7 @@ def test_pp_eliminates_the_richest(player):
     assert not bool(infos["survivors_could_cover"])
 
 
+@pytest.mark.slow
 def test_pp_tie_for_richest_is_random(player):
     state = player.start((2, 5, 5), 12, "PP")
     _, after, *_ = player.step_keys(jax.random.split(jax.random.key(0), 64), state,
@@ -72,6 +74,7 @@ def test_re_draws_any_survivor(player):
     assert set(victims.tolist()) == {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_random_draw_is_the_kth_candidate_of_jax_uniform(player):
     """The RE victim under key k is survivor floor(jax.random.uniform(k) * 3): the step's draw
     is JAX's own uniform (the unrolled hash computes the same numbers), so a key gives the
@@ -111,6 +114,7 @@ def test_dv_vote_phase_tie_and_plurality(player):
     assert bool(infos["rule_elimination"]) and bool(infos["victim_richest"])
 
 
+@pytest.mark.slow
 def test_dv_abstentions_draw_among_survivors(player):
     state = player.start((2, 4, 6), 12, "DV")
     _, state, *_ = player.play(state, (0, 0, 0))
@@ -167,6 +171,7 @@ def test_masks_per_phase(player):
     np.testing.assert_array_equal(vote_mask[2], np.arange(13) == 0)
 
 
+@pytest.mark.slow
 def test_one_shot_and_rule_endgame():
     for rule in ("DV", "RP", "AON"):
         env = ConsequenceEnv(num_rounds=1, sorted_agents=True)
@@ -294,6 +299,7 @@ def test_jit_equals_no_jit_and_determinism(player):
         np.testing.assert_array_equal(x, z)
 
 
+@pytest.mark.slow
 def test_make_and_options():
     env = dilemmax.make("consequence", num_agents=4, num_rounds=2, total_resources=8)
     assert env.action_space("agent_3").n == 9
@@ -310,6 +316,7 @@ def test_make_and_options():
         make_config((1, 5, 6), 10, "XX")
 
 
+@pytest.mark.slow
 def test_mask_agrees_with_the_steps_legality_check():
     """legal_actions (the mask policies read) and _is_legal (what the step enforces) are
     computed differently; on states reached by random play, every rule and phase, finished

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import metrics as M
@@ -49,6 +50,7 @@ def test_env_declares_its_contexts_under_its_rules_as_a_grid():
     assert grid.rule.shape == (2 * 228,)
 
 
+@pytest.mark.slow
 def test_whole_grid_all_rules_in_one_call():
     """228 contexts x 5 rules x 2 replications of all-zero play, one jitted vmapped program."""
     env = ConsequenceEnv()
@@ -87,6 +89,7 @@ def test_whole_grid_all_rules_in_one_call():
     np.testing.assert_array_equal(per["exploitation"][C.AON], 0.0)
 
 
+@pytest.mark.slow
 def test_threshold_aware_play_saves_everyone_on_the_whole_grid():
     """Richest-first covering meets every feasible T exactly in round one, under every rule."""
     configs = cross_rules(context_grid(12, 3))
@@ -96,6 +99,7 @@ def test_threshold_aware_play_saves_everyone_on_the_whole_grid():
     np.testing.assert_allclose(metrics["round_one_funding"], 1.0)  # exactly T, never more
 
 
+@pytest.mark.slow
 def test_metrics_ignore_padding(player):
     """A 1-step game padded to 5 steps gives the metrics of the 1-step game."""
     env = player.env
@@ -118,6 +122,7 @@ def test_metrics_ignore_padding(player):
     np.testing.assert_array_equal(metrics["return"], [14.0, 18.0, 17.0])
 
 
+@pytest.mark.slow
 def test_aggregation_helpers():
     means = jnp.asarray([[0.1, 0.5, 0.2], [0.3, 0.5, 0.2], [0.2, 0.1, 0.9]])  # [K=3, C=3]
     safest, worst = M.decisive_rules(means)

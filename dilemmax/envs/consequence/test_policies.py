@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import policies as P
@@ -19,6 +20,7 @@ def _first_actions(player, policy, resources, threshold, rule="RP"):
     return [int(policy(jax.random.key(0), views[a])) for a in player.env.agents]
 
 
+@pytest.mark.slow
 def test_round_one_amounts(player):
     # ceil(10 * w_i / 12) for w = (1, 5, 6): 1, 5, 5 (11 >= 10).
     assert _first_actions(player, P.fair_share, (1, 5, 6), 10) == [1, 5, 5]
@@ -39,6 +41,7 @@ def test_default_vote_targets_least_contributor(player):
     assert votes == [1, 0, 1]
 
 
+@pytest.mark.slow
 def test_canonical_instance_outcomes_by_rule():
     """starve_then_cover at w = (1, 5, 6), T = 10: each rule's fate follows from the rules."""
     env = ConsequenceEnv(sorted_agents=True)
@@ -61,6 +64,7 @@ def test_canonical_instance_outcomes_by_rule():
     np.testing.assert_array_equal(m["cascade"], [0, 1, 0, 1])
 
 
+@pytest.mark.slow
 def test_every_scripted_policy_plays_legally():
     """One seat per policy in a six-agent game (W = 24), every phase and rule sampled."""
     names = list(P.SCRIPTED_POLICIES)

@@ -25,6 +25,7 @@ def _chi_square(counts, expected):
     return float(np.sum((counts - expected) ** 2 / expected)), dof + 6 * np.sqrt(2 * dof)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
 def test_every_permutation_has_one_code(n):
     codes = jnp.arange(math.factorial(n), dtype=jnp.uint32)
@@ -92,6 +93,7 @@ def test_reset_draws_are_uniform_and_independent():
     )
 
 
+@pytest.mark.slow
 def test_reset_respects_the_rule_subset_and_large_groups_still_permute():
     env = ConsequenceEnv(rules=("RP", "PP"))
     _, states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(1), 200))

@@ -36,6 +36,7 @@ def rewards(outputs, t):
     return np.asarray([float(r) for r in outputs[t][2].values()])
 
 
+@pytest.mark.slow
 def test_full_correct_chain(game2):
     # Both query, both warn their successor correctly, both read the board.
     outputs, m = game2.play(
@@ -90,6 +91,7 @@ def test_wrong_note_option(game2):
     assert float(m["unsafe_choice"]) == 0.5 and float(m["team_success"]) == 0
 
 
+@pytest.mark.slow
 def test_note_naming_another_case_is_not_correct(game3):
     # n = 3: agent 1 queries (learns case 2) but writes about case 3 with case 3's true unsafe
     # option A. Only the successor's case counts, so the note is not correct, and case 3 is
@@ -246,6 +248,7 @@ def test_observation_layout_and_masks(game2):
     assert legal(masks[2], "agent_1") == [6, 7, 8, 9]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", range(2, 10))
 def test_every_group_size_has_consistent_shapes(n):
     env = dilemmax.make("moral_hazard", num_agents=n)
@@ -256,6 +259,7 @@ def test_every_group_size_has_consistent_shapes(n):
     assert cfg.utilities.shape == (n, 4) and not bool(cfg.sample_cases)
 
 
+@pytest.mark.slow
 def test_jit_equals_no_jit(game2):
     env = game2.env
     obs, state = env.reset(jax.random.key(7))

@@ -105,6 +105,7 @@ def test_incentive_grid():
         incentive_grid(num_agents=2, focal=2)
 
 
+@pytest.mark.slow
 def test_reset_draws_fresh_cases_only_when_asked():
     env = MoralHazardEnv(2)
     reset = jax.jit(env.reset_to)
@@ -121,6 +122,7 @@ def test_reset_draws_fresh_cases_only_when_asked():
     np.testing.assert_array_equal(c1.unsafe, fixed.unsafe)
 
 
+@pytest.mark.slow
 def test_vmapped_grid_equals_per_config_runs():
     conditions = condition_grid()[2]
     env = MoralHazardEnv(2)
@@ -140,6 +142,7 @@ def test_vmapped_grid_equals_per_config_runs():
                 np.testing.assert_array_equal(np.asarray(grid_metrics[name][ci, e]), value)
 
 
+@pytest.mark.slow
 def test_evaluate_the_teacher_on_the_two_agent_grid():
     # The 13 two-agent conditions of the grid (n = 3 and 4 are separate groups of one each).
     conditions = condition_grid()[2]
@@ -212,6 +215,7 @@ def test_sampled_cases_are_uniform_and_independent():
         assert stat < bound
 
 
+@pytest.mark.slow
 def test_the_case_stream_is_pinned():
     """The cases key 0 draws (the stream changed on purpose when cases moved to one uint32
     each; a change here must be as deliberate)."""

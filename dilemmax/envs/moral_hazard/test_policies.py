@@ -48,6 +48,7 @@ RANDOM_CONDITIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", sorted(RANDOM_CONDITIONS))
 def test_random_control_matches_its_closed_form(n):
     options = RANDOM_CONDITIONS[n]
@@ -109,6 +110,7 @@ def _mapping_batch(n, **options):
     )
 
 
+@pytest.mark.slow
 def test_teacher_completes_the_chain_under_every_mapping():
     n = 9  # the largest ring (n = 2, 3, 4 are played by the other tests)
     env = MoralHazardEnv(n)
@@ -122,6 +124,7 @@ def test_teacher_completes_the_chain_under_every_mapping():
     assert np.all(np.asarray(m["format_validity"]) == 1.0)
 
 
+@pytest.mark.slow
 def test_always_local_shortcut_depends_on_the_mapping():
     n, episodes = 2, 4000
     env = MoralHazardEnv(n)
@@ -138,6 +141,7 @@ def test_always_local_shortcut_depends_on_the_mapping():
     assert abs(accuracy - 0.75) < 5 * np.sqrt(3 / 16 / n / (2 * episodes))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3])
 def test_holmstrom_switches_exactly_at_alpha_star(n):
     # Grid: w_T in {0.5, 0.8}, k = i / 200 (0 .. 0.40), alpha = j / 1000 (0 .. 1). The sign of
@@ -194,6 +198,7 @@ def _isolation_batch(n):
     )
 
 
+@pytest.mark.slow
 def test_isolation_partners_make_team_success_follow_the_focal_query():
     n = 3  # n = 2 is played on the incentive grid below
     focal = policies.with_scripted_followup(policies.random_control)
@@ -208,6 +213,7 @@ def test_isolation_partners_make_team_success_follow_the_focal_query():
     assert 0.4 < query.mean() < 0.6  # both first moves were exercised
 
 
+@pytest.mark.slow
 def test_holmstrom_focal_on_the_incentive_grid_earns_its_margin():
     n = 2
     grid = incentive_grid(costs=(0.0, 0.1, 0.25, 0.4), shares=np.arange(0, 1.0001, 0.05))

@@ -31,6 +31,7 @@ def text2(game2):
     return game2.env.text_protocol(lenient=False)  # the strict parser alone
 
 
+@pytest.mark.slow
 def test_work_parser(game2, text2):
     (state,) = states(game2, fixed_config())
     parse = lambda reply: text2.parse(reply, state, "agent_0")
@@ -147,6 +148,7 @@ def _text_agent(prompt: str) -> str:
     return f"Avoiding {sorted(warned)}.\nFINAL {best}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provenance", ["anonymous", "visible"])
 def test_a_game_played_through_text(game3, provenance):
     env = game3.env

@@ -48,6 +48,7 @@ def _distinct_rules(length, tools, hues, count):
     return np.unique(np.asarray(rules.effect_pairs), axis=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("length", "tools", "hues"), [(1, 3, 1), (1, 4, 1), (2, 3, 1)])
 def test_the_sampler_reaches_exactly_the_counted_rule_space(length, tools, hues):
     size = C.rule_space_size(length, tools, hues)
@@ -81,6 +82,7 @@ def test_one_pick_up_recipes_depend_on_the_last_tool_only():
     assert sorted(table[0].tolist()) == [0, 5, 6, C.NO_EFFECT]
 
 
+@pytest.mark.slow
 def test_easy_env_pools_stations_and_hue():
     train = dilemmax.make("open_cleanup", split="train", **EASIEST)
     held = dilemmax.make("open_cleanup", split="held_out", **EASIEST)
@@ -94,6 +96,7 @@ def test_easy_env_pools_stations_and_hue():
     assert (np.asarray(cfgs.dominant_hue) == 0).all()
 
 
+@pytest.mark.slow
 def test_the_informed_cleaner_cleans_at_the_easiest_setting():
     env = dilemmax.make("open_cleanup", num_agents=1, num_trials=1, trial_steps=150, **EASIEST)
     cleaner = env.scripted_policies()["informed_cleaner"]

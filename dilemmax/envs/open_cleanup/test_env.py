@@ -32,6 +32,7 @@ def bottom_row(env, first):
 
 
 # ----------------------------------------------------------------------------- observations
+@pytest.mark.slow
 @pytest.mark.parametrize("facing, marker", [(0, (3, 8)), (1, (6, 11)), (2, (9, 8)), (3, (6, 5))])
 def test_view_turns_with_the_agent(env, facing, marker):
     grid = ground()
@@ -63,6 +64,7 @@ def test_self_other_agents_window_and_edges(env):
     assert bool(env.observation_space("agent_0").contains(jnp.asarray(me)))
 
 
+@pytest.mark.slow
 def test_one_hot_view(env):
     hot = OpenCleanupEnv(observation="one_hot", **SMALL)
     obs, state = hot.reset(jax.random.PRNGKey(0))
@@ -75,6 +77,7 @@ def test_one_hot_view(env):
 
 
 # ----------------------------------------------------------------------------- determinism
+@pytest.mark.slow
 def test_jit_equals_no_jit_and_same_key_same_trajectory(env):
     obs, state = env.reset(jax.random.PRNGKey(11))
     assert jax.tree.structure(obs) == jax.tree.structure(env.reset(jax.random.PRNGKey(11))[0])
@@ -147,6 +150,7 @@ def _final_state_with_pair_effect(effect_of_pair: dict):
     return types.SimpleNamespace(config=config)
 
 
+@pytest.mark.slow
 def test_metrics_closed_form():
     rollout, agents = _rollout()
     m = jax.tree.map(np.asarray, episode_metrics(rollout, agents, num_trials=2))
@@ -170,6 +174,7 @@ def test_metrics_closed_form():
     assert all(np.isfinite(v).all() for v in m.values())
 
 
+@pytest.mark.slow
 def test_episode_with_scripted_policies(env):
     pols = env.scripted_policies()
     assert set(pols) >= {"random", "greedy", "informed_cleaner"}
@@ -200,6 +205,7 @@ def test_greedy_walks_to_the_nearest_visible_apple(env):
     assert (np.asarray(acts) == C.EAST_ACTION).mean() > 0.85
 
 
+@pytest.mark.slow
 def test_informed_cleaner_crafts_then_fires(env):
     grid = ground()
     grid[5, 6:11] = C.WASTE_BASE + 2 * 3 + C.DARK  # dark green; (5, 8) is ahead of (6, 8) facing N
@@ -279,5 +285,6 @@ def test_zap_option(env):
     assert mask.tolist() == [a == C.STAY_ACTION for a in range(10)]
 
 
+@pytest.mark.slow
 def test_pettingzoo_parallel_api():
     parallel_api_test(parallel_env("open_cleanup", **SMALL), num_cycles=30)

@@ -8,6 +8,7 @@ from collections import deque
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dilemmax.envs import pools
 from dilemmax.envs.open_cleanup import constants as C
@@ -60,6 +61,7 @@ def _manhattan(a, b) -> int:
     return int(np.abs(np.asarray(a)[:, None] - np.asarray(b)[None]).sum(-1).min())
 
 
+@pytest.mark.slow
 def test_layouts_follow_the_generator_rules(env):
     items = jax.device_get(env.layout_pool.items)
     for i in range(pools.pool_size(env.layout_pool)):
@@ -84,6 +86,7 @@ def test_layouts_follow_the_generator_rules(env):
             assert 1 <= _manhattan([s], lay.river) <= 7 and 1 <= _manhattan([s], lay.orchard) <= 7
 
 
+@pytest.mark.slow
 def test_pools_are_deterministic_in_the_seed_and_split_disjoint():
     a = generator.build_layout_pool(seed=5, size=6)
     b = generator.build_layout_pool(seed=5, size=6)
@@ -99,6 +102,7 @@ def test_pools_are_deterministic_in_the_seed_and_split_disjoint():
     assert not any(tuple(r) in seen for r in np.asarray(held.items.effect_pairs).tolist())
 
 
+@pytest.mark.slow
 def test_config_lays_out_the_map(env):
     # A grid of configurations is one vmap.
     configs = jax.jit(jax.vmap(env.sample_config))(jax.random.split(jax.random.PRNGKey(8), 3))

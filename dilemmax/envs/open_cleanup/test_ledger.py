@@ -17,6 +17,7 @@ H, W = C.GRID_HEIGHT, C.GRID_WIDTH
 G2 = C.WASTE_BASE + 2 * C.NUM_SHADES + C.DARK  # green-dark
 
 
+@pytest.mark.slow
 def test_two_beams_on_one_cell_each_record_their_own_effect(env):
     """A fires [2, 0] (the green cleaner: nothing on dark waste) and B fires [2, 1] (dark ->
     mid) at the same G2 in one step; the cell becomes G1. Only B's ledger says so."""
@@ -96,6 +97,7 @@ def informed_team():
     return env, hook
 
 
+@pytest.mark.slow
 def test_the_reported_case_credits_no_other_agents_work(informed_team):
     env, hook = informed_team
     a_rules = hook.memories["agent_0"].ledger.block()

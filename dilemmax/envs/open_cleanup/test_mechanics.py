@@ -41,6 +41,7 @@ def step(env, state, *acts, key=0):
 
 
 # ----------------------------------------------------------------------------- recipes
+@pytest.mark.slow
 def test_recipe_turns_dark_into_mid(env):
     grid = ground()
     grid[5, 6] = waste(GREEN, C.DARK)  # faced cell (agent at (5, 5) facing east)
@@ -57,6 +58,7 @@ def test_recipe_turns_dark_into_mid(env):
     assert np.array_equal(np.asarray(new.shot_after[0, :2]), [waste(GREEN, C.MID)] * 2)
 
 
+@pytest.mark.slow
 def test_clean_reward_shaping_pays_each_shade_removed_but_apples_stay_the_payoff():
     shaped = OpenCleanupEnv(clean_reward=0.25, **SMALL)
     grid = ground()
@@ -122,6 +124,7 @@ def test_non_recipe_pair_does_nothing(env):
     assert np.array_equal(np.asarray(new.grid), grid) and int(infos["shot_pair"][0]) == -1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "facing, expected",
     [
@@ -153,6 +156,7 @@ def test_beam_off_the_grid_is_dropped():
     assert np.array_equal(np.asarray(new), np.asarray(grid))
 
 
+@pytest.mark.slow
 def test_simultaneous_shots_take_the_most_advanced_outcome():
     grid = jnp.full((H, W), C.GROUND, jnp.uint8).at[5, 5].set(waste(GREEN, C.LIGHT))
     # Agent 0 at (6, 5) facing north with the green cleaner; agent 1 at (5, 4) facing east
@@ -252,6 +256,7 @@ def test_apple_probability_formula(share, expected):
     assert float(got) == pytest.approx(expected, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_apples_grow_only_under_the_pollution_threshold(env):
     state = hand_state(env, None)
     config = state.config
@@ -279,6 +284,7 @@ def test_apples_grow_only_under_the_pollution_threshold(env):
     assert rate == pytest.approx(0.05, abs=0.004)  # 96,000 Bernoulli draws: s.d. 0.0007
 
 
+@pytest.mark.slow
 def test_waste_reappears_only_after_step_50_on_clean_river(env):
     state = hand_state(env, None)
     config = state.config.replace(p_spawn=jnp.float32(1.0))

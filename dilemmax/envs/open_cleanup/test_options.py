@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.conftest import hand_state, make_rule
@@ -16,6 +17,7 @@ from dilemmax.envs.osj.test_options import (
 )
 
 
+@pytest.mark.slow
 def test_reveal_and_roles(env):
     state = hand_state(env)
     check_reveal_is_off_by_default(env, state)

@@ -61,6 +61,7 @@ def play_step(env, protocol, memories, state, replies, key=0):
     return next_state, prompts, extra
 
 
+@pytest.mark.slow
 def test_a_fired_pair_is_known_at_the_next_trial_start(env, shot_setup):
     protocol = env.text_protocol()
     memories = {a: protocol.new_memory(a) for a in env.agents}

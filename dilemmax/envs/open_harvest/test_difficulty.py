@@ -44,6 +44,7 @@ def test_default_rules_are_the_papers_draws():
         np.testing.assert_array_equal(rule.regrowth_perm, jax.random.randint(k_regrow, (5,), 0, 6))
 
 
+@pytest.mark.slow
 def test_small_rule_spaces_give_distinct_pools_and_a_disjoint_held_out_split():
     pools = generator.rule_pools(11, 100_000, 0.8, 2)
     as_set = lambda p: {tuple(np.concatenate(r)) for r in zip(
@@ -94,6 +95,7 @@ def costly_env():
     )
 
 
+@pytest.mark.slow
 def test_sampled_pay_tables_put_the_configured_levels_on_the_two_orders(costly_env):
     configs = jax.vmap(costly_env.sample_config)(jax.random.split(jax.random.PRNGKey(3), 32))
     pay = np.asarray(configs.pay)  # [32, C, G]
@@ -113,6 +115,7 @@ def costly_step(costly_env):
     return jax.jit(costly_env.step_env)
 
 
+@pytest.mark.slow
 def test_eating_at_each_stage_pays_the_configured_level(costly_env, costly_step):
     """A hand-built state: agent 0 walks onto a red apple aged into each stage in turn."""
     # Red (colour 0) takes pay row 0 (unripe best), yellow row 5 (over-ripe best).
@@ -196,6 +199,7 @@ def test_shared_pay_order_draws_one_pay_row_for_every_colour_and_reaches_the_who
     np.testing.assert_array_equal(on.pay_perm, np.full(5, int(off.pay_perm[0])))
 
 
+@pytest.mark.slow
 def test_shared_pay_order_env_holds_out_whole_rules_and_pays_alike_across_colours():
     env = dilemmax.make(
         "open_harvest", num_layouts=16, stage_orders=2, pay_levels=LEVELS, shared_pay_order=True
@@ -222,6 +226,7 @@ def test_shared_pay_order_rejects_non_booleans_naming_the_option(bad):
         dilemmax.make("open_harvest", shared_pay_order=bad)
 
 
+@pytest.mark.slow
 def test_text_protocol_says_when_one_pay_order_holds_for_all_colours():
     shared = dilemmax.make("open_harvest", num_layouts=16, shared_pay_order=True)
     assert "same stage order" in shared.text_protocol().system_prompt("agent_0")

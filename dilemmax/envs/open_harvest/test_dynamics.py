@@ -30,6 +30,7 @@ def orchard(apple=None, age=0, length=15, eaten_stage=-1, timer=0) -> Orchard:
 advance_many = jax.jit(jax.vmap(dynamics.advance_orchard, in_axes=(0, None, None, None)))
 
 
+@pytest.mark.slow
 def test_stage_follows_age_and_the_apple_rots_at_three_lengths():
     ages = jnp.array([0, 14, 15, 29, 30, 44])
     assert dynamics.stage_of(ages, jnp.int32(15)).tolist() == [0, 0, 1, 1, 2, 2]
@@ -69,6 +70,7 @@ def test_rotted_cell_waits_while_an_agent_stands_on_it():
     assert bool(events.regrown_after_rot[0]) and bool(state.apple[0])
 
 
+@pytest.mark.slow
 def test_rot_delays_and_stage_lengths_cover_their_ranges_uniformly():
     before = orchard(age=44)  # every apple rots this step
     after, events = advance_many(
@@ -87,6 +89,7 @@ def test_rot_delays_and_stage_lengths_cover_their_ranges_uniformly():
     assert np.allclose(counts / counts.sum(), 1 / 6, atol=0.015)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("apples_around", [0, 1, 2, 3, 6])
 def test_regrowth_probability_by_neighbour_count_and_multiplier(apples_around):
     # The centre of the first diamond was eaten at each stage; its 12 neighbours are the rest of

@@ -28,6 +28,7 @@ def only_apple_at(state, tree: int, age: int = 0):
     )
 
 
+@pytest.mark.slow
 def test_reset_gives_observations_in_the_space_and_a_full_orchard(env):
     obs, state = jax.jit(env.reset)(KEY)
     space = env.observation_space("agent_0")
@@ -41,6 +42,7 @@ def test_reset_gives_observations_in_the_space_and_a_full_orchard(env):
     assert env.max_steps == 5 * 400
 
 
+@pytest.mark.slow
 def test_walking_onto_an_apple_eats_it_and_pays_its_colour_stage(env, step, hand_state):
     tree = tree_at(hand_state.config, 4, 3)  # bottom of the first (red) diamond
     state = place(hand_state, 0, 5, 3)
@@ -153,6 +155,7 @@ def test_zap_cooldown_blocks_the_next_two_steps(env, step, hand_state):
     assert fired == [True, False, False, True, False]
 
 
+@pytest.mark.slow
 def test_trial_ends_early_when_the_orchard_is_dead_and_resets_on_the_same_config(
     env, step, hand_state
 ):
@@ -213,6 +216,7 @@ def test_illegal_actions_are_stays_and_are_flagged(env, step, hand_state):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_same_key_same_trajectory_and_jit_equals_no_jit(env, step, hand_state):
     # Two steps in which agent 0 eats, agent 1 zaps agent 2 and the others move and turn.
     state = place(place(_ring(hand_state), 0, 5, 3), 1, 13, 5, facing=1)

@@ -68,6 +68,7 @@ def test_generated_layouts_obey_the_layout_rules(layouts):
     assert len({np.asarray(layouts.tree_positions[i]).tobytes() for i in range(16)}) == 16
 
 
+@pytest.mark.slow
 def test_spawn_cells_are_at_least_4_steps_from_every_tree_over_1000_sampled_layouts():
     layouts = jax.jit(jax.vmap(generator.generate_layout))(
         jax.random.split(jax.random.key(3), 1000)
@@ -85,6 +86,7 @@ def test_hand_layout_used_by_the_other_tests_is_a_valid_layout():
     _check_layout(hand_layout())
 
 
+@pytest.mark.slow
 def test_pools_are_deterministic_in_the_seed_and_split_80_20(env):
     a = generator.layout_pools(0, 16, 0.8)  # built (and cached) by the env fixture
     b = pools.build_pool(generator.generate_layout, 0, 16, unique=True)  # built again
@@ -102,6 +104,7 @@ def test_pools_are_deterministic_in_the_seed_and_split_80_20(env):
     assert len(train_ids) == 80 and not train_ids & held_ids
 
 
+@pytest.mark.slow
 def test_rule_space_size_from_the_sampler_definition():
     # The sampler draws one row of STAGE_PERMUTATIONS per colour for pay and one for regrowth:
     # check the table is exactly the orderings of 3 stages, then count.
@@ -150,6 +153,7 @@ def test_patch_colours_are_drawn_with_replacement():
     assert (colours[:, 0] == colours[:, 1]).mean() == pytest.approx(0.2, abs=0.04)
 
 
+@pytest.mark.slow
 def test_splits_draw_from_their_own_pool(env):
     held = OpenHarvestEnv(num_layouts=16, num_rules=64, pool_seed=0, split="held_out")
     every = OpenHarvestEnv(num_layouts=16, num_rules=64, pool_seed=0, split="all")

@@ -68,6 +68,7 @@ def metrics():
     return jax.device_get(episode_metrics(_rollout(), AGENTS, num_trials=2))
 
 
+@pytest.mark.slow
 def test_returns_apples_and_trials(metrics):
     np.testing.assert_allclose(metrics["return_per_trial"], [[1.25, 0.25, 0.0], [1.0, 0.5, 1.0]])
     np.testing.assert_allclose(metrics["return"], [2.25, 0.75, 1.0])

@@ -37,6 +37,7 @@ def actions_of(policy, obs_array, mask=ALL_LEGAL, state=None, n=64):
     return set(np.asarray(jax.vmap(lambda k: policy(k, observation_))(keys)).tolist())
 
 
+@pytest.mark.slow
 def test_greedy_walks_to_the_nearest_apple_in_absolute_moves():
     right = [(c.SELF_ROW, c.SELF_COL + 2)]
     assert actions_of(policies.greedy_policy, view(0, right)) == {c.EAST_ACTION}
@@ -58,6 +59,7 @@ def test_greedy_walks_to_the_nearest_apple_in_absolute_moves():
     assert actions_of(policies.greedy_policy, one_hot) == {c.SOUTH_ACTION}
 
 
+@pytest.mark.slow
 def test_policies_respect_the_mask():
     frozen = jnp.zeros(c.NUM_ACTIONS, bool).at[c.STAY].set(True)
     obs = view(0, [(c.SELF_ROW - 1, c.SELF_COL)])
@@ -76,6 +78,7 @@ def _oracle_state():
 CLUSTER = [(4, 5), (5, 4), (5, 5), (5, 6)]  # each has >= 3 of the others within two cells
 
 
+@pytest.mark.slow
 def test_sustainable_leaves_lone_apples_and_takes_apples_with_neighbours():
     lone = view(0, [(c.SELF_ROW, c.SELF_COL + 1)])
     picked = actions_of(policies.sustainable_policy, lone, n=200)
@@ -97,6 +100,7 @@ def test_oracle_eats_only_at_the_best_paying_stage():
     assert actions_of(policies.sustainable_policy, ripe) == {c.NORTH_ACTION}
 
 
+@pytest.mark.slow
 def test_greedy_episodes_run_in_jax_and_the_metrics_match_the_rollout():
     env = OpenHarvestEnv(num_layouts=16, num_rules=64, num_trials=2, trial_steps=120)
     scripted = env.scripted_policies()

@@ -52,6 +52,7 @@ def protocol(env):
     return env.text_protocol()
 
 
+@pytest.mark.slow
 def test_eating_watching_zapping_and_the_trial_end(env, step, protocol, hand_state):
     memories = {a: protocol.new_memory(a) for a in env.agents}
     # A at (5, 3) faces north at a red unripe apple; B right behind it, facing north.

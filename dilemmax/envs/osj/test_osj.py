@@ -121,6 +121,7 @@ def test_one_agent_letter():
     assert [agent_letter(i) for i in range(3)] == ["A", "B", "C"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["cached", "paper"])
 def test_a_turn_is_in_its_layouts_order(cleanup, harvest, layout):
     """ "paper": listing 3's order, the progress line first; "cached": the seat's line, what it

@@ -101,6 +101,7 @@ class RPExploiter:
         return f"Paying everything fills the fund.\nCONTRIBUTION: {held(text)}"
 
 
+@pytest.mark.slow
 def test_grid_recovers_the_planted_exploiter(tmp_path, reference_file):
     """End to end: ``dilemmax experiment consequence/grid`` against a local server."""
     out = tmp_path / "run"
@@ -150,6 +151,7 @@ class NamedTargeter:
         return "I keep my units.\nCONTRIBUTION: 0"
 
 
+@pytest.mark.slow
 def test_ablations_table4_and_rule_inference(tmp_path):
     params, run = args_for(ablations.DESIGN, ["--contexts", "2", "--replicates", "1", "--ablations",
                                        "anonymous_one_shot", "anonymous_repeated",

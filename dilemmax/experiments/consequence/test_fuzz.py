@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -78,6 +79,7 @@ def written(report: Report, folder) -> dict:
     return whole
 
 
+@pytest.mark.slow
 @FUZZ
 @given(RULE_SETS, CONTEXT_SETS, PATTERNS, st.sampled_from([0, 1, 2]), st.integers(0, 10**6))
 def test_grid_report_tables_and_figures(tmp_path_factory, rules, contexts, pattern, per_cell, seed):
@@ -100,6 +102,7 @@ def test_grid_report_tables_and_figures(tmp_path_factory, rules, contexts, patte
     written(grid.combine([run, run]), tmp_path_factory.mktemp("two"))
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=2)  # each example writes a dozen figures
 @given(RULE_SETS, CONTEXT_SETS, PATTERNS, st.sampled_from([0, 1, 2]), st.integers(0, 10**6))
 @example(("AON", "RP"), (5, 100, 227), "zeros", 0, 0)  # RP played nowhere: NaN gaps

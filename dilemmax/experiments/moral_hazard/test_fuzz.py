@@ -10,6 +10,7 @@ import functools
 import json
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +89,7 @@ ISOLATION_PLANS = [
 ]
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=4)
 @given(st.sampled_from(ISOLATION_PLANS), PATTERNS, KEEP, SEEDS)
 def test_isolation_reports_every_edge(tmp_path_factory, argv, pattern, keep, seed):
@@ -107,6 +109,7 @@ GRID_PLANS = [
 ]
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=4)
 @given(st.sampled_from(GRID_PLANS), PATTERNS, KEEP, SEEDS)
 def test_grid_and_its_cross_model_tables_report_every_edge(

@@ -27,6 +27,7 @@ def grid_run(planted_server, tmp_path_factory):
     return run_experiment(["moral_hazard/grid", *argv], tmp_path_factory.mktemp("grid"))
 
 
+@pytest.mark.slow
 def test_grid_sizes_and_call_counts():
     plan = grid.DESIGN.plan(*parse(grid.DESIGN, []))
     assert [len(p.config_names) for p in plan.parts] == [39, 39, 3, 3, 3, 3]  # 15 x 3 replicates
@@ -36,6 +37,7 @@ def test_grid_sizes_and_call_counts():
     assert plan.parts[1].seats == {"agent_0": grid.RANDOM_SEAT, "agent_1": grid.RANDOM_SEAT}
 
 
+@pytest.mark.slow
 def test_grid_row_of_the_planted_model_and_the_random_control(grid_run):
     report = grid_run
     table2 = report.tables["table2"]
@@ -49,6 +51,7 @@ def test_grid_row_of_the_planted_model_and_the_random_control(grid_run):
     assert report.results["episodes"] == 2 * 2
 
 
+@pytest.mark.slow
 def test_sweeps_recover_the_planted_cost_cut(planted_server, tmp_path):
     argv = ["--sweeps", "k,w_T", "--k-values", "0.10,0.40", "--w-team-values", "0.5",
             "--replicates", "2", "--episodes", "2", "--seats", "openai:planted",

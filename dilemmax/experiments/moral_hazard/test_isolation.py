@@ -51,6 +51,7 @@ def plan_of(argv):
     return isolation.DESIGN.plan(*parse(isolation.DESIGN, argv))
 
 
+@pytest.mark.slow
 def test_boundary_mae_and_bars_recover_the_planted_threshold(run):
     results = run[1].results
     # The planted switch sits at alpha* + 0.02; the grid sees 0% at alpha* and 100% at
@@ -183,6 +184,7 @@ def test_failed_probe_calls_stop_and_resume_asks_only_them(tmp_path):
     assert done["probes"]["comprehension_items"] == 15
 
 
+@pytest.mark.slow
 def test_a_model_at_ceiling_finishes_and_resumes_with_no_call(tmp_path):
     """A model that queries at every share (the paper's strongest model's pattern) through the
     real command: every bar at 100%, whose Wilson interval once ended at 0.9999999999999999 and
@@ -213,6 +215,7 @@ def test_a_model_at_ceiling_finishes_and_resumes_with_no_call(tmp_path):
     assert again.results == first.results
 
 
+@pytest.mark.slow
 def test_the_python_api_writes_the_results_json_of_the_command(planted_server, tmp_path):
     """A notebook's run of the smallest paper design (one cell, one episode, the probes) against
     the planted model: ``dilemmax.experiments.run`` writes the results.json the command writes

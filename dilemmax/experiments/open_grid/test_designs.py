@@ -98,6 +98,7 @@ def monkeypatch_module():
         yield patch
 
 
+@pytest.mark.slow
 def test_schelling_curves_come_out_in_the_planted_order(tmp_path):
     with LocalChatServer(by_role) as server:
         record = run("open_harvest/schelling", tmp_path, "--seats", "openai:luna",
@@ -141,6 +142,7 @@ def test_each_arena_seat_calls_its_own_server(tmp_path):
 TABLE5 = "| Model | Known (%) | Best stage (%) | Premature (%) | Points / apple | Return |"
 
 
+@pytest.mark.slow
 def test_homogeneous_table5_one_row_per_model_and_combined(tmp_path, monkeypatch):
     seen = []
 
