@@ -28,13 +28,15 @@ def _read_json(path: str, what: str) -> dict:
 
 def _cmd_reward(args) -> int:
     baseline = _read_json(args.baseline, "--baseline") if args.baseline else None
+    # the name only means something beside a baseline; otherwise reward's default stands
+    compared = {"baseline": baseline, "baseline_name": args.baseline} if baseline else {}
     if args.json:
         output_file(args.json, "--json")
     row = api.reward(
         args.model, args.data, adapter=args.adapter, split=args.split,
         max_records=args.max_records, samples=args.samples, max_tokens=args.max_tokens,
         temperature=args.temperature, batch=args.batch, seed=args.seed, threads=args.threads,
-        baseline=baseline, baseline_name=args.baseline,
+        **compared,
     )  # fmt: skip
     print(json.dumps({k: v for k, v in row.items() if k != "per_prompt"}, indent=2))
     if args.json:

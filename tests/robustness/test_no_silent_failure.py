@@ -66,7 +66,8 @@ def test_view_refuses_a_transcript_of_another_game_version(capsys, tmp_path):
 def test_view_names_a_games_field_that_is_not_a_list(capsys, tmp_path):
     path = _transcript(tmp_path, {"games": "moral_hazard-v0"})
     err = _fails_cleanly(capsys, ["view", str(path), "--out", str(tmp_path / "page.html")])
-    assert "line 1: games is 'moral_hazard-v0', not a list of game ids" in err
+    expected = "games='moral_hazard-v0' is not allowed: expected a list of strings"
+    assert f"{path} line 1: {expected}" in err
 
 
 # ----------------------------------------------------------------------------- training partners

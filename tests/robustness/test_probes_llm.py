@@ -377,11 +377,13 @@ def test_a_server_that_ignores_the_response_format_shows_in_the_json_count(capsy
     seat = json.loads((tmp_path / "run" / "results.json").read_text())["calls"]["openai:tiny"]
     assert (seat["json_mode_calls"], seat["json_valid"], seat["json_valid_rate"]) == (8, 0, 0.0)
     assert seat["output_in_effect"] == "json_schema" and seat["output_switched"] is None
-    [row] = [line for line in capsys.readouterr().out.splitlines() if "openai:tiny  " in line]
+    calls_table = capsys.readouterr().out.split("model calls:")[1]  # after the plan printed first
+    [row] = [line for line in calls_table.splitlines() if "openai:tiny  " in line]
     assert row.split()[-2:] == ["json_schema", "0/8"]
 
 
-# A call line as transcripts wrote it before output modes (and reasoning tokens) were recorded.
+# A call line as transcripts wrote it before output modes (and reasoning and cached tokens) were
+# recorded.
 OLD_CALL = {
     "type": "call", "key": "main|e0|n0|t0|agent_0|act0", "part": "main", "seat": "openai:tiny",
     "agent": "agent_0", "env": 0, "episode": 0, "step": 0, "kind": "act", "prompt_hash": "h",
@@ -389,7 +391,7 @@ OLD_CALL = {
     "recovered": False, "parse_error": "", "fields": {}, "error": "", "prompt_tokens": 7,
     "completion_tokens": 3, "latency_s": 0.01, "retries": 0,
 }  # fmt: skip
-NEW_FIELDS = ("output", "output_refused", "reasoning_tokens")
+NEW_FIELDS = ("output", "output_refused", "reasoning_tokens", "cached_tokens")
 
 
 def test_a_transcript_written_before_output_modes_resumes(capsys, tmp_path):
