@@ -79,10 +79,10 @@ def test_a_line_still_being_written_waits_for_the_next_read(tmp_path):
 
 
 def test_a_budget_leaves_a_small_slack():
-    assert cost_report.budget_for(0) == 2
-    assert cost_report.budget_for(10) == 12
-    assert cost_report.budget_for(100) == 105
-    assert cost_report.budget_for(101) == 107
+    assert cost_report.budget_for(0) == 4
+    assert cost_report.budget_for(10) == 14
+    assert cost_report.budget_for(100) == 110
+    assert cost_report.budget_for(101) == 112
 
 
 def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
