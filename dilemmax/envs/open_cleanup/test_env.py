@@ -241,7 +241,12 @@ def test_text_render_and_parse(env):
     assert "Trial 1 of 5, step 1 of 400" in prompt and "ME" in prompt
     assert "(5, 8) G2 -> G1" in prompt and "window [2, 0]" in prompt
     assert "8 pick_up" in prompt and "station of tool 2" in prompt
-    assert "Agent A" in text.system_prompt("agent_0") or "agent A" in text.system_prompt("agent_0")
+    # The "cached" layout names the seat only in its prompt (one system prompt for every seat);
+    # the paper's layout names it in the system prompt too.
+    assert "You are agent A, at (6, 8)" in prompt
+    assert "agent A" not in text.system_prompt("agent_0")
+    assert text.system_prompt("agent_0") == text.system_prompt("agent_1")
+    assert "You are agent A," in env.text_protocol(layout="paper").system_prompt("agent_0")
     cases = {
         "I will go up.\nACTION north": (C.NORTH_ACTION, True),
         "action: 6": (C.FIRE_ACTION, True),

@@ -13,7 +13,6 @@ from dilemmax.envs.osj.test_options import (
     check_reveal_is_off_by_default,
     check_roles_are_options_of_one_instance,
     hidden_block,
-    turn_of,
 )
 
 
@@ -27,7 +26,7 @@ def test_reveal_and_roles(env):
 def test_reveal_lists_every_recipe_of_the_episode(env):
     rule = make_rule(dark=(2, 1), mid=(3, 3), hue1=(2, 0))
     state = hand_state(env, rule)
-    block = hidden_block(turn_of(env, state, reveal=True).user)
+    block = hidden_block(env, state)
     told = {
         C.pair_index(int(a), int(b)): does
         for a, b, does in re.findall(r"\[(\d), (\d)\] -> (.+)", block)

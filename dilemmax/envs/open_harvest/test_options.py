@@ -12,7 +12,6 @@ from dilemmax.envs.osj.test_options import (
     check_reveal_is_off_by_default,
     check_roles_are_options_of_one_instance,
     hidden_block,
-    turn_of,
 )
 
 
@@ -23,7 +22,7 @@ def test_reveal_and_roles(env, hand_state):
 
 def test_reveal_gives_the_pay_table_and_regrowth_of_the_map_colours(env, hand_state):
     config = hand_state.config
-    block = hidden_block(turn_of(env, hand_state, reveal=True).user)
+    block = hidden_block(env, hand_state)
     pay, multiplier = np.asarray(config.pay), np.asarray(config.regrowth_multiplier)
     colours = sorted(set(np.asarray(config.patch_colours).tolist()))
     rows = [line for line in block.splitlines() if line.split(":")[0] in c.COLOUR_NAMES]

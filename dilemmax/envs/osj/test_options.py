@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dilemmax.envs.osj.prompts import prompt_text
+from dilemmax.envs.osj.view import agent_letter
 
 
 def turn_of(env, state, agent="agent_1", **options):
@@ -16,10 +17,19 @@ def turn_of(env, state, agent="agent_1", **options):
     return protocol.turn(state, agent, protocol.new_memory(agent))
 
 
-def hidden_block(user: str) -> str:
-    """The HIDDEN RULES block of a turn (after RULES YOU KNOW)."""
-    assert user.index("RULES YOU KNOW") < user.index("HIDDEN RULES")
-    return user.split("HIDDEN RULES", 1)[1].split("\n\n", 1)[0]
+def hidden_block(env, state, agent="agent_1") -> str:
+    """The HIDDEN RULES block of ``agent``'s first turn with the rules revealed. The "cached"
+    layout puts it first, before the seat's own line and RULES YOU KNOW; the paper's layout
+    puts the same block after RULES YOU KNOW."""
+    cached = turn_of(env, state, agent, reveal=True).user
+    letter = agent_letter(env.agent_index[agent])
+    assert cached.startswith("HIDDEN RULES")
+    assert cached.index(f"You are agent {letter}.") < cached.index("RULES YOU KNOW")
+    block = cached.split("HIDDEN RULES", 1)[1].split("\n\n", 1)[0]
+    paper = turn_of(env, state, agent, reveal=True, layout="paper").user
+    assert paper.index("RULES YOU KNOW") < paper.index("HIDDEN RULES")
+    assert paper.split("HIDDEN RULES", 1)[1].split("\n\n", 1)[0] == block
+    return block
 
 
 def check_reveal_is_off_by_default(env, state) -> None:
@@ -39,17 +49,31 @@ def check_reveal_is_off_by_default(env, state) -> None:
 def check_roles_are_options_of_one_instance(env, state) -> None:
     package = env.text_protocol().package
     plain = env.text_protocol().system_prompt("agent_2")
+    paper = env.text_protocol(layout="paper").system_prompt("agent_2")
+    plain_turn = turn_of(env, state, "agent_2").user
+    assert plain_turn.count("You are agent C.") == 1
     for role in ("cooperator", "defector"):
-        system = env.text_protocol(role=role).system_prompt("agent_2")
         item = prompt_text(package, f"role_{role}.md")
         assert item.startswith("1.5 YOUR ROLE:")
-        # Item 1.5 is its own line right after 1.4; nothing else of the prompt changes.
-        assert system == plain.replace("\n\n2. THE WORLD", f"\n{item}\n\n2. THE WORLD")
-        both = env.text_protocol(role=role, reveal=True).system_prompt("agent_2")
+        # "cached": the role is the seat's own, so it follows the seat's line in its turn and
+        # leaves the shared system prompt as it is.
+        assert env.text_protocol(role=role).system_prompt("agent_2") == plain
+        turn = turn_of(env, state, "agent_2", role=role).user
+        assert turn == plain_turn.replace("You are agent C.", f"You are agent C.\n{item}")
+        both = turn_of(env, state, "agent_2", role=role, reveal=True).user
+        assert both.index("HIDDEN RULES") < both.index("You are agent C.\n" + item)
+        assert both.index(item) < both.index("RULES YOU KNOW")
+        # "paper": item 1.5 is its own line right after 1.4; nothing else of the prompt changes.
+        system = env.text_protocol(role=role, layout="paper").system_prompt("agent_2")
+        assert system == paper.replace("\n\n2. THE WORLD", f"\n{item}\n\n2. THE WORLD")
+        both = env.text_protocol(role=role, reveal=True, layout="paper").system_prompt("agent_2")
         assert both.index("1.4 ") < both.index(item) < both.index("1.6 ") < both.index("2. ")
     # Two instances of one env keep their own roles (a harness builds one per seat).
-    cooperator = env.text_protocol(role="cooperator")
-    defector = env.text_protocol(role="defector")
+    assert "group's total" in turn_of(env, state, "agent_0", role="cooperator").user
+    assert "group's total" not in turn_of(env, state, "agent_0", role="defector").user
+    cooperator = env.text_protocol(role="cooperator", layout="paper")
+    defector = env.text_protocol(role="defector", layout="paper")
     assert "group's total" in cooperator.system_prompt("agent_0")
     assert "group's total" not in defector.system_prompt("agent_0")
-    assert turn_of(env, state, role="cooperator").user == turn_of(env, state).user
+    paper_turn = turn_of(env, state, role="cooperator", layout="paper").user
+    assert paper_turn == turn_of(env, state, layout="paper").user

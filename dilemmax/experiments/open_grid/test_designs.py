@@ -58,9 +58,11 @@ def answer(action: int) -> str:
 
 
 def by_role(body) -> str:
-    """Defects (eats greedily) unless item 1.5 makes it a cooperator, which stays."""
+    """Defects (eats greedily) unless item 1.5 makes it a cooperator, which stays. The role is
+    read wherever the layout puts it: the seat's turn ("cached") or the system prompt ("paper")."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    return answer(7 if "the group's total matters more" in system else greedy_action(user))
+    told = "the group's total matters more" in system + user
+    return answer(7 if told else greedy_action(user))
 
 
 def eater(body) -> str:
@@ -115,11 +117,14 @@ def test_schelling_curves_come_out_in_the_planted_order(tmp_path):
     assert (tmp_path / "schelling.png").stat().st_size > 0
     table = (tmp_path / "schelling.md").read_text()
     assert table.startswith("| x (cooperating co-players) | C(x) | D(x) | D(x) > C(x) |")
-    # Each seat's own system prompt carries its role as item 1.5 (rotating over seeds).
+    # Each seat's own turn carries its role as item 1.5 after its own line (rotating over
+    # seeds); the system prompt, shared by every seat, carries none.
     calls = [json.loads(line) for line in (tmp_path / "transcript.jsonl").open()]
     one = [c for c in calls if c.get("part") == "k=1/seed0" and c.get("step") == 0]
-    roles = {c["agent"]: "1.5 YOUR ROLE: the group's total" in c["system"] for c in one}
+    roles = {c["agent"]: ".\n1.5 YOUR ROLE: the group's total" in c["prompt"] for c in one}
     assert roles == {"agent_0": True, "agent_1": False, "agent_2": False}
+    assert not any("YOUR ROLE" in c["system"] for c in one)
+    assert len({c["system"] for c in one}) == 1
 
 
 def test_each_arena_seat_calls_its_own_server(tmp_path):
