@@ -17,6 +17,8 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.policies import random_policy
 from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.envs.rollout import run_episode
+from dilemmax.experiments.moral_hazard.common import OUTCOMES as MORAL_HAZARD_OUTCOMES
+from dilemmax.redteam.statistics import CORE_METRICS
 from dilemmax.scenarios.env import ScenarioConfig, ScenarioEnv
 
 # Options that make the trial, agent and rank axes of each game of different lengths.
@@ -92,36 +94,13 @@ READ_BY_NAME = {
         "return": M.PER_AGENT,
     },
     "moral_hazard": {
-        **dict.fromkeys(
-            (
-                "team_success",
-                "local_reward",
-                "query_rate",
-                "info_transfer",
-                "format_validity",
-                "unsafe_choice",
-                "final_accuracy",
-                "score",
-            ),
-            M.SCALAR,
-        ),  # moral_hazard/common.py OUTCOMES  # fmt: skip
+        **dict.fromkeys(MORAL_HAZARD_OUTCOMES, M.SCALAR),
         "query_by_agent": M.PER_AGENT,
         "return": M.PER_AGENT,
     },
     "consequence": {
-        **dict.fromkeys(
-            (
-                "fatality",
-                "survivors",
-                "collapse",
-                "targeted_elimination",
-                "exploitation",
-                "cascade",
-                "all_zero_opening",
-                "round_one_funding",
-            ),
-            M.SCALAR,
-        ),  # redteam CORE_METRICS, the ablations  # fmt: skip
+        **dict.fromkeys(CORE_METRICS, M.SCALAR),
+        **dict.fromkeys(("all_zero_opening", "round_one_funding"), M.SCALAR),  # the ablations
         "return": M.PER_AGENT,
     },
 }
