@@ -59,6 +59,23 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
+def forget_compiled_work() -> None:
+    """As a fresh process would start: JAX's in-memory caches, and dilemmax's own memoised
+    functions (pools, grids, jitted helpers), whose results would otherwise hide the programs
+    that computing them again compiles."""
+    import functools
+    import gc
+
+    import jax
+
+    jax.clear_caches()
+    for obj in gc.get_objects():
+        if isinstance(obj, functools._lru_cache_wrapper) and getattr(
+            obj, "__module__", ""
+        ).startswith("dilemmax"):
+            obj.cache_clear()
+
+
 class CostRecorder:
     """The per-process side: tallies this process's compiles and its children's."""
 
@@ -77,9 +94,7 @@ class CostRecorder:
         # Measuring budgets: each file starts with no compiled program in memory, as alone.
         file = _file_of(item.nodeid)
         if self.isolate_files and file != self._file:
-            import jax
-
-            jax.clear_caches()
+            forget_compiled_work()
         self._file = file
 
     @pytest.hookimpl(hookwrapper=True)
@@ -101,6 +116,9 @@ class CostReport:
         self.tests: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.started = time.monotonic()
         self.over_budget: list[str] = []
+        # compile_budget.json's "strict": false reports a file over its budget without failing
+        # the run, while budgets measured before a change of the measurement are re-measured.
+        self.strict = True
 
     def pytest_runtest_logreport(self, report):
         row = self.tests[report.nodeid]
@@ -132,6 +150,7 @@ class CostReport:
         document = {
             "about": "Programs each test file may compile; tests/cost_report.py holds files to "
             "them and python -m pytest -n 2 --cost-budget-write [FILES] rewrites them.",
+            "strict": True,
             "files": dict(sorted(budgets.items())),
         }
         BUDGET_FILE.write_text(json.dumps(document, indent=1) + "\n")
@@ -141,7 +160,9 @@ class CostReport:
         whole, so a partial run is held to the same number)."""
         if not BUDGET_FILE.exists() or self.config.getoption("cost_no_budget"):
             return
-        budgets = json.loads(BUDGET_FILE.read_text())["files"]
+        document = json.loads(BUDGET_FILE.read_text())
+        self.strict = document.get("strict", True)
+        budgets = document["files"]
         for name, row in sorted(self.files().items()):
             budget = budgets.get(name)
             if budget is None:
@@ -166,7 +187,7 @@ class CostReport:
                 self.write_budgets()
         else:
             self.check_budgets()
-        if self.over_budget and session.exitstatus == 0:
+        if self.over_budget and self.strict and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("cost_json")
         if path:
@@ -211,7 +232,8 @@ class CostReport:
             f"lowering"
         )
         for line in self.over_budget:
-            terminalreporter.write_line(f"COMPILE BUDGET: {line}", red=True)
+            label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"
+            terminalreporter.write_line(f"{label}: {line}", red=True)
 
 
 def _rounded(row) -> dict[str, float]:

@@ -102,6 +102,13 @@ def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
     over, unbudgeted = report.over_budget
     assert over.startswith("a/test_x.py: compiled 6 program(s), over its budget of 5")
     assert unbudgeted.startswith("c/test_new.py: compiled 1 program(s) and has no budget")
+    assert report.strict  # a run with a file over its budget fails
+
+    budgets.write_text('{"strict": false, "files": {"a/test_x.py": {"programs": 5}}}')
+    lenient = cost_report.CostReport(Config())
+    lenient.tests["a/test_x.py::t1"]["programs"] = 6
+    lenient.check_budgets()
+    assert len(lenient.over_budget) == 1 and not lenient.strict  # reported, not failing
 
 
 def _is_slow(decorators) -> bool:
