@@ -147,7 +147,7 @@ def test_turn_and_parse_reply_use_plain_context(player):
 
 
 def test_cached_layout_puts_what_every_seat_reads_first(player):
-    """"cached" (default): the group, goal, rules and history, the same for every seat, then
+    """ "cached" (default): the group, goal, rules and history, the same for every seat, then
     "You are participant X." and the round as the seat sees it; "paper": the paper's order, the
     seat named in the first sentence. Both say the same things."""
     protocol = player.env.text_protocol()
