@@ -195,15 +195,25 @@ def _check_header(path: Path) -> None:
 def _check_games(path: Path, head: Mapping[str, Any], games: Sequence[str]) -> None:
     """Refuses to resume a transcript recorded under another version of a game it plays
     (``games``: ``"<game>-v<N>"`` labels). A header without them predates versions: v0."""
-    if not games:
-        return
-    recorded = head.get("games") or [f"{g.rsplit('-v', 1)[0]}-v0" for g in games]
-    if sorted(set(recorded)) != sorted(set(games)):
+    differ = _versions_differ(head, "games", games)
+    if differ:
+        recorded, current = differ
         raise EnvVersionError(
-            f"{path} was recorded under {', '.join(sorted(set(recorded)))}, but this dilemmax "
-            f"plays {', '.join(sorted(set(games)))} (docs/versions.md): its replies cannot be "
-            "replayed; use a new --out"
+            f"{path} was recorded under {recorded}, but this dilemmax plays {current} "
+            "(docs/versions.md): its replies cannot be replayed; use a new --out"
         )
+
+
+def _versions_differ(head: Mapping[str, Any], field: str, labels: Sequence[str]):
+    """(recorded, current), each ``"<name>-v<N>"`` label joined, when the header's ``field``
+    names other versions than ``labels``; None when they agree or there is nothing to check. A
+    header without the field predates versions: v0."""
+    if not labels:
+        return None
+    recorded = head.get(field) or [f"{label.rsplit('-v', 1)[0]}-v0" for label in labels]
+    if sorted(set(recorded)) == sorted(set(labels)):
+        return None
+    return ", ".join(sorted(set(recorded))), ", ".join(sorted(set(labels)))
 
 
 def protocol_label(game: str, protocol: Any) -> str:
@@ -216,14 +226,12 @@ def _check_protocols(path: Path, head: Mapping[str, Any], protocols: Sequence[st
     """Refuses to resume a transcript whose prompts were rendered under another version of a
     text protocol (its recorded replies answer other prompts). A header without them predates
     protocol versions: v0."""
-    if not protocols:
-        return
-    recorded = head.get("protocols") or [f"{p.rsplit('-v', 1)[0]}-v0" for p in protocols]
-    if sorted(set(recorded)) != sorted(set(protocols)):
+    differ = _versions_differ(head, "protocols", protocols)
+    if differ:
+        recorded, current = differ
         raise TranscriptMismatch(
-            f"{path} was recorded under text protocol {', '.join(sorted(set(recorded)))}, but "
-            f"this dilemmax renders {', '.join(sorted(set(protocols)))} (docs/versions.md): its "
-            "replies answer other prompts; use a new --out"
+            f"{path} was recorded under text protocol {recorded}, but this dilemmax renders "
+            f"{current} (docs/versions.md): its replies answer other prompts; use a new --out"
         )
 
 
