@@ -31,6 +31,7 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.finetune.common import load_model
 from dilemmax.finetune.rewards import reply_rewards
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.hf_client import TransformersClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -74,9 +75,7 @@ def play_method(
     client = TransformersClient(
         model,
         adapter,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
+        GenerateConfig(max_tokens=max_new_tokens, temperature=temperature, seed=seed),
         batch_size=batch_size,
         device=device,
     )

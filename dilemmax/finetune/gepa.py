@@ -29,6 +29,7 @@ from dilemmax.envs.text import NoReply, TextProtocol
 from dilemmax.envs.typecheck import typed_fields
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.hf_client import TransformersClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -200,6 +201,13 @@ def reflection_lm(client):
     return call
 
 
+def _generation(settings: GEPASettings) -> GenerateConfig:
+    """How the task and reflection models are sampled."""
+    return GenerateConfig(
+        max_tokens=settings.max_new_tokens, temperature=settings.temperature, seed=settings.seed
+    )
+
+
 def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) -> dict[str, Any]:
     """Runs GEPA; writes ``result.json`` (best instructions, validation and held-out scores of the
     seed and the best candidate) under ``settings.out`` and returns it."""
@@ -209,19 +217,10 @@ def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) 
         raise UsageError("GEPA needs the gepa package: pip install 'dilemmax[gepa]'") from err
 
     if task_client is None:
-        task_client = TransformersClient(
-            settings.model,
-            settings.adapter,
-            max_new_tokens=settings.max_new_tokens,
-            temperature=settings.temperature,
-            seed=settings.seed,
-        )
+        task_client = TransformersClient(settings.model, settings.adapter, _generation(settings))
     if reflection is None:
         reflector = TransformersClient(
-            settings.reflection_model or settings.model,
-            max_new_tokens=settings.max_new_tokens,
-            temperature=settings.temperature,
-            seed=settings.seed,
+            settings.reflection_model or settings.model, config=_generation(settings)
         )
         reflection = reflection_lm(reflector)
     adapter = MoralHazardGEPAAdapter(settings, task_client)

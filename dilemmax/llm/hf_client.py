@@ -26,7 +26,10 @@ from pathlib import Path
 
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
+from dilemmax.llm.config import GenerateConfig
 
+# A Transformers client's generation when it is given none: an API seat's, with a shorter reply.
+DEFAULT = GenerateConfig(max_tokens=256)
 # What a folder written by ``save_pretrained`` holds, by part (any one file of a part will do).
 WEIGHT_FILES = (
     "model.safetensors",
@@ -265,10 +268,10 @@ class TransformersClient:
     Args:
         model_path: a folder with ``config.json`` + weights + tokenizer (``save_pretrained``).
         adapter: a PEFT adapter folder to apply on top (optional).
-        max_new_tokens: reply length cap.
-        temperature: 0 means greedy decoding; otherwise sampling at this temperature.
-        top_p: nucleus sampling mass (sampling only).
-        seed: torch seed set before each batch (sampling is then reproducible).
+        config: the generation options it reads: ``max_tokens`` (the reply length cap, passed
+            as ``max_new_tokens``), ``temperature`` (0: greedy decoding), ``top_p`` (nucleus
+            mass when sampling; None: no cut) and ``seed`` (the torch seed set before each
+            batch, so sampling is reproducible; None: 0). The others are an API's.
         batch_size: requests per ``generate`` call.
         device: torch device ("cpu", "cuda", ...).
     """
@@ -277,10 +280,7 @@ class TransformersClient:
         self,
         model_path: str | Path,
         adapter: str | Path | None = None,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
+        config: GenerateConfig = DEFAULT,
         batch_size: int = 32,
         device: str = "cpu",
     ):
@@ -312,9 +312,10 @@ class TransformersClient:
             text = " ".join(str(err).split())[:200]
             raise ModelFolderError(f"hf seat device {device!r} cannot be used: {text}") from None
         self.device = device
-        self.max_new_tokens = int(max_new_tokens)
-        self.temperature, self.top_p = float(temperature), float(top_p)
-        self.seed = int(seed)
+        self.max_new_tokens = int(config.max_tokens)
+        self.temperature = float(config.temperature)
+        self.top_p = 1.0 if config.top_p is None else float(config.top_p)
+        self.seed = 0 if config.seed is None else int(config.seed)
         self.batch_size = max(1, int(batch_size))
         self._torch = torch
 

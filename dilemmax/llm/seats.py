@@ -196,11 +196,8 @@ def _model_client(kind: str, target: str, options: Mapping[str, Any], generate: 
     )
     return TransformersClient(
         target,
-        adapter=options.get("adapter") or None,
-        max_new_tokens=sampled.max_tokens,
-        temperature=sampled.temperature,
-        top_p=1.0 if sampled.top_p is None else sampled.top_p,  # None: no nucleus cut
-        seed=0 if sampled.seed is None else sampled.seed,
+        options.get("adapter") or None,
+        sampled,
         **{k: options[k] for k in HF_OWN if k in options},
     )
 

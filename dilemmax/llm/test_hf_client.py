@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 from dilemmax.cli import main  # noqa: E402
 from dilemmax.llm.client import ChatRequest  # noqa: E402
+from dilemmax.llm.config import GenerateConfig  # noqa: E402
 from dilemmax.llm.hf_client import TransformersClient, _reply_length  # noqa: E402
 from dilemmax.llm.tiny import build_tiny_model  # noqa: E402
 
@@ -27,7 +28,7 @@ def requests(*texts):
 
 
 def test_batched_generate_equals_one_at_a_time(tiny_path):
-    client = TransformersClient(tiny_path, max_new_tokens=6)
+    client = TransformersClient(tiny_path, config=GenerateConfig(max_tokens=6))
     prompts = requests("go", "a much longer prompt, so the first row is padded on the left")
     batched = client.complete(prompts)
     alone = [client.complete([p])[0] for p in prompts]
@@ -48,7 +49,7 @@ def test_peft_adapter_is_applied(tiny_path, tmp_path):
     base = AutoModelForCausalLM.from_pretrained(tiny_path)
     config = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(base, config).save_pretrained(tmp_path / "adapter")
-    client = TransformersClient(tiny_path, adapter=tmp_path / "adapter", max_new_tokens=4)
+    client = TransformersClient(tiny_path, tmp_path / "adapter", GenerateConfig(max_tokens=4))
     assert isinstance(client.model, PeftModel)
     assert len(client.complete(requests("go", "again"))) == 2
 
