@@ -169,7 +169,7 @@ def _policy_doc(policy) -> str:
 def options_table(env_id: str) -> list[str]:
     """One row per constructor option, read from its declaration in the constructor's signature
     (``Annotated[type, Option(meaning, ...)]``): name, type, default, allowed values, meaning."""
-    from dilemmax.envs.option_spec import signature_options
+    from dilemmax.envs.option_declaration import signature_options
     from dilemmax.envs.registry import env_spec
 
     env_cls = env_spec(env_id).load()

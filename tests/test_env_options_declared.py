@@ -12,7 +12,8 @@ from typing import Annotated
 import pytest
 
 from dilemmax.envs.base import MultiAgentEnv
-from dilemmax.envs.option_spec import Option, OptionError, OptionSpec, signature_options
+from dilemmax.envs.option_declaration import Option, signature_options
+from dilemmax.envs.option_spec import OptionError, OptionSpec
 from dilemmax.envs.options import check_env_options, constructor_specs, env_option_specs
 from dilemmax.envs.registry import env_spec, registered_envs
 from dilemmax.scenarios.env import ScenarioEnv

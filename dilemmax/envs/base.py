@@ -23,7 +23,8 @@ from flax import struct
 
 from dilemmax.envs import fastrandom
 from dilemmax.envs.metrics import BASE_METRIC_AXES, Axes
-from dilemmax.envs.option_spec import OptionSpec, options_section, signature_options
+from dilemmax.envs.option_declaration import options_section, signature_options
+from dilemmax.envs.option_spec import OptionSpec
 from dilemmax.envs.rare import rare_cond
 from dilemmax.envs.spaces import Space, jaxmarl_space
 
@@ -185,8 +186,8 @@ class MultiAgentEnv(abc.ABC):
         option_specs: constructor option -> the values it allows (its range, choices, list
             length), read from the constructor's signature when the class is defined: each
             option is declared once, as ``name: Annotated[type, Option(meaning, **range)] =
-            default`` (:class:`~dilemmax.envs.option_spec.Option`), and a parameter without an
-            ``Option`` is checked against its annotation alone. Not written by hand: the
+            default`` (:class:`~dilemmax.envs.option_declaration.Option`), and a parameter
+            without an ``Option`` is checked against its annotation alone. Not written by hand: the
             class docstring's ``Args:`` is made from the same declarations.
             :func:`dilemmax.envs.options.check_env_options` checks them, and
             ``check_options_together`` the constraints between options.

@@ -26,16 +26,8 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from dilemmax.envs.option_spec import (
-    INT32_MAX,
-    NOT_ALLOWED,
-    OptionError,
-    OptionSpec,
-    merge,
-    shown,
-    signature_options,
-    spec_from_annotation,
-)
+from dilemmax.envs.option_declaration import signature_options
+from dilemmax.envs.option_spec import INT32_MAX, NOT_ALLOWED, OptionError, OptionSpec, shown
 from dilemmax.envs.registry import current_option_names, env_spec, registered_envs, registered_name
 
 __all__ = [
@@ -56,11 +48,9 @@ __all__ = [
     "check_env_options",
     "constructor_specs",
     "env_option_specs",
-    "merge",
     "parse_env_options",
     "parse_value",
     "positive",
-    "spec_from_annotation",
 ]
 
 # Longest text a --set value may have: every parse below is then bounded in time.

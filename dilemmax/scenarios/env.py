@@ -33,7 +33,7 @@ from flax import struct
 
 from dilemmax.envs import metrics as M
 from dilemmax.envs.base import MultiAgentEnv, Rollout
-from dilemmax.envs.option_spec import Option
+from dilemmax.envs.option_declaration import Option
 from dilemmax.envs.rollout import act_carried, initial_carries, record_step, step_parts
 from dilemmax.envs.spaces import Space
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from dilemmax.envs.option_spec import Option
+from dilemmax.envs.option_declaration import Option
 from dilemmax.envs.registry import env_spec
 from dilemmax.scenarios.env import ScenarioEnv
 from dilemmax.scenarios.spec import Scenario, ScenarioSet, by_name

@@ -19,15 +19,14 @@ from typing import Any, NamedTuple
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
 from dilemmax.agents.transforms import LEARNER_TRANSFORMS
+from dilemmax.envs.option_declaration import merge, spec_from_annotation
 from dilemmax.envs.option_spec import INT32_MAX, NOT_ALLOWED, shown
 from dilemmax.envs.options import (
     OptionError,
     OptionSpec,
     check_env_options,
     env_option_specs,
-    merge,
     parse_value,
-    spec_from_annotation,
 )
 from dilemmax.envs.registry import (
     check_version,

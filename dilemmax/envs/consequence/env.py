@@ -52,7 +52,8 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence import generator, metrics, policies, rendering, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 from dilemmax.envs.guards import action_indices
-from dilemmax.envs.option_spec import Option, OptionSpec
+from dilemmax.envs.option_declaration import Option
+from dilemmax.envs.option_spec import OptionSpec
 from dilemmax.envs.options import check_env_options, positive
 from dilemmax.envs.spaces import Box, Discrete
 

@@ -62,7 +62,7 @@ from dilemmax.envs.moral_hazard.metrics import METRIC_AXES, episode_metrics
 from dilemmax.envs.moral_hazard.observation import ObsLayout, encode_agents
 from dilemmax.envs.moral_hazard.text import MoralHazardText
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
-from dilemmax.envs.option_spec import Option
+from dilemmax.envs.option_declaration import Option
 from dilemmax.envs.options import UNIT, check_env_options
 from dilemmax.envs.spaces import Box, Discrete
 

@@ -41,7 +41,7 @@ from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import generator, metrics, observation, policies, rendering, text
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
-from dilemmax.envs.option_spec import Option
+from dilemmax.envs.option_declaration import Option
 from dilemmax.envs.options import (
     FRACTION,
     LAYOUT_POOL,

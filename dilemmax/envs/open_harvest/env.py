@@ -53,7 +53,8 @@ from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest import dynamics, generator, metrics, observation, rendering, text
 from dilemmax.envs.open_harvest.policies import SCRIPTED_POLICIES
 from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState, TrialStarts
-from dilemmax.envs.option_spec import Option, OptionSpec
+from dilemmax.envs.option_declaration import Option
+from dilemmax.envs.option_spec import OptionSpec
 from dilemmax.envs.options import (
     FRACTION,
     LAYOUT_POOL,
