@@ -6,8 +6,9 @@
 - a range is spelled one way: ``low`` / ``high`` with ``low_open`` / ``high_open``;
 - no module imports another's private (``_name``) names: a name used across modules is public,
   with a docstring, where it is defined;
-- no ``noqa: F401`` re-export shims: a name is imported from its home (0.x: no compatibility
-  promise for Python import paths, CHANGELOG.md);
+- no re-export shims, neither ``noqa: F401`` lines nor a module that only imports names and
+  lists them in ``__all__``: a name is imported from its home (0.x: no compatibility promise for
+  Python import paths, CHANGELOG.md). A package's ``__init__.py`` is its public face, not a shim;
 - a refused value is quoted in an error message by ``envs/option_spec.shown`` only: no second
   helper that cuts a repr with ``...``.
 """
@@ -134,6 +135,29 @@ def f401_shims(path: Path, text: str) -> list[str]:
     ]
 
 
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def _is_all(statement: ast.stmt) -> bool:
+    return "__all__" in _assigned_names(statement) or (
+        isinstance(statement, ast.AugAssign) and getattr(statement.target, "id", "") == "__all__"
+    )
+
+
+def all_only_modules(path: Path, tree: ast.Module) -> list[str]:
+    """A module (not a package's ``__init__.py``) whose body is only imports and ``__all__``
+    (a docstring aside): another module's names offered from a second address."""
+    if path.name == "__init__.py":
+        return []
+    body = [s for s in tree.body if not _is_docstring(s)]
+    imports = [s for s in body if isinstance(s, ast.Import | ast.ImportFrom)]
+    rest = [s for s in body if s not in imports and not _is_all(s)]
+    if imports and not rest and len(body) > len(imports):
+        return [f"{path.relative_to(ROOT.parent)} re-exports through __all__"]
+    return []
+
+
 def _is_cut(node: ast.AST) -> bool:
     """``text[: limit - 3] + "..."``: a slice with an ellipsis added, what ``shown`` does."""
     return (
@@ -220,6 +244,14 @@ def test_the_scanners_see_what_they_refuse():
         "dilemmax/envs/planted.py:2 from dilemmax.envs import _relative",
     ]
     assert f401_shims(planted, text) == ["dilemmax/envs/planted.py:1"]
+    assert all_only_modules(planted, tree) == []  # it defines names of its own
+    shim = ast.parse(
+        '"""Moved."""\nfrom dilemmax.envs.osj.view import manhattan\n__all__ = ["manhattan"]\n'
+    )
+    assert all_only_modules(planted, shim) == [
+        "dilemmax/envs/planted.py re-exports through __all__"
+    ]
+    assert all_only_modules(ROOT / "envs" / "__init__.py", shim) == []  # a package's face
     assert len(int32_copies(planted, tree)) == 2
     assert int32_copies(INT32_HOME, tree) == []
     assert [h.split()[-1] for h in interval_functions(planted, tree)] == ["mean_ci", "bootstrap"]
@@ -265,6 +297,14 @@ def test_no_re_export_shims():
     assert not found, (
         "a `noqa: F401` re-export: import the name from its home instead (0.x, no compatibility "
         "promise for import paths):\n  " + "\n  ".join(found)
+    )
+
+
+def test_no_modules_that_only_re_export():
+    found = _scan(all_only_modules)
+    assert not found, (
+        "a module that only imports names and lists them in __all__: import them from their "
+        "home instead (0.x, no compatibility promise for import paths):\n  " + "\n  ".join(found)
     )
 
 

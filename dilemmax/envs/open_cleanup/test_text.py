@@ -11,7 +11,7 @@ import pytest
 
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.conftest import hand_state, jit_step, make_rule
-from dilemmax.envs.osj_protocol import explore_share
+from dilemmax.envs.osj.replies import explore_share
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt
 
 H, W = C.GRID_HEIGHT, C.GRID_WIDTH
