@@ -29,8 +29,8 @@ ENVS = Path(dilemmax.envs.__file__).parent
 GAMES = sorted(p.parent.name for p in ENVS.glob("*/env.py"))
 # The modules every game folder has; a game may add its own (dynamics.py, ledger.py, ...).
 MODULES = {
-    "__init__", "constants", "env", "generator", "metrics", "policies", "rendering", "text",
-    "types",
+    "__init__", "constants", "declaration", "env", "generator", "metrics", "policies",
+    "rendering", "text", "types",
 }  # fmt: skip
 
 
@@ -71,10 +71,10 @@ def test_every_game_has_the_same_class_names_table_and_exports(game):
     types = importlib.import_module(f"dilemmax.envs.{game}.types")
     text = importlib.import_module(f"dilemmax.envs.{game}.text")
     policies = importlib.import_module(f"dilemmax.envs.{game}.policies")
-    assert package.__dict__[f"{name}Env"] is getattr(env_module, f"{name}Env")
-    assert package.__dict__[f"{name}Config"] is getattr(types, f"{name}Config")
-    assert package.__dict__[f"{name}State"] is getattr(types, f"{name}State")
-    assert package.__dict__[f"{name}Text"] is getattr(text, f"{name}Text")
+    assert getattr(package, f"{name}Env") is getattr(env_module, f"{name}Env")
+    assert getattr(package, f"{name}Config") is getattr(types, f"{name}Config")
+    assert getattr(package, f"{name}State") is getattr(types, f"{name}State")
+    assert getattr(package, f"{name}Text") is getattr(text, f"{name}Text")
     assert package.SCRIPTED_POLICIES is policies.SCRIPTED_POLICIES
     env = dilemmax.make(game, **SMALL.get(game, {}))
     assert type(env) is getattr(env_module, f"{name}Env")

@@ -1,28 +1,41 @@
-"""Environment ids, their classes, and ``make``.
+"""Environment ids, their declarations, and ``make``.
 
-Entries name their class by import path so that ``registered_envs()`` and ``dilemmax list`` do
-not import (and compile) every game.
+Games are found through the entry-point group ``dilemmax.games`` (name: the env id; value: the
+game's :class:`~dilemmax.envs.game_declaration.GameDeclaration`), dilemmax's own four included,
+so a game of another installed package is registered exactly as they are. The group is scanned
+when this module is imported (names only: each game's Gymnasium id is registered then); the
+declarations are loaded on the first question to the registry, and a game's env class only when
+it is made, so ``registered_envs()`` and ``dilemmax list`` import (and compile) no game. A
+plug-in whose declaration fails to load, or is invalid, is left out and named on one stderr line
+(and by :func:`plugin_errors`, which ``dilemmax list`` shows); every other game keeps working.
+:func:`reload_plugins` reads the group again (after a package was installed, or a folder with
+its ``*.dist-info`` put on ``sys.path``). :func:`register` adds an env from Python.
 
-Every game has a version (its class's ``version``, docs/versions.md): ``make("moral_hazard-v0")``
-asks for version 0, and the plain ``make("moral_hazard")`` for the version this dilemmax has.
+Every game has a version (its class's ``version``, docs/versions.md): ``make("<game>-v0")``
+asks for version 0, and the plain ``make("<game>")`` for the version this dilemmax has.
 Only the current version of a game is kept, so a versioned id of another version is refused
 with both versions named.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, distributions
 from typing import Any
 
 import gymnasium
 
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.game_declaration import GameDeclaration
 from dilemmax.envs.option_spec import OptionError
-from dilemmax.errors import EnvVersionError, deprecated
+from dilemmax.errors import EnvVersionError, UsageError, deprecated
+
+GROUP = "dilemmax.games"
+_ENV_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -31,21 +44,127 @@ class EnvSpec:
     entry_point: str  # "package.module:ClassName"
     summary: str
     game: bool = True  # False for envs built on the games (the scenario sets), not games
+    declaration: GameDeclaration | None = None  # None: one made of the fields above
+
+    @property
+    def declared(self) -> GameDeclaration:
+        """Everything the game declares (its docs page, viewer, Inspect task, scenarios...)."""
+        if self.declaration is not None:
+            return self.declaration
+        return GameDeclaration(self.entry_point, self.summary, game=self.game)
 
     def load(self) -> type[MultiAgentEnv]:
-        module_name, class_name = self.entry_point.split(":")
-        return getattr(importlib.import_module(module_name), class_name)
+        return self.declared.load()
 
 
+# env id -> its spec: the entry points' games first (once loaded), then register()'s.
 _REGISTRY: dict[str, EnvSpec] = {}
+_ENTRY_POINTS: dict[str, EntryPoint] = {}  # the group as last scanned
+_FROM_ENTRY_POINTS: set[str] = set()  # the ids in _REGISTRY that came from the group
+_PLUGIN_ERRORS: dict[str, str] = {}  # entry-point name -> why it is left out (one line)
+_CLASHES: dict[str, str] = {}  # an id two packages declare -> both named
+_loaded = False
 
 
 def register(env_id: str, entry_point: str, summary: str, game: bool = True) -> None:
-    if env_id in _REGISTRY:
+    """Registers ``env_id`` from Python (a game of a package needs no call: its entry point
+    registers it). ``register_declared`` takes a whole :class:`GameDeclaration`."""
+    register_declared(env_id, GameDeclaration(entry_point, summary, game=game))
+
+
+def register_declared(env_id: str, declaration: GameDeclaration) -> None:
+    if env_id in _REGISTRY or env_id in _ENTRY_POINTS:
         raise ValueError(f"environment id {env_id!r} is already registered")
-    _REGISTRY[env_id] = EnvSpec(env_id, entry_point, summary, game)
-    if game:
+    _REGISTRY[env_id] = _spec(env_id, declaration)
+    if declaration.game:
         _register_gymnasium_id(env_id)
+
+
+def _spec(env_id: str, declaration: GameDeclaration) -> EnvSpec:
+    return EnvSpec(env_id, declaration.env, declaration.summary, declaration.game, declaration)
+
+
+def _scan_entry_points() -> None:
+    """The group's names and values (no plug-in code runs), each name's Gymnasium id with it.
+
+    Every copy of a distribution's metadata is read, not only the first on the path
+    (``entry_points()`` keeps the first), so a stale ``*.egg-info`` of a source checkout in the
+    working directory cannot hide the games its installed metadata declares."""
+    _ENTRY_POINTS.clear()
+    _CLASHES.clear()
+    owners: dict[str, str] = {}
+    for dist in distributions():
+        owner = (dist.metadata["Name"] or "").lower().replace("-", "_")
+        for entry in dist.entry_points.select(group=GROUP):
+            if entry.name in owners and owners[entry.name] != owner:
+                _CLASHES[entry.name] = f"declared by both {owners[entry.name]} and {owner}"
+            owners.setdefault(entry.name, owner)
+            _ENTRY_POINTS.setdefault(entry.name, entry)
+            if _ENV_ID.fullmatch(entry.name):
+                _register_gymnasium_id(entry.name)
+
+
+def _specs() -> dict[str, EnvSpec]:
+    """The registry, the group's declarations loaded on the first call."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        _load_entry_points()
+    return _REGISTRY
+
+
+def _load_entry_points() -> None:
+    added = dict(_REGISTRY)  # register()'s, kept after the group's
+    _REGISTRY.clear()
+    for name, entry in _ENTRY_POINTS.items():
+        try:
+            declaration = _declaration(name, entry, added)
+        except Exception as error:  # any failure of someone else's package: named, left out
+            _left_out(name, entry, error)
+            continue
+        _REGISTRY[name] = _spec(name, declaration)
+        _FROM_ENTRY_POINTS.add(name)
+    _REGISTRY.update(added)
+
+
+def _declaration(name: str, entry: EntryPoint, added: Mapping[str, EnvSpec]) -> GameDeclaration:
+    if not _ENV_ID.fullmatch(name):
+        raise ValueError("an env id is letters, digits and underscores")
+    if name in added:
+        raise ValueError("the id is already registered from Python")
+    if name in _CLASHES:
+        raise ValueError(_CLASHES[name])
+    declaration = entry.load()
+    if not isinstance(declaration, GameDeclaration):
+        raise TypeError(f"{entry.value} is a {type(declaration).__name__}, not a GameDeclaration")
+    return declaration
+
+
+def _left_out(name: str, entry: EntryPoint, error: Exception) -> None:
+    reason = (str(error).strip().splitlines() or [""])[0]
+    where = f"{entry.value}" + (f" of {entry.dist.name}" if entry.dist else "")
+    line = f"game {name!r} ({where}) is left out: {type(error).__name__}: {reason}"
+    _PLUGIN_ERRORS[name] = line
+    print(f"dilemmax: plug-in {line}", file=sys.stderr)
+
+
+def plugin_errors() -> dict[str, str]:
+    """Entry-point name -> the one line saying why that plug-in game is left out."""
+    _specs()
+    return dict(_PLUGIN_ERRORS)
+
+
+def reload_plugins() -> None:
+    """Reads the ``dilemmax.games`` entry points again: a package installed since, or a folder
+    holding a package and its ``<name>.dist-info`` (METADATA, entry_points.txt) put on
+    ``sys.path``, is found as at start-up. Envs registered from Python stay."""
+    global _loaded
+    for env_id in _FROM_ENTRY_POINTS:
+        _REGISTRY.pop(env_id, None)
+    _FROM_ENTRY_POINTS.clear()
+    _PLUGIN_ERRORS.clear()
+    _scan_entry_points()
+    _loaded = False
 
 
 def gymnasium_id(env_id: str) -> str:
@@ -74,7 +193,12 @@ def _register_gymnasium_id(env_id: str) -> None:
 def registered_envs(games_only: bool = True) -> list[str]:
     """The games ``make`` accepts, in registration order; with ``games_only=False`` also the
     envs built on them (``scenarios``: a game's focal seats against background populations)."""
-    return [env_id for env_id, spec in _REGISTRY.items() if spec.game or not games_only]
+    return [env_id for env_id, spec in _specs().items() if spec.game or not games_only]
+
+
+def declaration(env_id: str) -> GameDeclaration:
+    """What the game ``env_id`` (plain or versioned) declares about itself."""
+    return env_spec(env_id).declared
 
 
 _VERSIONED_ID = re.compile(r"(?P<name>.+)-v(?P<version>[0-9]+)")
@@ -83,7 +207,7 @@ _VERSIONED_ID = re.compile(r"(?P<name>.+)-v(?P<version>[0-9]+)")
 def split_version(env_id: str) -> tuple[str, int | None]:
     """``"moral_hazard-v0"`` -> ``("moral_hazard", 0)``; a plain id -> ``(id, None)``."""
     match = _VERSIONED_ID.fullmatch(env_id)
-    if match is None or match["name"] not in _REGISTRY:
+    if match is None or match["name"] not in _specs():
         return env_id, None
     return match["name"], int(match["version"])
 
@@ -92,7 +216,7 @@ def registered_name(env_cls: type) -> str:
     """The id ``env_cls`` is registered under (its class name when it is not registered), read
     from the registry's entry points without importing any game."""
     entry_point = f"{env_cls.__module__}:{env_cls.__qualname__}"
-    for spec in _REGISTRY.values():
+    for spec in _specs().values():
         if spec.entry_point == entry_point:
             return spec.env_id
     return env_cls.__name__
@@ -102,8 +226,10 @@ def env_spec(env_id: str) -> EnvSpec:
     """The registry entry of ``env_id`` (plain or versioned; a version other than the game's
     current one is an :class:`EnvVersionError`)."""
     name, version = split_version(env_id)
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown environment {env_id!r}; registered: {', '.join(_REGISTRY)}")
+    if name not in _specs():
+        if name in _PLUGIN_ERRORS:
+            raise UsageError(f"plug-in {_PLUGIN_ERRORS[name]}")
+        raise ValueError(f"unknown environment {env_id!r}; registered: {', '.join(_specs())}")
     current = None if version is None else env_version(name)
     if version is not None and version != current:
         raise EnvVersionError(
@@ -111,7 +237,7 @@ def env_spec(env_id: str) -> EnvSpec:
             f"not kept (docs/versions.md): use {name}-v{current} or {name}, or install the "
             f"dilemmax release that has {env_id}"
         )
-    return _REGISTRY[name]
+    return _specs()[name]
 
 
 def env_version(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> int:
@@ -151,7 +277,7 @@ def registered_id(env: MultiAgentEnv) -> str | None:
     base = getattr(env, "inner", env)
     if getattr(base, "registered_as", None):
         return base.registered_as
-    for env_id, spec in _REGISTRY.items():
+    for env_id, spec in _specs().items():
         if spec.load() is type(base):
             return env_id
     return None
@@ -170,7 +296,7 @@ def env_label(env: MultiAgentEnv) -> str:
 def renamed_option(env_id: str, name: str) -> str:
     """The name an option of ``env_id`` has now (``name`` itself unless the game renamed it)."""
     game, _ = split_version(env_id)
-    if game not in _REGISTRY:
+    if game not in _specs():
         return name
     return getattr(env_spec(game).load(), "renamed_options", {}).get(name, name)
 
@@ -215,29 +341,11 @@ def make(env_id: str, **kwargs) -> MultiAgentEnv:
     return env
 
 
-register(
-    "consequence",
-    "dilemmax.envs.consequence.env:ConsequenceEnv",
-    "IABench-CA threshold game: a deployment rule decides who is eliminated when the fund is short",
-)
-register(
-    "moral_hazard",
-    "dilemmax.envs.moral_hazard.env:MoralHazardEnv",
-    "Dialogue Moral Hazard Game: pay a private cost to reveal a hazard that protects a teammate",
-)
-register(
-    "open_cleanup",
-    "dilemmax.envs.open_cleanup.env:OpenCleanupEnv",
-    "OpenSocialJax Clean Up: clean a polluted river with tools of hidden recipes so apples grow",
-)
-register(
-    "open_harvest",
-    "dilemmax.envs.open_harvest.env:OpenHarvestEnv",
-    "OpenSocialJax Commons Harvest: apples regrow only near apples, under hidden pay rules",
-)
-# Not a game: the focal seats of one against a set of background populations. Its class lives
-# in dilemmax.scenarios (named by path, so nothing here imports it); `make("scenarios",
-# game="open_harvest", scenario_set="train")` builds a set for `dilemmax train` and JaxMARL loops.
+_scan_entry_points()
+# Not a game: the focal seats of one against a set of background populations (the sets each
+# game declares). Its class lives in dilemmax.scenarios, named by path so that nothing here
+# imports it; `make("scenarios", game=<game>, scenario_set="train")` builds a set for
+# `dilemmax train` and JaxMARL loops.
 register(
     "scenarios",
     "dilemmax.scenarios.registry:RegisteredScenarios",

@@ -19,10 +19,20 @@ A whole sweep (228 contexts x 5 rules x replications) is one compiled, vmapped c
 prompt an agent reads and the parser of its reply.
 """
 
-from dilemmax.envs.consequence.env import ConsequenceEnv
-from dilemmax.envs.consequence.policies import SCRIPTED_POLICIES
-from dilemmax.envs.consequence.text import ConsequenceText
-from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
+from dilemmax.envs.game_declaration import lazy_exports
+
+# The exports are imported on first use: reading the game's declaration (its declaration.py,
+# which imports this package first) imports none of the game's code.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ConsequenceEnv": "env",
+        "SCRIPTED_POLICIES": "policies",
+        "ConsequenceText": "text",
+        "ConsequenceConfig": "types",
+        "ConsequenceState": "types",
+    },
+)
 
 # Every game folder exports the same five names (tests/test_game_layout.py); everything else is
 # imported from its module (generator, metrics, policies, ...).

@@ -6,10 +6,20 @@ every owner use the warnings in its final choice. See :mod:`.env` for the mechan
 :mod:`.constants` for the action encoding and :mod:`.observation` for the observation layout.
 """
 
-from dilemmax.envs.moral_hazard.env import MoralHazardEnv
-from dilemmax.envs.moral_hazard.policies import SCRIPTED_POLICIES
-from dilemmax.envs.moral_hazard.text import MoralHazardText
-from dilemmax.envs.moral_hazard.types import MoralHazardConfig, MoralHazardState
+from dilemmax.envs.game_declaration import lazy_exports
+
+# The exports are imported on first use: reading the game's declaration (its declaration.py,
+# which imports this package first) imports none of the game's code.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "MoralHazardEnv": "env",
+        "SCRIPTED_POLICIES": "policies",
+        "MoralHazardText": "text",
+        "MoralHazardConfig": "types",
+        "MoralHazardState": "types",
+    },
+)
 
 # Every game folder exports the same five names (tests/test_game_layout.py); everything else is
 # imported from its module (generator, metrics, policies, ...).

@@ -102,3 +102,12 @@ ISOLATION_SHARES = tuple(round(0.05 * i, 2) for i in range(21))
 MARGIN_TOLERANCE = 1e-6
 
 MIN_AGENTS, MAX_AGENTS = 2, 9
+
+
+def action_names(num_actions: int) -> list[str]:
+    """The moves as the text protocol writes them, in action order (notes by case offset), for
+    an action space of ``num_actions`` (it grows with the number of agents)."""
+    names = ["no move", *(f"LOCAL {x}" for x in LABELS), "QUERY"]
+    names += [f"FINAL {x}" for x in LABELS] + ["NO NOTE"]
+    names += [f"NOTE +{d} {x}" for d in range(num_actions) for x in LABELS]
+    return names[:num_actions]

@@ -8,10 +8,20 @@ Modules: ``constants`` (codes and numbers), ``types`` (state, configuration, lay
 ``ledger`` (the typed per-agent memory) and ``prompts/`` (the system prompt files).
 """
 
-from dilemmax.envs.open_cleanup.env import OpenCleanupEnv
-from dilemmax.envs.open_cleanup.policies import SCRIPTED_POLICIES
-from dilemmax.envs.open_cleanup.text import OpenCleanupText
-from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
+from dilemmax.envs.game_declaration import lazy_exports
+
+# The exports are imported on first use: reading the game's declaration (its declaration.py,
+# which imports this package first) imports none of the game's code.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "OpenCleanupEnv": "env",
+        "SCRIPTED_POLICIES": "policies",
+        "OpenCleanupText": "text",
+        "OpenCleanupConfig": "types",
+        "OpenCleanupState": "types",
+    },
+)
 
 # Every game folder exports the same five names (tests/test_game_layout.py); everything else is
 # imported from its module (generator, metrics, policies, ...).

@@ -8,10 +8,20 @@ Modules as in every game folder: ``constants``, ``types`` (state, configuration,
 ``ledger`` (the typed per-agent memory) and ``prompts/`` (the system prompt files).
 """
 
-from dilemmax.envs.open_harvest.env import OpenHarvestEnv
-from dilemmax.envs.open_harvest.policies import SCRIPTED_POLICIES
-from dilemmax.envs.open_harvest.text import OpenHarvestText
-from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestState
+from dilemmax.envs.game_declaration import lazy_exports
+
+# The exports are imported on first use: reading the game's declaration (its declaration.py,
+# which imports this package first) imports none of the game's code.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "OpenHarvestEnv": "env",
+        "SCRIPTED_POLICIES": "policies",
+        "OpenHarvestText": "text",
+        "OpenHarvestConfig": "types",
+        "OpenHarvestState": "types",
+    },
+)
 
 # Every game folder exports the same five names (tests/test_game_layout.py); everything else is
 # imported from its module (generator, metrics, policies, ...).
