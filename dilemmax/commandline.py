@@ -22,9 +22,9 @@ import os
 import sys
 import threading
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import jax
 
@@ -243,7 +243,9 @@ def _is_tuple(cls: type, field: dataclasses.Field) -> bool:
     return any(typing.get_origin(h) is tuple for h in (hint, *typing.get_args(hint)))
 
 
-def add_config_arguments(parser, cls: type) -> None:
+def add_config_arguments(
+    parser, cls: type, defaults: Any = None, names: Sequence[str] | None = None
+) -> None:
     """One flag per field of the options dataclass ``cls``, generated from its declaration.
 
     A field's metadata gives its ``help``, its ``flag`` (default ``--`` + the name with dashes),
@@ -253,12 +255,17 @@ def add_config_arguments(parser, cls: type) -> None:
     a switch, a ``tuple[...]`` field without a ``type`` takes one or more words. The destination
     is the flag's name (``--model-seed`` -> ``model_seed``), so a field never collides with a
     command's own flag.
+
+    ``defaults``, an instance of ``cls`` (a named config such as a command's own sampling), gives
+    the flags' defaults instead of the fields'; ``names`` limits the flags to those fields.
     """
     for field in dataclasses.fields(cls):
         meta = field.metadata
-        if meta.get("cli") is False:
+        if meta.get("cli") is False or (names is not None and field.name not in names):
             continue
         default = None if field.default is dataclasses.MISSING else field.default
+        if defaults is not None:
+            default = getattr(defaults, field.name)
         common = {"dest": _dest(field), "default": default, "help": meta.get("help")}
         if typing.get_type_hints(cls)[field.name] is bool:
             parser.add_argument(flag_of(field), action="store_true", **common)
@@ -273,15 +280,15 @@ def add_config_arguments(parser, cls: type) -> None:
         parser.add_argument(flag_of(field), type=kind, choices=choices, **common)
 
 
-def config_from_namespace(cls: type, args: argparse.Namespace):
+def config_from_namespace(cls: type, args: argparse.Namespace, defaults: Any = None):
     """The ``cls`` instance the flags of :func:`add_config_arguments` give (a field whose flag
-    the parser lacks keeps its default), checked: a value out of range is a one-line error
-    naming the flag."""
+    the parser lacks keeps its value in ``defaults``, else its default), checked: a value out of
+    range is a one-line error naming the flag."""
     fields = dataclasses.fields(cls)
     given = {f.name: getattr(args, _dest(f)) for f in fields if hasattr(args, _dest(f))}
     # nargs="+" and append give lists; the dataclass's fields are tuples (hashable, frozen)
     given = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items()}
-    config = cls(**given)
+    config = cls(**given) if defaults is None else dataclasses.replace(defaults, **given)
     check = getattr(config, "check", None)
     if check is not None:  # a check(label=...) names the flag a bad value came from
         flags = {f.name: flag_of(f) for f in fields}

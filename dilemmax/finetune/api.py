@@ -6,7 +6,7 @@
 
     result = evaluate(
         "runs/eval", methods={"mine": "openai:my-model"}, episodes=5,
-        generate=GenerateConfig(base_url="http://localhost:8000/v1", max_tokens=128),
+        generate=GenerateConfig(base_url="http://localhost:8000/v1", max_tokens=64),
     )
     result.results["mine"]["all"]["team_success"]    # (mean, low, high)
     print(result.table())                             # the paper's Table 3 form
@@ -54,14 +54,11 @@ from dilemmax.finetune.evaluate import (
     table3,
     write_report,
 )
+from dilemmax.finetune.generation import EVALUATE_GENERATE, RLOO_GENERATE
 from dilemmax.finetune.gepa import GEPASettings, optimize_prompts
 from dilemmax.finetune.processes import refuse_launch
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.seats import MODEL_KINDS, build_seat, check_specs
-
-# What evaluate asks a model for unless told otherwise: a move line is short, and the paper
-# scores greedy replies.
-EVALUATE_GENERATE = GenerateConfig(max_tokens=128, temperature=0.0)
+from dilemmax.llm.seats import build_seat, check_specs, model_kinds
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -115,8 +112,9 @@ def evaluate(
             ``conditions``, over the dataset's).
         conditions: a dataset folder whose condition grid is played instead of the paper's 15.
         envs: environments stepped together; batch: prompts per generate call (local model).
-        generate: how models are asked (default :data:`EVALUATE_GENERATE`: 128 tokens, greedy);
-            the local model reads its max_tokens and temperature.
+        generate: how models are asked (default
+            :data:`~dilemmax.finetune.generation.EVALUATE_GENERATE`: 128 tokens, greedy); the
+            local model reads its max_tokens and temperature.
         threads: torch CPU threads (0: torch's own).
     """
     refuse_launch("evaluate")
@@ -146,8 +144,7 @@ def evaluate(
         "grid": grid,
     }
     results = evaluate_methods(
-        model, local, max_new_tokens=generate.max_tokens, temperature=generate.temperature,
-        batch_size=batch, **options,
+        model, local, generate=generate, batch_size=batch, **options,
     ) if local else {}  # fmt: skip
     cache: dict = {}
     seats = {
@@ -185,7 +182,7 @@ def _method_specs(methods, taken, generate: GenerateConfig) -> dict[str, str]:
         if name in taken:
             raise UsageError(f"--method {entry!r}: the name {name!r} is given twice")
         if not is_model_seat(spec):
-            kinds = ", ".join(f"{k}:" for k in MODEL_KINDS)
+            kinds = ", ".join(f"{k}:" for k in model_kinds())
             raise UsageError(f"--method {entry!r}: evaluate plays model seats ({kinds})")
         specs[name] = spec
     check_specs(MoralHazardEnv(2), specs, None, generate)
@@ -202,8 +199,7 @@ def reward(
     split: str = "heldout",
     max_records: int = 0,
     samples: int = 1,
-    max_tokens: int = 128,
-    temperature: float = 1.0,
+    generate: GenerateConfig | None = None,
     batch: int = 8,
     seed: int = 0,
     threads: int = 0,
@@ -211,11 +207,14 @@ def reward(
     baseline_name: str = "baseline",
 ) -> dict[str, Any]:
     """The mean RLOO reward (and its standard error, each part, per stage and per prompt) of
-    ``samples`` sampled replies per record of the dataset split; ``max_records`` > 0 scores an
-    evenly spaced sample. With ``baseline`` (an earlier result on the same records, named
-    ``baseline_name``), adds the paired difference (this minus it) as ``vs_baseline``."""
+    ``samples`` sampled replies per record of the dataset split, sampled as ``generate`` says
+    (default :data:`~dilemmax.finetune.generation.RLOO_GENERATE`, RLOO's own sampling: its
+    max_tokens, temperature and top_p); ``max_records`` > 0 scores an evenly spaced sample.
+    With ``baseline`` (an earlier result on the same records, named ``baseline_name``), adds the
+    paired difference (this minus it) as ``vs_baseline``."""
     refuse_launch("reward")
     set_threads(threads)
+    generate = (generate or RLOO_GENERATE).check()
     records = read_records(str(data), split, RLOO_FIELDS)
     check_run(model, adapter)
     if max_records and len(records) > max_records:  # evenly spaced over the grid
@@ -224,15 +223,15 @@ def reward(
     if baseline is not None:
         check_baseline(baseline, baseline_name, split, len(records))
     means = reward_on_records(
-        model, adapter, records, max_new_tokens=max_tokens, temperature=temperature, seed=seed,
-        batch_size=batch, samples=samples,
+        model, adapter, records, generate=generate, seed=seed, batch_size=batch,
+        samples=samples,
     )  # fmt: skip
     row = {
         "model": model,
         "adapter": adapter,
         "split": split,
         "records": len(records),
-        "temperature": temperature,
+        "temperature": generate.temperature,
         **means,
     }
     if baseline is not None:
@@ -266,6 +265,7 @@ def gepa(settings: GEPASettings) -> dict[str, Any]:
     """GEPA prompt optimisation against R_game (the ``gepa`` extra), every folder checked
     before any model loads; returns :func:`~dilemmax.finetune.gepa.optimize_prompts`' result."""
     refuse_launch("gepa")
+    settings.generate.check()
     check_model(settings.model, local=True)  # played through the local transformers client
     check_run(settings.model, settings.adapter, settings.out)
     if settings.reflection_model:

@@ -30,12 +30,14 @@ from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.moral_hazard.generator import condition_grid
 from dilemmax.finetune.common import load_model
+from dilemmax.finetune.generation import EVALUATE_GENERATE, RLOO_GENERATE
 from dilemmax.finetune.rewards import reply_rewards
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.hf_client import TransformersClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.results import summarize
+from dilemmax.statistics import standard_error
 
 # The six outcomes the paper reports (never team success alone), then two more.
 OUTCOMES = (
@@ -59,8 +61,7 @@ def play_method(
     num_episodes: int,
     seed: int = 0,
     protocol_options: Mapping[str, Any] | None = None,
-    max_new_tokens: int = 128,
-    temperature: float = 0.0,
+    generate: GenerateConfig = EVALUATE_GENERATE,
     num_envs: int = 16,
     batch_size: int = 16,
     mapping: str = "highest",
@@ -68,14 +69,15 @@ def play_method(
     grid: Mapping[int, Any] | None = None,
 ) -> Summary:
     """:func:`play_seat` with the local transformers model (and adapter) ``model`` in every
-    seat, on the GPU when there is one."""
+    seat, on the GPU when there is one, sampled as ``generate`` says (its max_tokens and
+    temperature; the run's ``seed``)."""
     import torch  # optional llm extra
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     client = TransformersClient(
         model,
         adapter,
-        GenerateConfig(max_tokens=max_new_tokens, temperature=temperature, seed=seed),
+        replace(generate, seed=seed),
         batch_size=batch_size,
         device=device,
     )
@@ -221,13 +223,12 @@ def generate_replies(
     model,
     tokenizer,
     records: Sequence[Mapping[str, Any]],
-    max_new_tokens: int = 128,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
+    generate: GenerateConfig = RLOO_GENERATE,
     batch_size: int = 8,
     seed: int = 0,
 ) -> list[str]:
-    """One sampled reply per record's prompt (greedy when ``temperature`` is 0)."""
+    """One sampled reply per record's prompt, ``generate``'s max_tokens long at most, at its
+    temperature (greedy when 0) and top_p (None: no cut)."""
     import torch  # optional llm extra
 
     tokenizer.padding_side = "left"
@@ -243,10 +244,11 @@ def generate_replies(
         ]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         enc = enc.to(device)
-        sampling = temperature > 0
-        options = {"do_sample": sampling, "max_new_tokens": max_new_tokens}
+        sampling = generate.temperature > 0
+        options = {"do_sample": sampling, "max_new_tokens": generate.max_tokens}
         if sampling:
-            options.update(temperature=temperature, top_p=top_p, top_k=0)
+            top_p = 1.0 if generate.top_p is None else generate.top_p
+            options.update(temperature=generate.temperature, top_p=top_p, top_k=0)
         with torch.no_grad():
             out = model.generate(**enc, pad_token_id=tokenizer.pad_token_id, **options)
         new = out[:, enc["input_ids"].shape[1] :]
@@ -282,7 +284,6 @@ def reward_summary(
     parts = reply_rewards(records, replies)
     means = {name: float(np.mean(values)) for name, values in parts.items()}
     per_prompt = np.asarray(parts["reward"], dtype=float).reshape(-1, samples).mean(axis=1)
-    se = float(per_prompt.std(ddof=1) / np.sqrt(len(per_prompt))) if len(per_prompt) > 1 else 0.0
     stages = [str(r.get("stage", "")) for r in records]
     per_stage = {
         stage: float(
@@ -292,7 +293,7 @@ def reward_summary(
     }
     return {
         **means,
-        "reward_se": se,
+        "reward_se": standard_error(per_prompt),
         "prompts": len(per_prompt),
         "samples": samples,
         "per_stage": per_stage,
@@ -314,5 +315,8 @@ def paired_difference(after: Mapping[str, Any], before: Mapping[str, Any]) -> di
     if a.shape != b.shape:
         raise ValueError(f"the results cover {a.size} and {b.size} prompts; compare equal sets")
     diff = a - b
-    se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
-    return {"difference": float(diff.mean()), "difference_se": se, "prompts": int(diff.size)}
+    return {
+        "difference": float(diff.mean()),
+        "difference_se": standard_error(diff),
+        "prompts": int(diff.size),
+    }

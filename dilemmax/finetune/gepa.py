@@ -28,6 +28,7 @@ from dilemmax.envs.moral_hazard.generator import make_config
 from dilemmax.envs.text import NoReply, TextProtocol
 from dilemmax.envs.typecheck import typed_fields
 from dilemmax.errors import UsageError
+from dilemmax.finetune.generation import GEPA_GENERATE
 from dilemmax.llm.client import ChatRequest
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.hf_client import TransformersClient
@@ -56,8 +57,7 @@ class GEPASettings:
     test_episodes: int = 64
     max_metric_calls: int = 6000
     minibatch_size: int = 5
-    temperature: float = 1.0
-    max_new_tokens: int = 512
+    generate: GenerateConfig = GEPA_GENERATE  # its max_tokens and temperature are read
     seed: int = 0
     reflection_model: str | None = None
     num_envs: int = 16
@@ -202,10 +202,9 @@ def reflection_lm(client):
 
 
 def _generation(settings: GEPASettings) -> GenerateConfig:
-    """How the task and reflection models are sampled."""
-    return GenerateConfig(
-        max_tokens=settings.max_new_tokens, temperature=settings.temperature, seed=settings.seed
-    )
+    """How the task and reflection models are sampled: ``settings.generate`` at the run's
+    seed."""
+    return replace(settings.generate, seed=settings.seed)
 
 
 def optimize_prompts(settings: GEPASettings, task_client=None, reflection=None) -> dict[str, Any]:

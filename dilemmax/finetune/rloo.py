@@ -35,6 +35,7 @@ from dilemmax.finetune.common import (
     training_records,
 )
 from dilemmax.finetune.datasets import to_hf_dataset
+from dilemmax.finetune.generation import RLOO_GENERATE
 from dilemmax.finetune.rewards import check_records, trl_reward_functions
 from dilemmax.llm.sampling import url_problem
 
@@ -47,10 +48,10 @@ class RLOOSettings(RunSettings):
     batch_size: int = 5
     grad_accum: int = 1
     num_generations: int = 5
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = RLOO_GENERATE.temperature
+    top_p: float = RLOO_GENERATE.top_p
     beta: float = 0.03
-    max_completion_length: int = 128
+    max_completion_length: int = RLOO_GENERATE.max_tokens
     vllm: str | None = None  # None (model.generate), "colocate" or "server": TRL's vLLM modes
     vllm_server: str | None = None  # base URL of `trl vllm-serve` ("server" mode; TRL's default)
 

@@ -11,9 +11,13 @@ from pathlib import Path
 from dilemmax.commandline import output_file, parse_assignments, positive_int, seed_int
 from dilemmax.errors import UsageError
 from dilemmax.finetune import api
-from dilemmax.finetune.arguments import nonnegative, nonnegative_int
+from dilemmax.finetune.arguments import nonnegative_int
+from dilemmax.finetune.generation import EVALUATE_GENERATE, GEPA_GENERATE, RLOO_GENERATE
 from dilemmax.finetune.gepa import GEPASettings
 from dilemmax.llm.cli import add_model_arguments, generate_config
+
+# The model flags of reward and gepa, which sample a local model: the fields it reads.
+SAMPLING = ("max_tokens", "temperature")
 
 
 def _read_json(path: str, what: str) -> dict:
@@ -34,9 +38,9 @@ def _cmd_reward(args) -> int:
         output_file(args.json, "--json")
     row = api.reward(
         args.model, args.data, adapter=args.adapter, split=args.split,
-        max_records=args.max_records, samples=args.samples, max_tokens=args.max_tokens,
-        temperature=args.temperature, batch=args.batch, seed=args.seed, threads=args.threads,
-        **compared,
+        max_records=args.max_records, samples=args.samples,
+        generate=generate_config(args, RLOO_GENERATE), batch=args.batch, seed=args.seed,
+        threads=args.threads, **compared,
     )  # fmt: skip
     print(json.dumps({k: v for k, v in row.items() if k != "per_prompt"}, indent=2))
     if args.json:
@@ -86,7 +90,8 @@ def _cmd_evaluate(args) -> int:
         args.out, model=args.model, adapters=_adapters(args),
         methods=methods, episodes=args.episodes, seed=args.seed,
         protocol=parse_assignments(args.protocol, "--protocol"), conditions=args.conditions,
-        envs=args.envs, batch=args.batch, generate=generate_config(args), threads=args.threads,
+        envs=args.envs, batch=args.batch, generate=generate_config(args, EVALUATE_GENERATE),
+        threads=args.threads,
         progress=not args.no_progress,
     )  # fmt: skip
     print(evaluation.table())
@@ -104,8 +109,7 @@ def _cmd_gepa(args) -> int:
         test_episodes=args.test_episodes,
         max_metric_calls=args.max_metric_calls,
         minibatch_size=args.minibatch,
-        temperature=args.temperature,
-        max_new_tokens=args.max_tokens,
+        generate=generate_config(args, GEPA_GENERATE),
         seed=args.seed,
         reflection_model=args.reflection_model,
         num_agents=args.num_agents,
@@ -127,8 +131,7 @@ def add_scoring_commands(sub) -> None:
         "--max-records", type=nonnegative_int, default=0, help="an evenly spaced sample of N"
     )
     p.add_argument("--samples", type=positive_int, default=1, help="sampled replies per prompt")
-    p.add_argument("--max-tokens", type=positive_int, default=128)
-    p.add_argument("--temperature", type=nonnegative, default=1.0)
+    add_model_arguments(p, RLOO_GENERATE, SAMPLING)
     p.add_argument("--batch", type=positive_int, default=8)
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--threads", type=nonnegative_int, default=0)
@@ -141,11 +144,9 @@ def add_scoring_commands(sub) -> None:
     p.set_defaults(func=_cmd_reward)
 
     p = sub.add_parser(
-        "evaluate",
-        help="base vs adapters, or any model seats, on the 15-condition grid (Table 3)",
-        conflict_handler="resolve",  # this command's --temperature / --max-tokens defaults win
+        "evaluate", help="base vs adapters, or any model seats, on the 15-condition grid (Table 3)"
     )
-    add_model_arguments(p)  # the flags --method seats read (--base-url, --top-p, ...)
+    add_model_arguments(p, EVALUATE_GENERATE)  # the --method seats read all; the local model two
     p.add_argument("--model", help="local transformers model: 'base' and each --adapter")
     p.add_argument("--adapter", action="append", help="name=adapter folder (repeatable)")
     p.add_argument(
@@ -163,8 +164,6 @@ def add_scoring_commands(sub) -> None:
         help="text protocol option key=value, laid over the paper's SFT variant, or with "
         "--conditions over the dataset's options",
     )
-    p.add_argument("--max-tokens", type=positive_int, default=128)
-    p.add_argument("--temperature", type=nonnegative, default=0.0)
     p.add_argument("--envs", type=positive_int, default=16, help="environments stepped together")
     p.add_argument("--batch", type=positive_int, default=16, help="prompts per generate call")
     p.add_argument("--threads", type=nonnegative_int, default=0)
@@ -187,8 +186,7 @@ def add_scoring_commands(sub) -> None:
     p.add_argument("--test-episodes", type=positive_int, default=64)
     p.add_argument("--max-metric-calls", type=positive_int, default=6000)
     p.add_argument("--minibatch", type=positive_int, default=5, help="reflection minibatch size")
-    p.add_argument("--temperature", type=nonnegative, default=1.0)
-    p.add_argument("--max-tokens", type=positive_int, default=512)
+    add_model_arguments(p, GEPA_GENERATE, SAMPLING)
     p.add_argument("--reflection-model", help="reflection LM folder (default: --model)")
     p.add_argument("--seed", type=seed_int, default=0)
     p.set_defaults(func=_cmd_gepa)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from dilemmax.cli import build_parser
 from dilemmax.finetune.cli import _rloo_fields, _run_settings
+from dilemmax.finetune.generation import EVALUATE_GENERATE, GEPA_GENERATE, RLOO_GENERATE
+from dilemmax.finetune.gepa import GEPASettings
 from dilemmax.finetune.rloo import RLOOSettings
 from dilemmax.finetune.scoring_cli import adapter_methods
 from dilemmax.finetune.sft import SFTSettings
+from dilemmax.llm.cli import generate_config
 
 BASE = ["--model", "m", "--data", "d", "--out", "o"]
 
@@ -106,3 +111,38 @@ def test_reward_names_a_missing_dataset_or_a_bad_baseline_before_loading_a_model
     (tmp_path / "b.json").write_text("[1]")
     assert main(argv + ["--data", "x", "--baseline", str(tmp_path / "b.json")]) == 2
     assert "expected a JSON object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["reward", "--model", "m", "--data", "d"], RLOO_GENERATE),
+        (["evaluate", "--out", "o"], EVALUATE_GENERATE),
+        (["gepa", "--model", "m", "--out", "o"], GEPA_GENERATE),
+    ],
+)
+def test_the_scoring_commands_sample_as_their_named_config(argv, named):
+    """Each command's model flags are made from its named GenerateConfig: their defaults are
+    its values, and a flag given goes over it (the rest stays the named config's)."""
+    assert generate_config(parse(*argv), named) == named
+    given = generate_config(parse(*argv, "--temperature", "0.5", "--max-tokens", "7"), named)
+    assert given == replace(named, temperature=0.5, max_tokens=7)
+
+
+def test_the_named_configs_are_the_papers():
+    assert (RLOO_GENERATE.max_tokens, RLOO_GENERATE.temperature, RLOO_GENERATE.top_p) == (
+        128,
+        1.0,
+        1.0,
+    )
+    assert (EVALUATE_GENERATE.max_tokens, EVALUATE_GENERATE.temperature) == (128, 0.0)
+    assert (GEPA_GENERATE.max_tokens, GEPA_GENERATE.temperature) == (512, 1.0)
+    assert GEPASettings(model="m", out="o").generate == GEPA_GENERATE
+
+
+def test_a_sampling_flag_out_of_range_is_one_line_naming_it(capsys):
+    from dilemmax.cli import main
+
+    assert main(["finetune", "reward", "--model", "m", "--data", "d", "--temperature", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "--temperature=9.0: expected a number in 0..2" in err and err.count("\n") == 1

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from dilemmax.commandline import (
@@ -42,18 +43,26 @@ from dilemmax.llm.session_options import ON_CALL_ERROR, SessionOptions
 from dilemmax.llm.transcript import TranscriptMismatch
 
 
-def add_model_arguments(parser) -> None:
+def add_model_arguments(
+    parser, defaults: GenerateConfig | None = None, names: Sequence[str] | None = None
+) -> None:
     """The model flags of every command that seats a model (``--base-url``, ``--temperature``,
-    ...), one per :class:`~dilemmax.llm.config.GenerateConfig` field."""
-    add_config_arguments(parser, GenerateConfig)
-    parser.add_argument("--no-structured-output", dest="output_mode", action="store_const",
-                        const="text", help="same as --output-mode text")  # fmt: skip
+    ...), one per :class:`~dilemmax.llm.config.GenerateConfig` field; ``defaults`` (a named
+    config: a command's own sampling) gives their defaults, ``names`` limits them to those
+    fields."""
+    add_config_arguments(parser, GenerateConfig, defaults, names)
+    if names is None or "output" in names:
+        parser.add_argument("--no-structured-output", dest="output_mode", action="store_const",
+                            const="text", help="same as --output-mode text")  # fmt: skip
 
 
-def generate_config(args: argparse.Namespace) -> GenerateConfig:
-    """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags,
-    checked (a value out of range is one line naming its flag)."""
-    return config_from_namespace(GenerateConfig, args)
+def generate_config(
+    args: argparse.Namespace, defaults: GenerateConfig | None = None
+) -> GenerateConfig:
+    """The :class:`~dilemmax.llm.config.GenerateConfig` of :func:`add_model_arguments`' flags
+    (a field without a flag keeps its value in ``defaults``), checked (a value out of range is
+    one line naming its flag)."""
+    return config_from_namespace(GenerateConfig, args, defaults)
 
 
 SESSION = SessionOptions()  # the defaults of the session flags

@@ -14,6 +14,7 @@ from dilemmax.finetune.common import load_model
 from dilemmax.finetune.datasets import load_split
 from dilemmax.finetune.evaluate import generate_replies
 from dilemmax.finetune.rewards import score_records
+from dilemmax.llm.config import GenerateConfig
 
 model_dir, adapter, data, out = sys.argv[1:5]
 per_stage = int(sys.argv[5]) if len(sys.argv) > 5 else 30
@@ -25,7 +26,9 @@ for stage in ("work", "note", "final"):
     of_stage = [r for r in records if r["stage"] == stage]
     picks = np.linspace(0, len(of_stage) - 1, per_stage).round().astype(int)
     chosen = [of_stage[i] for i in picks]
-    replies = generate_replies(model, tokenizer, chosen, max_new_tokens=96, temperature=0.0)
+    replies = generate_replies(
+        model, tokenizer, chosen, GenerateConfig(max_tokens=96, temperature=0.0)
+    )
     result[stage] = {
         "score": score_records(chosen, replies),
         "examples": [

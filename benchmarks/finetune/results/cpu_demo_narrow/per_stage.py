@@ -10,6 +10,7 @@ from dilemmax.finetune.common import load_model
 from dilemmax.finetune.datasets import load_split
 from dilemmax.finetune.evaluate import generate_replies
 from dilemmax.finetune.rewards import score_records
+from dilemmax.llm.config import GenerateConfig
 
 model_dir, adapter, data, out = sys.argv[1:5]
 torch.set_num_threads(2)
@@ -18,7 +19,9 @@ model, tokenizer = load_model(model_dir, adapter, trainable=False)
 result = {}
 for stage in ("work", "note", "final"):
     chosen = [r for r in records if r["stage"] == stage][:12]
-    replies = generate_replies(model, tokenizer, chosen, max_new_tokens=80, temperature=0.0)
+    replies = generate_replies(
+        model, tokenizer, chosen, GenerateConfig(max_tokens=80, temperature=0.0)
+    )
     result[stage] = {
         "score": score_records(chosen, replies),
         "examples": [
