@@ -5,23 +5,30 @@ asked with the Python standard library alone.
 
 A provider is two things: a client (anything with ``complete(requests, on_result) ->
 completions``, :class:`dilemmax.llm.client.Client`) built from one
-:class:`~dilemmax.llm.config.GenerateConfig`, and the seat kind that names it, its target and
-the options a seat may set. A seat's options are :class:`GenerateConfig` fields, read and checked
-by ``GenerateConfig.merged`` over the run's own (``--base-url``, ``--temperature``, ...), so a
-bad value is refused in one line before any call.
+:class:`~dilemmax.llm.config.GenerateConfig`, and a :class:`~dilemmax.llm.seats.ModelProvider`
+declaring the seat: its target, the options a seat may set (here :class:`GenerateConfig` fields,
+with that field's own range, over the run's ``--base-url``, ``--temperature``, ...), how the
+client is built, what decides a reply and what is refused before any call.
+``model_seat_kind(PROVIDER)`` makes it the seat kind the package's ``dilemmax.seats`` entry point
+names.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from dilemmax.envs.seat_spec import SeatSpec
+from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest, Completion, FatalClientError, OnResult
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.seats import ModelProvider, model_seat_kind
 
 # The GenerateConfig fields a localtest seat may set for itself (the rest are the run's).
 SEAT_OPTIONS = ("base_url", "temperature", "max_tokens", "seed", "timeout", "max_attempts")
@@ -101,3 +108,40 @@ class LocalTestClient:
                     f"{self.url}: HTTP {failure.code} {failure.reason}"
                 ) from None
             raise
+
+
+# ----------------------------------------------------------------------------- the seat kind
+def settings(options: Mapping[str, Any], generate: GenerateConfig) -> GenerateConfig:
+    """The seat's own options over the run's GenerateConfig."""
+    return generate.merged(options)
+
+
+def client(target: str, options: Mapping[str, Any], generate: GenerateConfig) -> LocalTestClient:
+    return LocalTestClient(target, settings(options, generate))
+
+
+def identity(target: str, options: Mapping[str, Any], generate: GenerateConfig) -> dict:
+    """What decides a reply besides the prompt (the response cache's key): never the timeout
+    or the attempts."""
+    chosen = settings(options, generate)
+    sampled = {name: getattr(chosen, name) for name in ("temperature", "max_tokens", "seed")}
+    return {"kind": "localtest", "model": target, "base_url": chosen.base_url, **sampled}
+
+
+def check(spec: SeatSpec, options: Mapping[str, Any], generate: GenerateConfig) -> None:
+    """Refused before any call: a seat with no server to ask."""
+    if not settings(options, generate).base_url:
+        raise UsageError(f"seat {spec.text!r}: a localtest seat needs base_url (or --base-url)")
+
+
+# Each option's range is GenerateConfig's own (read from its field), so it is declared once.
+RANGES = {f.name: f.metadata["range"] for f in dataclasses.fields(GenerateConfig)}
+PROVIDER = ModelProvider(
+    "localtest",
+    "<model>",
+    {name: RANGES[name] for name in SEAT_OPTIONS},
+    client,
+    identity,
+    check=check,
+)
+SEAT = model_seat_kind(PROVIDER)

@@ -8,4 +8,3 @@ MAX_TAKE = 3  # the most one agent may ask for in a round
 NUM_ACTIONS = MAX_TAKE + 1  # actions 0 .. MAX_TAKE
 MIN_AGENTS, MAX_AGENTS = 2, 4
 OBS_SIZE = 5  # see SharedWellEnv.get_obs
-ACTION_NAMES = tuple(f"take {a}" for a in range(NUM_ACTIONS))
