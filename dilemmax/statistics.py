@@ -15,12 +15,17 @@ equal and the resampled means differ from the mean by an ulp):
 - :func:`bootstrap_ci`: percentile bootstrap of a mean (Monte Carlo), as :class:`Interval`;
 - :func:`exact_bootstrap`: the same with every one of the n^n resamples counted (n <= 10);
 - :func:`cluster_share_ci`: shares of labelled items with a bootstrap over their clusters;
-- :func:`t_interval`: the 95% Student t interval of a mean;
+- :func:`t_interval`: the 95% Student t interval of a mean; :func:`standard_error` of a mean;
 - :func:`wilson_interval` and :func:`clopper_pearson`: a binomial rate's (low, high).
 
-Tests: :func:`sign_flip_test` (paired, two-sided; exact or Monte Carlo), :func:`benjamini_hochberg`
-and :func:`holm` (multiplicity), :func:`paired_dz` (effect size); :func:`isotonic` and
-:func:`level_crossing` (where a noisy rising rate reaches a level).
+Tests: :func:`sign_flip_test` (paired, two-sided; exact or Monte Carlo),
+:func:`population_rule_test` (a population x rule interaction, labels permuted within contexts),
+:func:`benjamini_hochberg` and :func:`holm` (multiplicity), :func:`paired_dz` (effect size);
+:func:`isotonic` and :func:`level_crossing` (where a noisy rising rate reaches a level).
+
+Only what runs vectorised over many cells or resamples (the bootstraps, the sign-flip and
+permutation tests) is written here; the rest is scipy's: ``binomtest(...).proportion_ci``, ``t``,
+``sem``, ``false_discovery_control`` (``scipy.stats``) and ``optimize.isotonic_regression``.
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import stats as scipy_stats
+from scipy.optimize import isotonic_regression
 
 NUM_RESAMPLES = 10_000  # bootstrap resamples and Monte Carlo sign flips, unless told otherwise
 EXACT_BOOTSTRAP_MAX = 10  # C(19, 10) = 92,378 multisets; above it the bootstrap is Monte Carlo
@@ -41,11 +47,13 @@ EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
 # Cluster indices :func:`cluster_share_ci` draws per block (int64: 8 MB; its counts the same).
 BOOTSTRAP_BLOCK = 1 << 20
 
-# Two-sided 95% Student t quantiles by degrees of freedom (beyond 30, the normal's 1.96 is
-# within 4% of t's, and the table below stops).
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-       9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042}  # fmt: skip
+# Two-sided 95% Student t quantiles at the degrees of freedom of the printed tables, to their
+# three decimals (12.706 at 1, 2.228 at 10, 2.042 at 30); beyond 30, the normal's 1.96 is within
+# 4% of t's, and the table stops.
+T95_DOF = (*range(1, 11), 12, 15, 20, 25, 30)
+T95 = {dof: round(float(scipy_stats.t.ppf(0.975, dof)), 3) for dof in T95_DOF}
 
+# A JAX key (new-style or a legacy uint32[2]; a tracer inside jit / vmap), a seed or a Generator.
 Rng = jax.Array | np.random.Generator | int
 
 
@@ -57,17 +65,11 @@ class Interval(NamedTuple):
     high: float
 
 
-def _is_key(rng: Rng) -> bool:
-    """A JAX key (new-style or a legacy uint32[2]; a tracer inside jit / vmap) rather than a
-    numpy seed or Generator."""
-    return isinstance(rng, jax.Array)
-
-
 def normal_quantile(confidence: float) -> float:
     """The two-sided normal quantile of ``confidence`` (1.96 at 0.95); ValueError outside (0, 1)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return float(scipy_stats.norm.ppf(0.5 + confidence / 2.0))
 
 
 # --------------------------------------------------------------------------- the bootstrap
@@ -95,10 +97,9 @@ def bootstrap_ci(
         mask: JAX only; optional bool[N], only True entries are values.
         batch_size: JAX only; resamples computed this many at a time to bound memory.
 
-    Returns:
-        :class:`Interval` ``(mean, low, high)``, each of the leading shape.
+    Returns :class:`Interval` ``(mean, low, high)``, each of the leading shape.
     """
-    if _is_key(rng):
+    if isinstance(rng, jax.Array):  # a JAX key
         return _bootstrap_jax(rng, values, num_resamples, confidence, mask, batch_size)
     return _bootstrap_numpy(values, rng, num_resamples, confidence)
 
@@ -126,18 +127,12 @@ def _bootstrap_jax(key, samples, num_resamples, confidence, mask, batch_size) ->
     # The interval holds its estimate: the resampled means are summed in another order and
     # can miss an all-equal mean by an ulp.
     low, high = jnp.minimum(low, mean), jnp.maximum(high, mean)
-    nan = jnp.float32(jnp.nan)
-    empty = n == 0
-    return Interval(
-        jnp.where(empty, nan, mean), jnp.where(empty, nan, low), jnp.where(empty, nan, high)
-    )
+    return Interval(*(jnp.where(n == 0, jnp.float32(jnp.nan), v) for v in (mean, low, high)))
 
 
 def _bootstrap_numpy(values, rng, num_resamples, confidence) -> Interval:
     normal_quantile(confidence)  # checks the level
-    values = np.asarray(values, np.float64)
-    if values.ndim == 0:
-        values = values.reshape(1)
+    values = np.atleast_1d(np.asarray(values, np.float64))
     if values.shape[-1] == 0:
         nan = np.full(values.shape[:-1], np.nan)
         return Interval(nan[()], nan[()], nan[()])
@@ -146,10 +141,13 @@ def _bootstrap_numpy(values, rng, num_resamples, confidence) -> Interval:
     resampled = np.nanmean(values[..., picks], axis=-1)  # [..., B]
     tail = (1.0 - confidence) / 2.0
     low, high = np.nanquantile(resampled, [tail, 1.0 - tail], axis=-1)
-    mean = np.nanmean(values, axis=-1)
-    # The interval holds its estimate: resampled means summed in another order can miss an
-    # all-equal mean by an ulp (fmin / fmax keep NaN only where both are NaN).
-    return Interval(mean, np.fmin(low, mean), np.fmax(high, mean))
+    return _holding(np.nanmean(values, axis=-1), low, high)
+
+
+def _holding(estimate, low, high) -> Interval:
+    """The interval widened to hold its estimate: resampled means summed in another order can
+    miss an all-equal mean by an ulp (fmin / fmax keep NaN only where both are NaN)."""
+    return Interval(estimate, np.fmin(low, estimate), np.fmax(high, estimate))
 
 
 def _resample_distribution(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,10 +171,8 @@ def exact_bootstrap(values: Sequence[float], confidence: float = 0.95) -> dict[s
     that distribution (the smallest resampled mean whose cumulative probability reaches
     (1 -+ confidence) / 2) and ``p_positive`` the probability of a resampled mean above zero.
     Above ``EXACT_BOOTSTRAP_MAX`` values the same quantities come from 10,000 Monte Carlo
-    resamples (``exact`` False).
-
-    Returns:
-        mean, low, high, p_positive (floats; NaN for no values) and exact (bool).
+    resamples (``exact`` False). Returns mean, low, high, p_positive (floats; NaN for no values)
+    and exact (bool).
     """
     x = np.asarray(values, np.float64).reshape(-1)
     if x.size == 0:
@@ -239,9 +235,7 @@ def cluster_share_ci(
     # 0.025 itself at 95% (not 0.025000000000000022): the label shares' numbers stay as reported.
     tail = round((1.0 - confidence) / 2.0, 12)
     low, high = np.quantile(resampled, [tail, 1.0 - tail], axis=-1)
-    share = labelled.mean(axis=0)
-    # The interval holds its estimate (resampled shares can miss it by an ulp).
-    return Interval(share, np.fmin(low, share), np.fmax(high, share))
+    return _holding(labelled.mean(axis=0), low, high)
 
 
 def _resampled_shares(hits, sizes, rng: np.random.Generator, num_resamples: int) -> np.ndarray:
@@ -282,67 +276,42 @@ def t_interval(values) -> Interval:
     return Interval(mean, mean - half, mean + half)
 
 
+def standard_error(values) -> float:
+    """The standard error of the mean of ``values`` (float[N]): their sample standard deviation
+    over sqrt(N) (``scipy.stats.sem``); 0.0 for fewer than two values, where no spread is seen."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    return float(scipy_stats.sem(values)) if values.size > 1 else 0.0
+
+
+def _binomial(successes: float, trials: float, confidence: float):
+    """``scipy.stats.binomtest`` of a count (whole numbers; a count summed as floats, 3.0, is)."""
+    normal_quantile(confidence)  # checks the level
+    if not (0 <= successes <= trials and all(float(x).is_integer() for x in (successes, trials))):
+        raise ValueError(f"successes must be whole and in 0..trials, got {successes} of {trials}")
+    return scipy_stats.binomtest(int(successes), int(trials))
+
+
 def wilson_interval(
     successes: float, trials: float, confidence: float = 0.95
 ) -> tuple[float, float]:
-    """(low, high) of the Wilson score interval for ``successes`` out of ``trials``.
-
-    Unlike the normal-approximation interval it stays inside [0, 1] and is not empty at 0 or
-    ``trials`` successes (0 / 405 gives [0, 0.0094]). It always holds the estimate
-    ``successes / trials``: at 0 and ``trials`` successes the rounded formula can miss it by one
-    ulp (13 / 13 gave 0.9999999999999999), so the ends are clamped to it. NaNs for zero trials.
-    """
+    """(low, high) of the Wilson score interval for ``successes`` out of ``trials`` (NaNs for
+    zero trials). Unlike the normal approximation it stays inside [0, 1] and is not empty at 0
+    or ``trials`` successes (0 / 405 gives [0, 0.0094]); its ends are clamped to hold the rate
+    ``successes / trials``, which a rounded formula can miss by an ulp (13 / 13 once gave
+    0.9999999999999999)."""
     if trials <= 0:
         return math.nan, math.nan
-    if not 0 <= successes <= trials:
-        raise ValueError(f"successes must lie in 0..trials, got {successes} of {trials}")
-    z = normal_quantile(confidence)
+    ci = _binomial(successes, trials, confidence).proportion_ci(confidence, method="wilson")
     p = successes / trials
-    denominator = 1.0 + z * z / trials
-    center = (p + z * z / (2 * trials)) / denominator
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return min(max(0.0, center - half), p), max(min(1.0, center + half), p)
-
-
-def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), summed in log space (no scipy)."""
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 1.0 if k >= n else 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1)
-        - math.lgamma(i + 1)
-        - math.lgamma(n - i + 1)
-        + i * log_p
-        + (n - i) * log_q
-        for i in range(k + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+    return min(max(0.0, float(ci.low)), p), max(min(1.0, float(ci.high)), p)
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided CI of a binomial rate (bisection on the binomial CDF; no scipy)."""
+    """The exact (Clopper-Pearson) two-sided interval of a binomial rate; (0, 1) for no trials."""
     if trials <= 0:
         return 0.0, 1.0
-    alpha = (1.0 - level) / 2.0
-
-    def solve(target_fn) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if target_fn(mid):
-                lo = mid
-            else:
-                hi = mid
-        return (lo + hi) / 2
-
-    k, n = int(successes), int(trials)
-    upper = 1.0 if k >= n else solve(lambda p: binomial_cdf(k, n, p) > alpha)
-    lower = 0.0 if k <= 0 else solve(lambda p: 1.0 - binomial_cdf(k - 1, n, p) < alpha)
-    return lower, upper
+    ci = _binomial(successes, trials, level).proportion_ci(level, method="exact")
+    return float(ci.low), float(ci.high)
 
 
 # --------------------------------------------------------------------------- tests
@@ -377,17 +346,10 @@ def sign_flip_test(
             )
         # p is a multiple of 2^-n, which float32 holds exactly.
         return float(_sign_flip_jax(jax.random.key(0), d, num_permutations, None, True))
-    if _is_key(rng):
+    if isinstance(rng, jax.Array):  # a JAX key
         return _sign_flip_jax(rng, differences, num_permutations, mask, exact)
     rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
     return _sign_flip_numpy(differences, rng, num_permutations)
-
-
-def _all_signs(size: int) -> np.ndarray:
-    """float32[2**size, size]: every vector of +-1 signs."""
-    return np.array(list(itertools.product((1.0, -1.0), repeat=size)), np.float32).reshape(
-        2**size, size
-    )
 
 
 def _sign_flip_jax(key, differences, num_permutations, mask, exact) -> jax.Array:
@@ -401,7 +363,8 @@ def _sign_flip_jax(key, differences, num_permutations, mask, exact) -> jax.Array
     if exact is None:
         exact = size <= EXACT_SIGN_FLIP_MAX and 2**size <= num_permutations
     if exact:
-        flipped = jnp.abs(jnp.asarray(_all_signs(size)) @ d)
+        every_sign = list(itertools.product((1.0, -1.0), repeat=size))  # [2^n, n]
+        flipped = jnp.abs(jnp.asarray(every_sign, jnp.float32).reshape(2**size, size) @ d)
         return jnp.mean((flipped >= observed - tolerance).astype(jnp.float32))
     signs = jax.random.rademacher(key, (num_permutations, size), dtype=jnp.float32)
     hits = jnp.sum(jnp.abs(signs @ d) >= observed - tolerance)
@@ -414,36 +377,68 @@ def _sign_flip_numpy(differences, rng: np.random.Generator, num_permutations: in
     observed = np.abs(d.sum(axis=-1))
     signs = rng.choice(np.array([-1.0, 1.0]), size=(num_permutations, d.shape[-1]))
     flipped = np.abs(np.einsum("bc,...c->...b", signs, d))
-    p = (1.0 + np.sum(flipped >= observed[..., None] - 1e-12, axis=-1)) / (1.0 + num_permutations)
-    return np.where(used > 0, p, np.nan)
+    return np.where(used > 0, _monte_carlo_p(flipped, observed), np.nan)
+
+
+def _monte_carlo_p(null: np.ndarray, observed) -> np.ndarray:
+    """``(1 + hits) / (1 + R)`` over the last axis of ``null`` [..., R]: the observed labelling
+    counts as one of the R + 1, so p is never 0; ties (within 1e-12) count as hits."""
+    hits = np.sum(null >= np.asarray(observed)[..., None] - 1e-12, axis=-1)
+    return (1.0 + hits) / (1.0 + null.shape[-1])
+
+
+def population_rule_test(
+    cells: Sequence[np.ndarray], rng: np.random.Generator, num_permutations: int = NUM_RESAMPLES
+) -> dict[str, float]:
+    """Permutation test of a population x rule interaction on per-(rule, context) means.
+
+    ``cells``: one float[K, C] array per population (the same K rules and C contexts; NaN-free).
+    The rule-effect profile of population p at context c is its [K] vector minus its mean over
+    rules. Statistic: sum over populations and rules of the squared deviation of the
+    population's context-averaged profile from the all-population average. Under the null the
+    populations' profiles at a context are exchangeable, so labels are permuted within contexts
+    (Monte Carlo, in numpy, 1,000 permutations at a time).
+    """
+    x = np.stack([np.asarray(c, np.float64) for c in cells])  # [P, K, C]
+    if np.isnan(x).any():
+        raise ValueError("population_rule_test needs every (population, rule, context) cell")
+    profiles = (x - x.mean(axis=1, keepdims=True)).transpose(2, 0, 1)  # [C, P, K]
+
+    def statistic(p):  # p: [..., C, P, K]
+        per_pop = p.mean(axis=-3)
+        return np.sum((per_pop - per_pop.mean(axis=-2, keepdims=True)) ** 2, axis=(-2, -1))
+
+    orders = np.argsort(rng.random((num_permutations, x.shape[2], x.shape[0])), axis=-1)
+    blocks = np.split(orders, range(1000, num_permutations, 1000))
+    null = np.concatenate(
+        [statistic(np.take_along_axis(profiles[None], o[..., None], 2)) for o in blocks]
+    )
+    observed = statistic(profiles)
+    p_value = float(_monte_carlo_p(null, observed))
+    return {"statistic": float(observed), "p_value": p_value, "num_permutations": num_permutations}
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (q-values), in the input order.
+    """Benjamini-Hochberg adjusted p-values (q-values), in the input order
+    (``scipy.stats.false_discovery_control``).
 
-    q_(i) = min over j >= i of m p_(j) / j, capped at 1, for the sorted p_(1) <= ... <= p_(m).
+    q_(i) = min over j >= i of m p_(j) / j, capped at 1, for the sorted p_(1) <= ... <= p_(m). A
+    NaN p-value (a test that could not be run) stays NaN and is not counted among the m tests.
     """
     p = np.asarray(p_values, np.float64).reshape(-1)
-    m = p.size
-    if m == 0:
-        return p
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * m / np.arange(1, m + 1)
-    q_sorted = np.minimum.accumulate(scaled[::-1])[::-1]
-    q = np.empty(m)
-    q[order] = np.minimum(q_sorted, 1.0)
+    q = np.full(p.shape, np.nan)
+    run = ~np.isnan(p)
+    if run.any():
+        q[run] = scipy_stats.false_discovery_control(p[run])
     return q
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
     """Holm step-down adjusted p-values: max over j <= i of (m - j + 1) p_(j), capped at 1."""
     p = np.asarray(p_values, np.float64).reshape(-1)
-    m = p.size
-    if m == 0:
-        return p
     order = np.argsort(p, kind="stable")
-    scaled = p[order] * (m - np.arange(m))
-    adjusted = np.empty(m)
+    scaled = p[order] * (p.size - np.arange(p.size))
+    adjusted = np.empty(p.size)
     adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return adjusted
 
@@ -461,21 +456,13 @@ def paired_dz(differences: Sequence[float]) -> float:
 
 # --------------------------------------------------------------------------- level crossing
 def isotonic(values: Sequence[float], weights: Sequence[float] | None = None) -> np.ndarray:
-    """The weighted least-squares non-decreasing fit of ``values`` (pool adjacent violators)."""
+    """The weighted least-squares non-decreasing fit of ``values`` (pool adjacent violators,
+    ``scipy.optimize.isotonic_regression``; weights must be positive)."""
     y = np.asarray(values, np.float64).reshape(-1)
-    w = np.ones_like(y) if weights is None else np.asarray(weights, np.float64).reshape(-1)
     if y.size == 0:
         return y
-    blocks: list[list[float]] = []  # [mean, weight, length]
-    for value, weight in zip(y, w, strict=True):
-        blocks.append([value, weight, 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            mean_b, weight_b, len_b = blocks.pop()
-            mean_a, weight_a, len_a = blocks.pop()
-            total = weight_a + weight_b
-            mean = (mean_a * weight_a + mean_b * weight_b) / total if total > 0 else mean_b
-            blocks.append([mean, total, len_a + len_b])
-    return np.concatenate([np.full(int(length), mean) for mean, _, length in blocks])
+    w = None if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    return isotonic_regression(y, weights=w, increasing=True).x
 
 
 def level_crossing(
@@ -489,9 +476,8 @@ def level_crossing(
     The rates (at increasing ``xs``) are first made non-decreasing by :func:`isotonic` (weighted
     by ``weights``, e.g. decisions per cell), so one noisy cell cannot create a second crossing;
     the crossing is then interpolated linearly between the last x below the level and the first
-    at or above it. None when the fit starts above the level (the crossing is below the smallest
-    x) or never reaches it (above the largest x); the smallest x when the fit starts exactly at
-    the level.
+    at or above it. None when the fit starts above the level or never reaches it (the crossing
+    lies outside the xs); the smallest x when the fit starts exactly at the level.
     """
     x = np.asarray(xs, np.float64).reshape(-1)
     if x.size == 0:

@@ -1,7 +1,8 @@
 """One home per concept (docs/architecture.md, "Where to add things"), read from the source with
 :mod:`ast` like tests/test_architecture.py (nothing imported, no jax):
 
-- an interval or a statistical test is defined in ``dilemmax/statistics.py`` only;
+- an interval, a standard error or a statistical test is defined in ``dilemmax/statistics.py``
+  only (no ``sd / sqrt(n)`` written inline elsewhere);
 - the int32 range (2**31 - 1, the seeds' and counts' bound) in ``envs/option_spec.py`` only;
 - a range is spelled one way: ``low`` / ``high`` with ``low_open`` / ``high_open``;
 - no module imports another's private (``_name``) names: a name used across modules is public,
@@ -31,8 +32,11 @@ SHOWN_HOME = INT32_HOME  # option_spec.shown: how an error message quotes a valu
 
 # Names of interval and test functions; a formatter of one (``_ci_text``) is not one.
 INTERVAL_NAME = re.compile(
-    r"bootstrap|interval|wilson|clopper|sign_flip|permutation_test|(^|_)cis?$|^t\d\d$"
+    r"bootstrap|interval|wilson|clopper|sign_flip|permutation_test|_test$|standard_error|(^|_)cis?$"
+    r"|^t\d\d$"
 )
+# A standard error written inline: a sample deviation over a square root.
+INLINE_SE = re.compile(r"std\([^)]*ddof\s*=\s*1[^)]*\)\)?\s*/\s*(np|jnp|math)\.sqrt")
 # The other range vocabularies this project had (OptionSpec's, before Range).
 OLD_RANGE_WORDS = ("exclusive_low", "exclusive_high", "open_low", "open_high")
 
@@ -67,6 +71,17 @@ def interval_functions(path: Path, tree: ast.Module) -> list[str]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and INTERVAL_NAME.search(node.name.lower())
         and not node.name.endswith("_text")  # what writes one out
+    ]
+
+
+def inline_standard_errors(path: Path, text: str) -> list[str]:
+    """Lines outside the statistics module that divide a sample deviation by a square root."""
+    if path == STATISTICS:
+        return []
+    return [
+        f"{path.relative_to(ROOT.parent)}:{i} sd / sqrt(n)"
+        for i, line in enumerate(text.splitlines(), 1)
+        if INLINE_SE.search(line)
     ]
 
 
@@ -237,6 +252,8 @@ def test_the_scanners_see_what_they_refuse():
         "def _short(value, limit=60):\n"
         "    text = repr(value)\n"
         "    return text if len(text) <= limit else text[: limit - 3] + '...'\n"
+        "def population_rule_test(cells): ...\n"
+        "se = float(x.std(ddof=1) / np.sqrt(len(x)))\n"
     )
     tree = ast.parse(text)
     assert private_imports(planted, tree) == [
@@ -254,7 +271,10 @@ def test_the_scanners_see_what_they_refuse():
     assert all_only_modules(ROOT / "envs" / "__init__.py", shim) == []  # a package's face
     assert len(int32_copies(planted, tree)) == 2
     assert int32_copies(INT32_HOME, tree) == []
-    assert [h.split()[-1] for h in interval_functions(planted, tree)] == ["mean_ci", "bootstrap"]
+    named = [h.split()[-1] for h in interval_functions(planted, tree)]
+    assert named == ["mean_ci", "bootstrap", "population_rule_test"]
+    assert inline_standard_errors(planted, text) == ["dilemmax/envs/planted.py:14 sd / sqrt(n)"]
+    assert inline_standard_errors(STATISTICS, text) == []
     assert interval_functions(STATISTICS, tree) == []
     assert old_range_words(planted, text) == ["dilemmax/envs/planted.py:9 exclusive_low"]
     assert value_cuts(planted, tree) == ["dilemmax/envs/planted.py:12 [...] + '...'"]
@@ -264,10 +284,10 @@ def test_the_scanners_see_what_they_refuse():
 # ----------------------------------------------------------------------------- the tree
 @pytest.mark.slow
 def test_intervals_and_tests_live_in_the_statistics_module():
-    found = _scan(interval_functions)
+    found = _scan(interval_functions) + _scan(inline_standard_errors, text=True)
     assert not found, (
-        "an interval or a statistical test outside dilemmax/statistics.py (add it there, or use "
-        "the one there):\n  " + "\n  ".join(found)
+        "an interval, a standard error or a statistical test outside dilemmax/statistics.py "
+        "(add it there, or use the one there):\n  " + "\n  ".join(found)
     )
 
 

@@ -23,7 +23,7 @@ from dilemmax.envs.consequence import constants as C
 from dilemmax.redteam import figures, paper_tables
 from dilemmax.redteam import statistics as S
 from dilemmax.redteam.reference import PRIMARY_EPSILON, ReferenceTable
-from dilemmax.statistics import NUM_RESAMPLES
+from dilemmax.statistics import NUM_RESAMPLES, population_rule_test
 
 
 def _rows(ci: dict, rules) -> dict:
@@ -120,7 +120,7 @@ def gap_report(
     if len(populations) > 1:
         cells = [p.cell_means("fatality") for p in populations]
         if not any(np.isnan(c).any() for c in cells):
-            report["population_x_rule"] = S.population_rule_test(cells, rng, num_resamples)
+            report["population_x_rule"] = population_rule_test(cells, rng, num_resamples)
     return report
 
 

@@ -5,7 +5,7 @@ rule index (into ``rules``) and the context index (into the context grid). Episo
 (:func:`from_grid_run`), trained agents, or a language-model transcript all fit.
 
 Everything is vectorised in numpy with an explicit ``numpy.random.Generator`` (reproducible;
-the bootstrap and the sign-flip test are :mod:`dilemmax.statistics`'):
+the bootstrap, the sign-flip and the permutation tests are :mod:`dilemmax.statistics`'):
 
 * per-(rule, context) means (NaN where a cell has no episode);
 * percentile bootstrap CIs over contexts (B = 10,000 by default) with the same resampled contexts
@@ -295,42 +295,6 @@ def rule_contrasts(
             }
         )
     return rows
-
-
-def population_rule_test(
-    cells: Sequence[np.ndarray], rng: np.random.Generator, num_permutations: int = NUM_RESAMPLES
-) -> dict[str, float]:
-    """Permutation test of a population x rule interaction on per-(rule, context) means.
-
-    Args:
-        cells: one float[K, C] array per population (same rules and contexts; NaN-free).
-
-    The rule-effect profile of population p at context c is its [K] vector minus its mean over
-    rules. Statistic: sum over populations and rules of the squared deviation of the
-    population's context-averaged profile from the all-population average. Under the null the
-    populations' profiles at a context are exchangeable, so labels are permuted within contexts.
-    """
-    x = np.stack([np.asarray(c, np.float64) for c in cells])  # [P, K, C]
-    if np.isnan(x).any():
-        raise ValueError("population_rule_test needs every (population, rule, context) cell")
-    effect = x - x.mean(axis=1, keepdims=True)
-    profiles = effect.transpose(2, 0, 1)  # [C, P, K]
-
-    def statistic(p):  # p: [..., C, P, K]
-        per_pop = p.mean(axis=-3)
-        return np.sum((per_pop - per_pop.mean(axis=-2, keepdims=True)) ** 2, axis=(-2, -1))
-
-    observed = statistic(profiles)
-    num_pop, num_ctx = x.shape[0], x.shape[2]
-    orders = np.argsort(rng.random((num_permutations, num_ctx, num_pop)), axis=-1)
-    chunks = []
-    for start in range(0, num_permutations, 1000):
-        o = orders[start : start + 1000]
-        permuted = np.take_along_axis(profiles[None], o[..., None], axis=2)
-        chunks.append(statistic(permuted))
-    null = np.concatenate(chunks)
-    p = (1.0 + np.sum(null >= observed - 1e-12)) / (1.0 + num_permutations)
-    return {"statistic": float(observed), "p_value": float(p), "num_permutations": num_permutations}
 
 
 # ---------------------------------------------------------------------------- per context

@@ -79,16 +79,16 @@ def test_rule_contrasts_find_the_shifted_rule_only():
 def test_population_by_rule_permutation_test():
     rng = np.random.default_rng(6)
     a = synthetic("a", [0.1, 0.3, 0.5], seed=7).cell_means("fatality")
-    identical = S.population_rule_test([a, a.copy()], rng, B)
+    identical = statistics.population_rule_test([a, a.copy()], rng, B)
     assert identical["statistic"] == 0.0 and identical["p_value"] == 1.0
     b = synthetic("b", [0.1, 0.3, 0.5], seed=8).cell_means("fatality")
-    same_law = S.population_rule_test([a, b], rng, B)
+    same_law = statistics.population_rule_test([a, b], rng, B)
     assert same_law["p_value"] > 0.05
     # The same overall level, but rule 2 is safest for population c: an interaction.
     c = synthetic("c", [0.5, 0.3, 0.1], seed=9).cell_means("fatality")
-    assert S.population_rule_test([a, c], rng, B)["p_value"] < 0.01
+    assert statistics.population_rule_test([a, c], rng, B)["p_value"] < 0.01
     # A shift of every rule by the same amount is no interaction.
-    assert S.population_rule_test([a, a + 0.2], rng, B)["p_value"] == 1.0
+    assert statistics.population_rule_test([a, a + 0.2], rng, B)["p_value"] == 1.0
 
 
 def test_decisive_rules():

@@ -31,6 +31,7 @@ from dilemmax.redteam import statistics as S
 from dilemmax.redteam.gap import gap_report, reference_for
 from dilemmax.redteam.populations import spread_contexts
 from dilemmax.redteam.reference import PRIMARY_EPSILON
+from dilemmax.statistics import population_rule_test
 
 NUM_ROUNDS = C.DEFAULT_NUM_ROUNDS
 
@@ -131,7 +132,7 @@ def combine(runs: Sequence[Mapping]) -> Report:
     same = len({(tuple(r["contexts"]), tuple(r["rules"])) for r in mine}) == 1
     if len(mine) > 1 and same and not any(np.isnan(c).any() for c in cells):
         rng = np.random.default_rng(0)
-        out["population_x_rule"] = S.population_rule_test(cells, rng)
+        out["population_x_rule"] = population_rule_test(cells, rng)
     tables = {"table2": paper_tables.table2(report), "table3": paper_tables.table3(report)}
     return Report(out, tables)
 
