@@ -154,8 +154,8 @@ def test_the_rules_step_by_step_jitted_and_vmapped(plugin):
 
     env = dilemmax.make(GAME, growth_low=4, growth_high=4)
     well = SharedWellConfig(jnp.int32(4), jnp.int32(5), jnp.int32(12))
-    _, state = env.reset_to(jax.random.key(0), well)
-    step = jax.jit(env.step_env)
+    reset, step = jax.jit(env.reset_to), jax.jit(env.step_env)
+    _, state = reset(jax.random.key(0), well)
     key = jax.random.key(1)
     obs, state, rewards, dones, infos = step(key, state, {"agent_0": 3, "agent_1": 3})
     # 6 asked of 5: each gets 3 * 5 // 6 = 2; 1 remains and regrows by min(1, 4) = 1.
@@ -163,18 +163,26 @@ def test_the_rules_step_by_step_jitted_and_vmapped(plugin):
     assert int(infos["growth"]) == 1 and int(state.stock) == 2 and not bool(dones["__all__"])
     assert rewards == {"agent_0": 2.0, "agent_1": 2.0}
     np.testing.assert_allclose(obs["agent_0"], [2 / 12, 1 / 10, 2 / 3, 2 / 3, 1 / 12], rtol=1e-6)
-    assert [bool(m) for m in env.action_mask(state)["agent_0"]] == [True, True, True, False]
+    assert jax.jit(env.action_mask)(state)["agent_0"].tolist() == [True, True, True, False]
     # Asking 3 of 2 is illegal (asks 0); the other takes the last 2: the well is dry.
     obs, state, rewards, dones, infos = step(key, state, {"agent_0": 3, "agent_1": 2})
     assert [bool(v) for v in infos["valid"]] == [False, True]
     assert [int(x) for x in infos["take"]] == [0, 2] and bool(infos["dry"])
     assert bool(dones["__all__"]) and int(state.stock) == 0
-    _, fresh, *_ = env.step(key, state, {"agent_0": 0, "agent_1": 0})  # auto-reset: a full well
+    _, fresh, *_ = jax.jit(env.step)(key, state, {"agent_0": 0, "agent_1": 0})  # auto-reset
     assert int(fresh.stock) == 12 and int(fresh.round) == 0
     # Two wells at once: the second has 12 units, so nothing is rationed there.
-    wells = jax.tree.map(lambda *x: jnp.stack(x), well, well.replace(stock=jnp.int32(12)))
-    _, states = jax.vmap(env.reset_to, in_axes=(None, 0))(key, wells)
-    both = jax.vmap(step, in_axes=(None, 0, None))(key, states, {"agent_0": 3, "agent_1": 3})
+    wells = well.replace(
+        stock=jnp.array([5, 12]), growth=jnp.array([4, 4]), capacity=jnp.array([12, 12])
+    )
+
+    @jax.jit
+    def step_both(wells):
+        _, states = jax.vmap(env.reset_to, in_axes=(None, 0))(key, wells)
+        actions = {"agent_0": 3, "agent_1": 3}
+        return jax.vmap(env.step_env, in_axes=(None, 0, None))(key, states, actions)
+
+    both = step_both(wells)
     assert both[4]["take"].tolist() == [[2, 2], [3, 3]] and both[1].stock.tolist() == [2, 10]
 
 
@@ -322,23 +330,32 @@ def test_gymnasium_view_from_its_registered_id(plugin):
 
 
 # --------------------------------------------------------------------------- Inspect and docs
+def tasks_read_again() -> None:
+    """dilemmax's Inspect tasks registered again from today's games, as a new process's
+    ``inspect eval`` registers them (the tasks module, once imported, keeps the games it saw)."""
+    module = sys.modules.get("dilemmax.evals._registry")
+    if module is None:
+        importlib.import_module("dilemmax.evals._registry")
+    else:
+        importlib.reload(module)
+
+
 def test_the_inspect_task_plays_the_plugin_game(plugin, tmp_path):
     """``dilemmax/shared_well`` as an Inspect task, with Inspect's mock model answering TAKE 1
     for both seats (g = 2: 12 -> 12 every round, 1 each for 10 rounds)."""
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-    from dilemmax.evals import _registry
-
     def outputs(messages, tools, tool_choice, config):
         output = ModelOutput.from_content("mockllm/well", "TAKE 1")
         output.usage = ModelUsage(input_tokens=7, output_tokens=3, total_tokens=10)
         return output
 
-    task = _registry.game_task(GAME)(episodes=1, options="growth_low=2 growth_high=2")
+    tasks_read_again()
     with deadline():
         (log,) = inspect_eval(
-            task,
+            f"dilemmax/{GAME}",
+            task_args={"episodes": 1, "options": "growth_low=2 growth_high=2"},
             model=get_model("mockllm/well", custom_outputs=outputs, memoize=False),
             log_dir=str(tmp_path),
             display="none",
