@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -42,6 +43,7 @@ from timing import load, machine
 
 import dilemmax
 from dilemmax.llm.client import ChatRequest, ScriptedClient
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.model_seats import ModelSeats
 from dilemmax.llm.openai_client import OpenAIClient
 from dilemmax.llm.play import BatchedPlay, Seat
@@ -178,11 +180,12 @@ class SdkClient:
 
 def _client(kind: str, base_url: str, concurrency: int):
     if kind == "openai":
-        return OpenAIClient("local", base_url=base_url, concurrency=concurrency)
+        return OpenAIClient("local", GenerateConfig(base_url=base_url, concurrency=concurrency))
     if kind == "inspect":
-        from dilemmax.llm.inspect_client import InspectClient  # the optional inspect extra
+        from dilemmax.llm import inspect_client  # the optional inspect extra
 
-        return InspectClient("openai-api/local/local", base_url=base_url, concurrency=concurrency)
+        config = replace(inspect_client.DEFAULT, base_url=base_url, concurrency=concurrency)
+        return inspect_client.InspectClient("openai-api/local/local", config)
     return SdkClient(base_url, concurrency)
 
 

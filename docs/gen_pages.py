@@ -512,7 +512,7 @@ def model_options_page() -> str:
         "## Which seat takes which",
         "",
     ]
-    for kind, options in seats.SEAT_OPTIONS.items():
+    for kind, options in seats.model_seat_options().items():
         shared = [name for name in options if name in helps]
         taken = "every option above" if len(shared) == len(helps) else (
             ", ".join(f"`{name}`" for name in shared) + " of the options above")  # fmt: skip

@@ -1,8 +1,9 @@
 """The trained seat kinds: ``trained:<run folder>[,seed=<k>][,greedy]`` and
 ``zoo:<game>/<population>[,greedy]``.
 
-Registered with :mod:`dilemmax.envs.seat_spec` when a spec first names either kind (the grammar
-and the registry sit below this package and name this module only as text). Both load through
+Declared as entry points of the ``dilemmax.seats`` group (dilemmax's ``pyproject.toml``), which
+:mod:`dilemmax.envs.seat_spec` loads when a spec first names either kind (the grammar sits below
+this package and names this module only as text). Both load through
 :meth:`dilemmax.agents.trained.TrainedPolicy.load` with ``env=`` the game the seat is to play,
 so a run of another game, version, number of agents or observation is refused in one line
 before anything plays.
@@ -15,7 +16,7 @@ from pathlib import Path
 from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.option_spec import INT32_MAX
-from dilemmax.envs.seat_spec import FLAG, SeatContext, SeatKind, SeatSpec, register_seat_kind
+from dilemmax.envs.seat_spec import FLAG, SeatContext, SeatKind, SeatSpec
 from dilemmax.errors import UsageError
 
 
@@ -53,22 +54,18 @@ def _zoo(spec: SeatSpec, env, context: SeatContext):
     return zoo.load(spec.target, env=env, greedy=bool(spec.options.get("greedy")))
 
 
-TRAINED = register_seat_kind(
-    SeatKind(
-        "trained",
-        "<run folder or checkpoint>",
-        _trained,
-        options={"seed": _seed, "greedy": FLAG},
-        check=_check_trained,
-    )
+TRAINED = SeatKind(
+    "trained",
+    "<run folder or checkpoint>",
+    _trained,
+    options={"seed": _seed, "greedy": FLAG},
+    check=_check_trained,
 )
-ZOO = register_seat_kind(
-    SeatKind(
-        "zoo",
-        "<game>/<population>",
-        _zoo,
-        options={"greedy": FLAG},
-        check=_check_zoo,
-        target_ok=lambda target: "/" in target.strip("/"),
-    )
+ZOO = SeatKind(
+    "zoo",
+    "<game>/<population>",
+    _zoo,
+    options={"greedy": FLAG},
+    check=_check_zoo,
+    target_ok=lambda target: "/" in target.strip("/"),
 )

@@ -16,16 +16,25 @@ so the same text means the same seat everywhere and a mistake is the same one-li
   declares the options it takes and how each value is read; a value may hold ``=``, ``:`` and
   ``|`` (``base_url=http://a/v1|http://b/v1``) but no comma.
 
-A kind is one :func:`register_seat_kind` call, as Inspect AI's ``@modelapi`` providers are. The
-built-in kinds live in the module that can build their policies (:data:`KIND_MODULES`, imported
-by name when a kind is first asked for), so this module, below every package that seats a
-player, imports none of them: ``scripted`` is here, ``trained`` and ``zoo`` in
-:mod:`dilemmax.agents.seat_kinds`, the model kinds in :mod:`dilemmax.llm.seats`.
+A kind is declared once, as a :class:`SeatKind` named by an entry point of the
+``dilemmax.seats`` group (:data:`SEAT_GROUP`; the entry point's name is the kind's), as Inspect
+AI's ``@modelapi`` providers are found. dilemmax's own kinds are declared there in its
+``pyproject.toml`` exactly as a plug-in's are: ``scripted`` here, ``trained`` and ``zoo`` in
+:mod:`dilemmax.agents.seat_kinds`, the model kinds in :mod:`dilemmax.llm.providers`. A kind's
+module is imported only when a spec first names the kind (this module, below every package
+that seats a player, imports none of them), and a kind that does not import, or declares
+something that is not a valid :class:`SeatKind`, is refused in one line naming it
+(:func:`seat_kind_problems` lists them) while every other kind keeps working.
+:func:`reload_seat_kinds` reads the entry points again (a package installed, or a folder with a
+``.dist-info`` put on ``sys.path``, since). :func:`register_seat_kind` adds a kind in-process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
+import importlib.metadata
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,16 +44,7 @@ from dilemmax.envs.option_spec import shown
 from dilemmax.envs.policies import policies_for
 from dilemmax.errors import UsageError
 
-# The modules whose import registers each built-in kind (named, not imported: they sit above
-# this layer, and each is loaded only when its kind is first asked for).
-KIND_MODULES = {
-    "scripted": __name__,
-    "trained": "dilemmax.agents.seat_kinds",
-    "zoo": "dilemmax.agents.seat_kinds",
-    "openai": "dilemmax.llm.seats",
-    "inspect": "dilemmax.llm.seats",
-    "hf": "dilemmax.llm.seats",
-}
+SEAT_GROUP = "dilemmax.seats"  # the entry-point group every seat kind is declared in
 FLAG = "flag"  # an option written bare (",greedy"): its value is True
 MAX_SPEC = 10_000  # characters; no seat (model name, folder, base URLs) is longer
 _QUOTED = 200  # characters of a refused spec an error message quotes
@@ -105,34 +105,131 @@ class SeatKind:
     model: bool = False
 
 
-_KINDS: dict[str, SeatKind] = {}
+_KINDS: dict[str, SeatKind] = {}  # kinds loaded from their entry points or registered
+_LOADED: set[str] = set()  # the kinds of _KINDS loaded from entry points
+_PROBLEMS: dict[str, str] = {}  # kind -> why its declaration cannot be used (one line)
 
 
 def register_seat_kind(kind: SeatKind) -> SeatKind:
-    """Adds (or replaces) a seat kind: its specs then parse and resolve in every command."""
+    """Adds (or replaces) a seat kind in this process: its specs then parse and resolve in
+    every command. (A package declares its kinds as entry points instead: see the module.)"""
     if not _KIND_NAME.fullmatch(kind.name):
         raise ValueError(f"seat kind {kind.name!r}: lower-case letters, digits and _ only")
     _KINDS[kind.name] = kind
+    _LOADED.discard(kind.name)
+    _PROBLEMS.pop(kind.name, None)
     return kind
 
 
+@functools.cache
+def _declared() -> dict[str, importlib.metadata.EntryPoint]:
+    """kind -> its entry point in :data:`SEAT_GROUP`, over every distribution on ``sys.path``.
+    Read once: :func:`reload_seat_kinds` reads again.
+
+    Every copy of a distribution's metadata is read, not only the first on the path: a stale
+    ``*.egg-info`` left in a source checkout (first on the path when Python runs there) would
+    otherwise hide the installed entry points. Of two copies of one distribution that declare
+    a kind differently the first wins, as its import does; a kind two distributions declare is
+    a problem, and neither is used."""
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    owners: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        owner = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        for point in dist.entry_points.select(group=SEAT_GROUP):
+            if point.name not in found:
+                found[point.name], owners[point.name] = point, owner
+            elif owners[point.name] != owner and found[point.name].value != point.value:
+                _PROBLEMS[point.name] = (
+                    f"seat kind {point.name!r} is declared twice ({found[point.name].value}, "
+                    f"{point.value}); neither is used"
+                )
+    return found
+
+
+def reload_seat_kinds() -> None:
+    """Reads the ``dilemmax.seats`` entry points again, forgetting the kinds loaded from them
+    and their problems: a package installed since, or a folder holding a package and its
+    ``.dist-info`` put on ``sys.path``, is then found as an installed one is. Kinds added
+    with :func:`register_seat_kind` are kept."""
+    for name in _LOADED:
+        _KINDS.pop(name, None)
+    _LOADED.clear()
+    _PROBLEMS.clear()
+    _declared.cache_clear()
+    importlib.invalidate_caches()  # the path finders' caches of each sys.path folder
+
+
 def seat_kinds() -> tuple[str, ...]:
-    """Every kind a spec may name: the built-in ones, then those registered since."""
-    return tuple(dict.fromkeys([*KIND_MODULES, *_KINDS]))
+    """Every kind a spec may name, declared as entry points or registered, by name."""
+    return tuple(sorted({*_declared(), *_KINDS}))
 
 
 def seat_kind(name: str) -> SeatKind:
-    """The registered kind ``name``, importing the module that registers it when needed."""
-    if name not in _KINDS and name in KIND_MODULES:
-        try:
-            importlib.import_module(KIND_MODULES[name])
-        except ImportError as error:
-            raise SeatSpecError(
-                f"{name} seats need {KIND_MODULES[name]}, which does not import: {error}"
-            ) from None
+    """The kind ``name``, its declaration loaded from its entry point when first asked for; a
+    one-line :class:`SeatSpecError` when there is none, or when it does not load or is not a
+    valid :class:`SeatKind` (which names the kind and its entry point)."""
+    if name in _KINDS:
+        return _KINDS[name]
+    declared = _declared()
+    if name in declared and name not in _PROBLEMS:
+        _load(name, declared[name])
+    if name in _PROBLEMS:
+        raise SeatSpecError(_PROBLEMS[name])
     if name not in _KINDS:
-        raise SeatSpecError(f"unknown seat kind {name!r}; use {', '.join(seat_kinds())}")
+        known = ", ".join(seat_kinds()) or f"none (no entry points in {SEAT_GROUP}: reinstall)"
+        raise SeatSpecError(f"unknown seat kind {name!r}; use {known}")
     return _KINDS[name]
+
+
+def seat_kind_problems() -> dict[str, str]:
+    """kind -> the one line saying why it cannot be used, for every declared kind that does
+    not load or declares something invalid (each kind is loaded to find out)."""
+    for name in _declared():
+        with contextlib.suppress(SeatSpecError):
+            seat_kind(name)
+    return dict(_PROBLEMS)
+
+
+def _load(name: str, point: importlib.metadata.EntryPoint) -> None:
+    """Loads and checks a declared kind: registered, or its problem recorded."""
+    try:
+        kind = point.load()
+    except Exception as error:  # a plug-in's module may raise anything: named, not raised
+        _PROBLEMS[name] = f"seat kind {name!r} ({point.value}) does not load: " + _said(error)
+        return
+    problem = _declaration_problem(name, kind)
+    if problem:
+        _PROBLEMS[name] = f"seat kind {name!r} ({point.value}) is not valid: {problem}"
+        return
+    _KINDS[name] = kind
+    _LOADED.add(name)
+
+
+def _said(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
+
+
+def _declaration_problem(name: str, kind: Any) -> str:
+    """What makes ``kind``, declared as ``name``, unusable ('' when nothing)."""
+    if not isinstance(kind, SeatKind):
+        return f"a {type(kind).__name__}, not a SeatKind"
+    if not _KIND_NAME.fullmatch(name):
+        return "its name is not lower-case letters, digits and _ (at most 32)"
+    if kind.name != name:
+        return f"it calls itself {kind.name!r}"
+    if not isinstance(kind.target, str) or not isinstance(kind.options, Mapping):
+        return "its target is not text or its options not a mapping"
+    for option, reader in kind.options.items():
+        if not (isinstance(option, str) and _OPTION_NAME.fullmatch(option)):
+            return f"option {option!r} is not lower-case letters, digits and _"
+        if not (reader is None or reader == FLAG or callable(reader)):
+            return f"option {option}'s reader is neither None, FLAG nor callable"
+    hooks = {"resolve": kind.resolve, "check": kind.check, "target_ok": kind.target_ok}
+    for hook, value in hooks.items():
+        if not (callable(value) or (value is None and hook != "resolve")):
+            return f"its {hook} is not callable"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -314,4 +411,4 @@ def _check_scripted(spec: SeatSpec, env, context: SeatContext) -> None:
     _scripted(spec, env, context)
 
 
-register_seat_kind(SeatKind("scripted", "<name>", _scripted, check=_check_scripted))
+SCRIPTED = SeatKind("scripted", "<name>", _scripted, check=_check_scripted)

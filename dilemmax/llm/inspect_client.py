@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from dilemmax.llm import aio, sampling
@@ -64,8 +63,8 @@ TOP_K_IN_BODY = frozenset(
 )  # fmt: skip
 FATAL_STATUS = (401, 403, 404)
 
-# The defaults of the options a client shares with a model seat, declared by GenerateConfig.
-DEFAULT = GenerateConfig()
+# A client given no config leaves the key variable, temperature and reply length to the provider.
+DEFAULT = GenerateConfig(api_key_env=None, temperature=None, max_tokens=None)
 
 
 class InspectClient(aio.BatchedClient):
@@ -73,20 +72,18 @@ class InspectClient(aio.BatchedClient):
 
     Args:
         model: ``<provider>/<model>`` as Inspect names it, or an Inspect ``Model``.
-        base_url: the server(s) (several replicas of one model as a sequence or joined by
-            ``|``: each call goes to the one with the fewest calls outstanding); None: the
-            provider's default.
-        api_key_env: environment variable holding the key; None: the provider's own variable
-            (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...).
-        temperature, top_p, top_k, presence_penalty, max_tokens, seed, reasoning_effort,
-        reasoning_tokens: sampling and reasoning options (None: the provider's default).
-        output: ``"json_schema"`` (the prompt's schema as structured output), ``"json_object"``
-            (JSON mode, OpenAI-compatible providers) or ``"text"``. A 400 to a structured
-            request is asked again in text (a retry, counted) and the seat stays in text from
-            then on; that completion carries the refusal (``Completion.output_refused``).
-        timeout: seconds per attempt; max_attempts: attempts per request (first included);
-        backoff, max_backoff, max_retry_after: as :class:`~dilemmax.llm.retrying.RetryPolicy`.
-        concurrency: requests in flight at once, over all replicas together.
+        config: how it is asked (every field checked): ``base_url`` the server(s) (several
+            replicas of one model: each call goes to the one with the fewest calls
+            outstanding; None: the provider's default); ``api_key_env`` the variable holding
+            the key (None: the provider's own, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+            ...); sampling and reasoning (None: the provider's default); ``output``:
+            ``json_schema`` (the prompt's schema as structured output), ``json_object`` (JSON
+            mode, OpenAI-compatible providers) or ``text``. A 400 to a structured request is
+            asked again in text (a retry, counted) and the seat stays in text from then on;
+            that completion carries the refusal (``Completion.output_refused``). ``timeout``
+            per attempt, ``max_attempts`` per request (the first included), ``concurrency``
+            requests in flight over all replicas together.
+        retry: how long to wait between attempts (:class:`~dilemmax.llm.retrying.RetryPolicy`).
         model_args: further provider arguments (``custom_outputs`` of ``mockllm/model``, ...).
 
     Raises:
@@ -97,48 +94,34 @@ class InspectClient(aio.BatchedClient):
     def __init__(
         self,
         model: Any,
-        base_url: str | Sequence[str] | None = None,
-        api_key_env: str | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        top_k: int | None = None,
-        presence_penalty: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        reasoning_effort: str | None = None,
-        reasoning_tokens: int | None = None,
-        output: str = DEFAULT.output,
-        timeout: float = DEFAULT.timeout,
-        max_attempts: int = DEFAULT.max_attempts,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        max_retry_after: float = 60.0,
-        concurrency: int = DEFAULT.concurrency,
+        config: GenerateConfig = DEFAULT,
+        retry: RetryPolicy = RetryPolicy(),
         model_args: dict[str, Any] | None = None,
     ):
+        config = config.check()
         options = sampling.sampling_options(
-            temperature=temperature, top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
-            max_tokens=max_tokens, seed=seed, reasoning_effort=reasoning_effort,
-            reasoning_tokens=reasoning_tokens,
+            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+            presence_penalty=config.presence_penalty, max_tokens=config.max_tokens,
+            seed=config.seed, reasoning_effort=config.reasoning_effort,
+            reasoning_tokens=config.reasoning_tokens,
         )  # fmt: skip
-        self.output = sampling.GENERATION["output"].check(output, "output")
+        self.output = config.output
         self.requested_output = self.output  # what the seat asked for; .output is what holds
-        timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
-        self.concurrency = sampling.check_option(
-            concurrency, sampling.CLIENT["concurrency"], "concurrency"
-        )
-        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_after)
-        urls = None if base_url is None else sampling.URLS.check(_joined(base_url), "base_url")
+        self.concurrency = config.concurrency
+        self.max_attempts = config.max_attempts
+        self.retry = retry
+        urls = config.base_url
         self.base_url = "|".join(urls) if urls else None
         provider = str(model).split("/", 1)[0]
         self.provider = provider
         self.extra_body = {}
         if provider in TOP_K_IN_BODY and "top_k" in options:
             self.extra_body["top_k"] = options.pop("top_k")
-        config = generate_config(
-            **options, timeout=timeout, concurrency=self.concurrency, max_retries=0
+        inspect_config = generate_config(
+            **options, timeout=config.timeout, concurrency=self.concurrency, max_retries=0
         )
-        self._models = _models(model, urls, _api_key(api_key_env), config, model_args or {})
+        api_key = _api_key(config.api_key_env)
+        self._models = _models(model, urls, api_key, inspect_config, model_args or {})
         self.model = str(self._models[0])
         self._replicas = Replicas(len(self._models))
         self._in_flight: dict = {}  # the semaphore bounding calls in flight, made on the loop
@@ -172,7 +155,9 @@ class InspectClient(aio.BatchedClient):
                 return output
 
         try:
-            output = await self.retry.call(attempt, self._transient, self._asked_wait)
+            output = await self.retry.call(
+                attempt, self._transient, self.max_attempts, self._asked_wait
+            )
         except Exception as error:  # a failed call is recorded, never raised into the game
             error = _unwrapped(error)
             self._stop_if_fatal(error)
@@ -258,10 +243,6 @@ def _use_instead(model: str) -> str:
         f"for an OpenAI-compatible server use inspect:openai-api/<name>/{name} or "
         f"inspect:vllm/{name} (chat completions)"
     )
-
-
-def _joined(base_url: str | Sequence[str]) -> str:
-    return base_url if isinstance(base_url, str) else "|".join(base_url)
 
 
 def _api_key(variable: str | None) -> str | None:

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from dilemmax.llm import aio, sampling
@@ -44,10 +44,7 @@ from dilemmax.llm.client import (
     token_count,
 )
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.retrying import (
-    RetryPolicy,
-    describe_error,
-)
+from dilemmax.llm.retrying import RetryPolicy, describe_error
 
 # The defaults of the options a client shares with a model seat, declared by GenerateConfig.
 DEFAULT = GenerateConfig()
@@ -77,76 +74,54 @@ class OpenAIClient(aio.BatchedClient):
 
     Args:
         model: the model name the server knows.
-        base_url: the server (``http://host:8000/v1`` for vLLM), or several replicas of the same
-            model (a sequence, or text joined by ``|``): each call goes to the one with the
-            fewest calls outstanding. None: OpenAI's API.
-        api_key_env: environment variable holding the API key. If unset and ``base_url`` is
-            given, the key "EMPTY" is sent (what vLLM accepts by default).
-        temperature, top_p, top_k, presence_penalty, max_tokens, seed: sampling options (top_k
-            and seed only where the server takes them; None leaves an option to the server).
-        reasoning_effort: asked of reasoning models (``"low"``, ...); None: the server's default.
-        output: how a reply is asked for when the request carries a JSON schema:
-            ``"json_schema"`` (structured output), ``"json_object"`` (JSON mode) or ``"text"``.
-            A server that rejects the ``response_format`` (400) is asked again without it (a
-            retry, counted), and not asked with it again; that completion carries the refusal
-            (``Completion.output_refused``) and every completion the mode it was asked in.
-        structured_output: False is ``output="text"`` (the older spelling).
-        timeout: seconds per attempt.
-        max_attempts: attempts per request (first included).
-        backoff, max_backoff: the jittered exponential backoff's initial and largest window (s).
-        max_retry_after: the longest wait a server's ``Retry-After`` is honoured up to (s).
-        concurrency: requests in flight at once, over all replicas together.
+        config: how it is asked (every field checked, an :class:`OptionError` naming the one
+            out of range): ``base_url`` the server (``http://host:8000/v1`` for vLLM), or
+            several replicas of the same model, each call going to the one with the fewest
+            calls outstanding (None: OpenAI's API); ``api_key_env`` the variable holding the
+            key (unset with a ``base_url``: the key "EMPTY" is sent, what vLLM accepts);
+            sampling (``top_k`` and ``seed`` only where the server takes them; None leaves an
+            option to the server; ``reasoning_tokens`` has no OpenAI spelling and is not
+            sent); ``output``, how a reply is asked for when the request carries a JSON
+            schema: ``json_schema`` (structured output), ``json_object`` (JSON mode) or
+            ``text``. A server that rejects the ``response_format`` (400) is asked again
+            without it (a retry, counted), and not asked with it again; that completion
+            carries the refusal (``Completion.output_refused``) and every completion the mode
+            it was asked in. ``timeout`` per attempt, ``max_attempts`` per request (the first
+            included), ``concurrency`` requests in flight over all replicas together.
+        retry: how long to wait between attempts (:class:`~dilemmax.llm.retrying.RetryPolicy`).
 
     Raises:
         OptionError: an option outside its range (a ValueError naming the option).
+        FatalClientError: no key in ``api_key_env`` and no ``base_url``.
     """
 
     def __init__(
-        self,
-        model: str,
-        base_url: str | Sequence[str] | None = None,
-        api_key_env: str = DEFAULT.api_key_env,
-        temperature: float | None = DEFAULT.temperature,
-        top_p: float | None = None,
-        max_tokens: int | None = DEFAULT.max_tokens,
-        seed: int | None = None,
-        structured_output: bool = True,
-        top_k: int | None = None,
-        presence_penalty: float | None = None,
-        reasoning_effort: str | None = None,
-        output: str = DEFAULT.output,
-        timeout: float = DEFAULT.timeout,
-        max_attempts: int = DEFAULT.max_attempts,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        max_retry_after: float = 60.0,
-        concurrency: int = DEFAULT.concurrency,
+        self, model: str, config: GenerateConfig = DEFAULT, retry: RetryPolicy = RetryPolicy()
     ):
-        api_key = os.environ.get(api_key_env)
+        config = config.check()
+        variable = config.api_key_env or DEFAULT.api_key_env
+        api_key = os.environ.get(variable)
         if not api_key:
-            if base_url is None:
+            if config.base_url is None:
                 raise FatalClientError(
-                    f"no API key: set the environment variable {api_key_env} (or pass a "
+                    f"no API key: set the environment variable {variable} (or pass a "
                     "--base-url for a local server)"
                 )
             api_key = "EMPTY"
         self.model = model
-        self.base_urls = _base_urls(base_url)
+        self.base_urls = config.base_url
         self.base_url = "|".join(self.base_urls) if self.base_urls else None
         self.options = sampling.sampling_options(
-            temperature=temperature, top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
-            max_tokens=max_tokens, seed=seed, reasoning_effort=reasoning_effort,
+            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+            presence_penalty=config.presence_penalty, max_tokens=config.max_tokens,
+            seed=config.seed, reasoning_effort=config.reasoning_effort,
         )  # fmt: skip
-        self.output = sampling.GENERATION["output"].check(output, "output")
-        if not structured_output:
-            self.output = "text"
+        self.output = config.output
         self.requested_output = self.output  # what the seat asked for; .output is what holds
-        timeout = sampling.check_option(timeout, sampling.CLIENT["timeout"], "timeout")
-        self.concurrency = sampling.check_option(
-            concurrency, sampling.CLIENT["concurrency"], "concurrency"
-        )
-        self.retry = RetryPolicy(max_attempts, backoff, max_backoff, max_retry_after)
-        self._transport = ChatTransport(self.base_urls, api_key, timeout)
+        self.concurrency = config.concurrency
+        self.max_attempts = config.max_attempts
+        self.retry = retry
+        self._transport = ChatTransport(self.base_urls, api_key, config.timeout)
         self._in_flight: dict = {}  # the semaphore bounding calls in flight, made on the loop
 
     @property
@@ -184,7 +159,7 @@ class OpenAIClient(aio.BatchedClient):
             return response
 
         try:
-            response = await self.retry.call(attempt, _transient)
+            response = await self.retry.call(attempt, _transient, self.max_attempts)
         except FATAL_ERRORS as error:
             where = self.base_url or "OpenAI API"
             raise FatalClientError(
@@ -253,12 +228,3 @@ def _response_format(schema: Mapping[str, Any] | None, output: str) -> dict[str,
     if output == "json_object":
         return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(schema)}}
-
-
-def _base_urls(base_url: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    if base_url is None:
-        return None
-    urls = sampling.URLS.check(
-        base_url if isinstance(base_url, str) else "|".join(base_url), "base_url"
-    )
-    return urls

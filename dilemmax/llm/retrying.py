@@ -1,12 +1,13 @@
-"""The retry policy every API client shares: which errors, how long to wait, how often.
+"""The retry policy every API client shares: how long to wait between attempts, declared once.
 
 Full-jitter exponential backoff (before retry ``n``, a uniform wait in ``0..min(max_backoff,
 backoff * 2**(n-1))`` seconds, the formula of ``tenacity.wait_random_exponential``), or, when
 the server said when to come back (``Retry-After`` in seconds or as an HTTP date, or
 ``retry-after-ms``), no sooner than that, up to ``max_retry_after`` seconds, with the jitter only
-added above it; at most ``max_attempts`` attempts, the first included. The loop is a plain
-``while`` on the event loop: a call that succeeds at once (nearly all of them) costs no retry
-machinery.
+added above it. How many attempts (the first included) is the seat's ``max_attempts``, a
+:class:`~dilemmax.llm.config.GenerateConfig` field a user sets; which errors are worth another
+attempt is the client's (its server's) verdict. The loop is a plain ``while`` on the event
+loop: a call that succeeds at once (nearly all of them) costs no retry machinery.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import TypeVar
 from dilemmax.envs.option_spec import Range
 from dilemmax.llm import sampling
 from dilemmax.llm.chat_http import body_message
-from dilemmax.llm.config import GenerateConfig
 
 T = TypeVar("T")
 WAITS = Range("float", 0.0)
@@ -46,18 +46,15 @@ def describe_error(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How a client retries a call (every field checked: an :class:`OptionError` names it)."""
+    """How long a client waits before another attempt (every field checked: an
+    :class:`OptionError` names it). Every client is given one; the defaults are the one
+    declaration of the timings."""
 
-    max_attempts: int = GenerateConfig().max_attempts  # attempts per call, the first included
     backoff: float = 0.5  # the backoff's first window, seconds
     max_backoff: float = 30.0  # its largest window, seconds
     max_retry_after: float = 60.0  # the longest Retry-After honoured, seconds
 
     def __post_init__(self):
-        attempts = sampling.CLIENT["max_attempts"]
-        object.__setattr__(
-            self, "max_attempts", sampling.check_option(self.max_attempts, attempts, "max_attempts")
-        )
         for name in ("backoff", "max_backoff", "max_retry_after"):
             object.__setattr__(self, name, sampling.check_option(getattr(self, name), WAITS, name))
 
@@ -73,11 +70,13 @@ class RetryPolicy:
         self,
         attempt: Callable[[], Awaitable[T]],
         transient: Callable[[BaseException], bool],
+        max_attempts: int,
         asked: Callable[[BaseException], float | None] | None = None,
     ) -> T:
         """``await attempt()`` until it returns, tried again after each error ``transient``
-        accepts, at most :attr:`max_attempts` times; the last error is raised. ``asked(error)``:
-        how long the server asked to wait (default: its Retry-After headers)."""
+        accepts, at most ``max_attempts`` times (the first included); the last error is raised.
+        ``asked(error)``: how long the server asked to wait (default: its Retry-After
+        headers)."""
         asked = retry_after if asked is None else asked
         number = 0
         while True:
@@ -85,7 +84,7 @@ class RetryPolicy:
             try:
                 return await attempt()
             except Exception as error:
-                if number >= self.max_attempts or not transient(error):
+                if number >= max_attempts or not transient(error):
                     raise
                 await asyncio.sleep(self.wait(number, asked(error)))
 

@@ -11,7 +11,7 @@ and ``POST /v1/responses`` answered with an event stream when the request does n
 ``stream`` (what ``transformers serve`` does, and OpenAI's Responses API does not).
 
     with LocalChatServer(lambda request: "ACTION QUERY") as server:
-        client = OpenAIClient("tiny", base_url=server.base_url, api_key="test")
+        client = OpenAIClient("tiny", GenerateConfig(base_url=server.base_url))
 """
 
 from __future__ import annotations

@@ -9,15 +9,20 @@ import time
 import pytest
 
 from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.openai_client import OpenAIClient
+from dilemmax.llm.retrying import RetryPolicy
 from dilemmax.llm.server import LocalChatServer
 
 REQUEST = ChatRequest(({"role": "system", "content": "rules"}, {"role": "user", "content": "go"}))
 
 
+FAST = RetryPolicy(backoff=0.01, max_backoff=0.02)
+
+
 def fast_client(server, **options) -> OpenAIClient:
-    options = {"timeout": 0.5, "backoff": 0.01, "max_backoff": 0.02, **options}
-    return OpenAIClient("tiny", base_url=server.base_url, **options)
+    config = GenerateConfig(base_url=server.base_url, **{"timeout": 0.5, **options})
+    return OpenAIClient("tiny", config, FAST)
 
 
 def test_transient_faults_are_retried_and_counted():
@@ -97,7 +102,7 @@ def test_scripted_client_serves_lists_in_order():
 def test_missing_api_key_without_a_server_is_fatal(monkeypatch):
     monkeypatch.delenv("DILEMMAX_TEST_KEY", raising=False)
     with pytest.raises(FatalClientError, match="DILEMMAX_TEST_KEY"):
-        OpenAIClient("m", api_key_env="DILEMMAX_TEST_KEY")
+        OpenAIClient("m", GenerateConfig(api_key_env="DILEMMAX_TEST_KEY"))
 
 
 def _complete_in_child(client, request, done):

@@ -218,7 +218,7 @@ def test_cached_tokens_are_read_recorded_totalled_and_priced(tmp_path, capsys):
     # The server counts chars/4 and reports 3 cached prompt tokens on every call.
     with LocalChatServer(lambda body: "ACTION QUERY", count_tokens=chars_rule,
                          cached_tokens=lambda body: 3) as server:  # fmt: skip
-        client = OpenAIClient("m", base_url=server.base_url)
+        client = OpenAIClient("m", GenerateConfig(base_url=server.base_url))
         request = ChatRequest(({"role": "user", "content": "x" * 40},))
         (completion,) = client.complete([request])
         assert (completion.prompt_tokens, completion.cached_tokens) == (10, 3)
@@ -249,7 +249,7 @@ def test_cached_tokens_are_read_recorded_totalled_and_priced(tmp_path, capsys):
 def test_a_cached_count_above_the_prompt_is_not_believed():
     with LocalChatServer(lambda body: "A", count_tokens=chars_rule,
                          cached_tokens=lambda body: 10_000) as server:  # fmt: skip
-        client = OpenAIClient("m", base_url=server.base_url)
+        client = OpenAIClient("m", GenerateConfig(base_url=server.base_url))
         (completion,) = client.complete([ChatRequest(({"role": "user", "content": "abcd"},))])
     assert (completion.prompt_tokens, completion.cached_tokens) == (1, 0)
 

@@ -16,15 +16,23 @@ import dilemmax
 from dilemmax.llm.cli import add_model_arguments, generate_config
 from dilemmax.llm.client import ChatRequest, FatalClientError, ScriptedClient
 from dilemmax.llm.config import GenerateConfig
-from dilemmax.llm.inspect_client import InspectClient
+from dilemmax.llm.inspect_client import DEFAULT, InspectClient
 from dilemmax.llm.inspect_messages import chat_messages, chat_request, completion_from_output
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
+from dilemmax.llm.retrying import RetryPolicy
 from dilemmax.llm.seats import build_seat
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_resume import reply  # planted moral-hazard replies (query, note, final)
 
 pytest.importorskip("inspect_ai")  # the optional inspect extra (installed with dev)
+QUICK_RETRY = RetryPolicy(backoff=0.01, max_backoff=0.02)
+
+
+def inspect_config(**fields) -> GenerateConfig:
+    """InspectClient's defaults (the provider's key variable and sampling) with ``fields``."""
+    return dataclasses.replace(DEFAULT, **fields)
+
 
 SCHEMA = {"type": "object", "properties": {"action": {"type": "string"}}}
 REQUEST = ChatRequest(({"role": "system", "content": "rules"}, {"role": "user", "content": "go"}))
@@ -94,11 +102,12 @@ def test_a_rate_limit_is_retried_and_counted_and_the_options_reach_the_body():
 
     faults = {0: "retry_after", 1: "429", 2: "500"}
     with LocalChatServer(lambda body: "ACTION QUERY", faults, retry_after="0.3") as server:
-        client = InspectClient(
-            "openai-api/local/qwen", base_url=server.base_url, temperature=1.0, top_p=0.95,
-            top_k=20, presence_penalty=1.5, max_tokens=300, seed=7, reasoning_effort="low",
-            output="json_object", timeout=5, backoff=0.01, max_backoff=0.02,
+        config = inspect_config(
+            base_url=server.base_url, temperature=1.0, top_p=0.95, top_k=20,
+            presence_penalty=1.5, max_tokens=300, seed=7, reasoning_effort="low",
+            output="json_object", timeout=5,
         )  # fmt: skip
+        client = InspectClient("openai-api/local/qwen", config, QUICK_RETRY)
         [completion] = client.complete([ChatRequest(REQUEST.messages, SCHEMA)])
         assert completion.text == "ACTION QUERY" and completion.error == ""
         assert completion.retries == 3 and server.received == 4
@@ -115,14 +124,12 @@ def test_a_rate_limit_is_retried_and_counted_and_the_options_reach_the_body():
 def test_exhausted_retries_are_an_error_and_a_refused_model_stops_the_run():
 
     with LocalChatServer(lambda body: "x", {i: "500" for i in range(3)}) as server:
-        client = InspectClient(
-            "openai-api/local/m", base_url=server.base_url, max_attempts=3, backoff=0.01,
-            max_backoff=0.02,
-        )  # fmt: skip
+        config = inspect_config(base_url=server.base_url, max_attempts=3)
+        client = InspectClient("openai-api/local/m", config, QUICK_RETRY)
         [completion] = client.complete([REQUEST])
         assert completion.text == "" and "500" in completion.error and completion.retries == 2
     with LocalChatServer(lambda body: "x", {0: "404"}) as server:
-        client = InspectClient("openai-api/local/missing", base_url=server.base_url)
+        client = InspectClient("openai-api/local/missing", inspect_config(base_url=server.base_url))
         with pytest.raises(FatalClientError, match="refused model .*NotFound"):
             client.complete([REQUEST])
         assert server.received == 1
@@ -134,7 +141,7 @@ def test_a_schema_the_server_refuses_drops_to_text_and_usage_counts_reasoning():
     from inspect_ai.model import ModelOutput, ModelUsage  # the optional inspect extra
 
     with LocalChatServer(lambda body: '{"action": "up"}', structured_output=False) as server:
-        client = InspectClient("openai-api/local/m", base_url=server.base_url)
+        client = InspectClient("openai-api/local/m", inspect_config(base_url=server.base_url))
         [first] = client.complete([ChatRequest(REQUEST.messages, SCHEMA)])
         assert first.text == '{"action": "up"}' and client.output == "text"
         assert "response_format" not in server.bodies[-1]
@@ -258,7 +265,9 @@ def test_inspects_mock_model_keeps_the_usage_it_is_given(offline):
 
 def test_a_422_through_an_inspect_seat_shows_the_servers_words(offline):
     with LocalChatServer(lambda body: "x", refused_fields=("top_k",)) as server:
-        client = InspectClient("openai-api/local/m", base_url=server.base_url, top_k=5)
+        client = InspectClient(
+            "openai-api/local/m", inspect_config(base_url=server.base_url, top_k=5)
+        )
         [completion] = client.complete([REQUEST])
     assert completion.retries == 0 and server.received == 1 and offline == []
     assert completion.error == (
@@ -273,9 +282,9 @@ def test_inspects_openai_provider_at_a_local_server_names_the_seat_that_works(of
     with LocalChatServer(lambda body: "ACTION QUERY") as server:
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         with pytest.raises(FatalClientError) as no_key:
-            InspectClient("openai/tiny", base_url=server.base_url)
+            InspectClient("openai/tiny", inspect_config(base_url=server.base_url))
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        client = InspectClient("openai/tiny", base_url=server.base_url)
+        client = InspectClient("openai/tiny", inspect_config(base_url=server.base_url))
         with pytest.raises(FatalClientError) as streamed:
             client.complete([REQUEST])
         assert server.received >= 1  # it did reach the server

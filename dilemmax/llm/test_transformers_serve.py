@@ -69,7 +69,9 @@ def test_the_usage_transformers_serve_answers_with_reads_as_no_cached_tokens():
     messages = ({"role": "system", "content": "a b c"}, {"role": "user", "content": "d"})
     request = ChatRequest(messages)
     with LocalChatServer(lambda body: "FINAL A now", count_tokens=words) as server:
-        [completion] = OpenAIClient("tiny", base_url=server.base_url).complete([request])
+        [completion] = OpenAIClient("tiny", GenerateConfig(base_url=server.base_url)).complete(
+            [request]
+        )
     assert (completion.prompt_tokens, completion.completion_tokens) == (4, 3)
     assert completion.cached_tokens == 0
 

@@ -101,7 +101,7 @@ def nothing_loads(monkeypatch):
     def loaded(*args, **kwargs):
         raise AssertionError("a model was loaded before every adapter was checked")
 
-    monkeypatch.setattr("dilemmax.llm.seats.TransformersClient", loaded)
+    monkeypatch.setattr("dilemmax.llm.providers.hf.TransformersClient", loaded)
     monkeypatch.setattr("dilemmax.finetune.api.evaluate_methods", loaded)
     monkeypatch.setattr(hf_client.TransformersClient, "__init__", loaded)
 

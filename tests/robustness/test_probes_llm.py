@@ -23,8 +23,9 @@ from dilemmax.cli import main
 from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.openai_client import OpenAIClient
-from dilemmax.llm.retrying import parse_retry_after
+from dilemmax.llm.retrying import RetryPolicy, parse_retry_after
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_resume import reply  # the same planted moral-hazard replies
 from dilemmax.llm.transcript import Transcript, TranscriptError, _json_line, read_lines
@@ -96,11 +97,12 @@ def test_bad_client_options_are_refused_before_any_call_or_folder(server, capsys
 def test_the_ranges_are_openais():
     for bad in (-0.01, 2.01, math.nan):
         with pytest.raises(OptionError, match="0..2"):
-            OpenAIClient("m", base_url="http://127.0.0.1:9/v1", temperature=bad)
+            OpenAIClient("m", GenerateConfig(base_url="http://127.0.0.1:9/v1", temperature=bad))
     with pytest.raises(OptionError, match="max_tokens"):
-        OpenAIClient("m", base_url="http://127.0.0.1:9/v1", max_tokens=0)
+        OpenAIClient("m", GenerateConfig(base_url="http://127.0.0.1:9/v1", max_tokens=0))
     for good in (0.0, 2.0):
-        OpenAIClient("m", base_url="http://127.0.0.1:9/v1", temperature=good, top_p=1.0)
+        config = GenerateConfig(base_url="http://127.0.0.1:9/v1", temperature=good, top_p=1.0)
+        OpenAIClient("m", config)
 
 
 @settings(max_examples=50, deadline=None)
@@ -132,9 +134,9 @@ def test_a_seat_option_mistake_is_one_line_in_a_real_process(server, tmp_path):
 
 
 # --------------------------------------------------------------------------- a misbehaving server
-def _client(server, **options) -> OpenAIClient:
-    options = {"timeout": 2.0, "backoff": 0.01, "max_backoff": 0.02, **options}
-    return OpenAIClient("tiny", base_url=server.base_url, **options)
+def _client(server, max_retry_after: float = 60.0, **options) -> OpenAIClient:
+    config = GenerateConfig(base_url=server.base_url, **{"timeout": 2.0, **options})
+    return OpenAIClient("tiny", config, RetryPolicy(0.01, 0.02, max_retry_after))
 
 
 def test_retry_after_is_honoured_up_to_its_cap():
