@@ -4,7 +4,7 @@ The plug-in is ``tests/plugin_package/dilemmax_commons_plugin``: the Shared Well
 game of its own design, and the ``localtest:`` seat kind, a standard-library client of an
 OpenAI-compatible server. No line of dilemmax names either. A session fixture installs it as
 pip would leave it: a folder holding the package and its ``.dist-info`` (METADATA and
-``entry_points.txt`` declaring ``dilemmax.games`` and ``dilemmax.seats``) is put on
+``entry_points.txt`` declaring ``"dilemmax.games"`` and ``"dilemmax.seats"``) is put on
 ``sys.path`` (and on PYTHONPATH for a process), and dilemmax reads its entry points again.
 
 Every command runs in this process (``dilemmax.cli.main``) at tiny sizes, except ``dilemmax

@@ -10,6 +10,6 @@ docs/plugins.md, which walks through this package). It holds:
   server (dilemmax's test server on 127.0.0.1 in the suite).
 
 Nothing in dilemmax names either: they are found through the package's entry points
-(``dilemmax.games`` and ``dilemmax.seats`` in its ``entry_points.txt``), as a package a user
+(``"dilemmax.games"`` and ``"dilemmax.seats"`` in its ``entry_points.txt``), as a package a user
 installs with pip would be.
 """

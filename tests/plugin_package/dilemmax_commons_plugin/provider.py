@@ -9,7 +9,7 @@ completions``, :class:`dilemmax.llm.client.Client`) built from one
 declaring the seat: its target, the options a seat may set (here :class:`GenerateConfig` fields,
 with that field's own range, over the run's ``--base-url``, ``--temperature``, ...), how the
 client is built, what decides a reply and what is refused before any call.
-``model_seat_kind(PROVIDER)`` makes it the seat kind the package's ``dilemmax.seats`` entry point
+``model_seat_kind(PROVIDER)`` makes it the seat kind the package's ``"dilemmax.seats"`` entry point
 names.
 """
 

@@ -1,5 +1,5 @@
 """What dilemmax knows about the Shared Well beyond its env class, found through this package's
-``dilemmax.games`` entry point ``shared_well``. It imports none of the game's code (the env is
+``"dilemmax.games"`` entry point ``shared_well``. It imports none of the game's code (the env is
 named by its import path), so ``dilemmax list`` stays cheap."""
 
 from __future__ import annotations
