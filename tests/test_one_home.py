@@ -11,7 +11,12 @@
   lists them in ``__all__``: a name is imported from its home (0.x: no compatibility promise for
   Python import paths, CHANGELOG.md). A package's ``__init__.py`` is its public face, not a shim;
 - a refused value is quoted in an error message by ``envs/option_spec.shown`` only: no second
-  helper that cuts a repr with ``...``.
+  helper that cuts a repr with ``...``;
+- a model client is constructed with one ``GenerateConfig`` and one ``RetryPolicy``: no client's
+  constructor takes one of their fields as a keyword parameter of its own;
+- a model provider (a ``dilemmax.seats`` entry point under ``dilemmax/llm/providers/``) is named
+  only in its module and its client's (``llm/<name>_*.py``): no table or branch elsewhere says
+  ``"openai"``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import functools
 import io
 import re
 import tokenize
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -29,6 +35,14 @@ ROOT = Path(__file__).resolve().parents[1] / "dilemmax"
 STATISTICS = ROOT / "statistics.py"
 INT32_HOME = ROOT / "envs" / "option_spec.py"
 SHOWN_HOME = INT32_HOME  # option_spec.shown: how an error message quotes a value
+# The declarations a model client is constructed with: (module, class) whose fields it must not
+# take again as keyword parameters.
+CLIENT_CONFIGS = (("llm/config.py", "GenerateConfig"), ("llm/retrying.py", "RetryPolicy"))
+PROVIDERS_HOME = "dilemmax.llm.providers."  # where dilemmax's model providers are declared
+# A provider's name used in another's module for something else: (file, name) -> why.
+OTHER_MEANINGS = {
+    ("dilemmax/llm/inspect_client.py", "openai"): "Inspect's own openai/ provider",
+}
 
 # Names of interval and test functions; a formatter of one (``_ci_text``) is not one.
 INTERVAL_NAME = re.compile(
@@ -365,4 +379,123 @@ def test_env_options_are_declared_in_the_constructor_only():
         "declare an env option once, in its constructor's signature: `name: Annotated[type, "
         "Option(meaning, **range)] = default` (option_specs and the docstring's Args: are made "
         "from it):\n  " + "\n  ".join(found)
+    )
+
+
+# ----------------------------------------------------------------------------- model providers
+def declared_fields(tree: ast.Module, name: str) -> set[str]:
+    """The annotated fields of class ``name`` in ``tree`` (a dataclass's fields)."""
+    return {
+        statement.target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name == name
+        for statement in node.body
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+    }
+
+
+@functools.cache
+def config_fields() -> dict[str, str]:
+    """field -> the declaration it belongs to (``GenerateConfig``, ``RetryPolicy``)."""
+    fields = {}
+    for module, name in CLIENT_CONFIGS:
+        tree = ast.parse((ROOT / module).read_text())
+        fields.update(dict.fromkeys(declared_fields(tree, name), name))
+    return fields
+
+
+def redeclared_config_fields(path: Path, tree: ast.Module, fields: dict[str, str]) -> list[str]:
+    """Keyword parameters of a ``*Client`` class's constructor named as a field of the
+    declarations a client is given (``fields``: field -> declaration)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.name.endswith("Client")):
+            continue
+        for init in node.body:
+            if isinstance(init, ast.FunctionDef) and init.name == "__init__":
+                arguments = init.args.args + init.args.kwonlyargs
+                found += [
+                    f"{_where(path, init)} {node.name}({a.arg}=...) repeats {fields[a.arg]}"
+                    for a in arguments
+                    if a.arg in fields
+                ]
+    return found
+
+
+@functools.cache
+def model_providers() -> dict[str, tuple[str, ...]]:
+    """provider -> its home files (relative to the repository): the module its
+    ``dilemmax.seats`` entry point names, and its client's (``llm/<name>_*.py``)."""
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    points = project["project"]["entry-points"]["dilemmax.seats"]
+    homes = {}
+    for name, value in points.items():
+        module = value.split(":")[0]
+        if module.startswith(PROVIDERS_HOME):
+            files = [module.replace(".", "/") + ".py"]
+            files += [f"dilemmax/llm/{p.name}" for p in (ROOT / "llm").glob(f"{name}_*.py")]
+            homes[name] = tuple(files)
+    return homes
+
+
+def provider_names_outside(path: Path, tree: ast.Module, homes: dict) -> list[str]:
+    """Strings that are a provider's name, in a module that is not that provider's."""
+    where = str(path.relative_to(ROOT.parent))
+    return [
+        f"{_where(path, node)} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and node.value in homes
+        and where not in homes[node.value]
+        and (where, node.value) not in OTHER_MEANINGS
+    ]
+
+
+def test_the_provider_scanners_see_what_they_refuse():
+    planted = ROOT / "llm" / "planted.py"
+    tree = ast.parse(
+        "class LocalClient:\n"
+        "    def __init__(self, model, config, temperature=0.0, *, backoff=0.5, batch=4): ...\n"
+        "class Helper:\n"
+        "    def __init__(self, temperature): ...\n"
+        "TARGETS = {'openai': '<model>', 'hf': '<folder>'}\n"
+        "if kind == 'inspect': pass\n"
+    )
+    fields = config_fields()
+    assert {"temperature", "max_attempts", "base_url"} <= set(fields)
+    assert fields["backoff"] == "RetryPolicy" and fields["temperature"] == "GenerateConfig"
+    assert redeclared_config_fields(planted, tree, fields) == [
+        "dilemmax/llm/planted.py:2 LocalClient(temperature=...) repeats GenerateConfig",
+        "dilemmax/llm/planted.py:2 LocalClient(backoff=...) repeats RetryPolicy",
+    ]
+    homes = model_providers()
+    assert set(homes) >= {"openai", "inspect", "hf"}
+    assert "dilemmax/llm/openai_client.py" in homes["openai"]
+    assert "dilemmax/llm/providers/hf.py" in homes["hf"]
+    assert [hit.split()[-1] for hit in provider_names_outside(planted, tree, homes)] == [
+        "'openai'",
+        "'hf'",
+        "'inspect'",
+    ]
+    assert (
+        provider_names_outside(ROOT / "llm" / "providers" / "hf.py", tree, {"hf": homes["hf"]})
+        == []
+    )
+
+
+def test_clients_are_given_one_config_and_one_retry_policy():
+    found = _scan(lambda path, tree: redeclared_config_fields(path, tree, config_fields()))
+    assert not found, (
+        "a client constructor takes a GenerateConfig / RetryPolicy field of its own: take "
+        "`config: GenerateConfig` and `retry: RetryPolicy` and read the field there:\n  "
+        + "\n  ".join(found)
+    )
+
+
+def test_a_provider_is_named_only_in_its_module():
+    found = _scan(lambda path, tree: provider_names_outside(path, tree, model_providers()))
+    assert not found, (
+        "a model provider named outside its module (llm/providers/<name>.py, llm/<name>_*.py): "
+        "declare what differs in its ModelProvider and ask the seat kind for it:\n  "
+        + "\n  ".join(found)
     )
