@@ -32,29 +32,35 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 GAMES = DOCS / "games"
 
-# The paper each game reproduces, and where in it (docs/papers.md has the full references).
-PAPERS = {
-    "consequence": (
-        "Institutional red-teaming (IABench-CA, consequence allocation)",
-        "the threshold game of Section 3, its 228 contexts x 5 deployment rules and the "
-        "cooperative-refinement reference of Appendix 11",
-    ),
-    "moral_hazard": (
-        "Moral Hazard in Multi-Agent Language Models",
-        "the Dialogue Moral Hazard Game: its conditions grid, the incentive isolation and the "
-        "fine-tuning mechanisms",
-    ),
-    "open_cleanup": (
-        "OpenSocialJax: Evaluating Social Adaptation in Sequential Social Dilemmas with "
-        "Open-Ended Environmental Dynamics",
-        "Clean Up with procedurally generated layouts and hidden tool recipes",
-    ),
-    "open_harvest": (
-        "OpenSocialJax: Evaluating Social Adaptation in Sequential Social Dilemmas with "
-        "Open-Ended Environmental Dynamics",
-        "Commons Harvest with procedurally generated layouts and hidden pay and regrowth rules",
-    ),
-}
+
+def documented_games() -> list[str]:
+    """The registered games that declare a docs page (``GameDeclaration.docs_page``), a
+    plug-in's included: each has ``games/<id>.md`` on the site, under "Games" in its navigation."""
+    from dilemmax.envs.registry import declaration, registered_envs
+
+    return [g for g in registered_envs() if declaration(g).docs_page]
+
+
+def own_games() -> list[str]:
+    """The documented games dilemmax ships: their pages are committed under docs/games/ (a
+    plug-in's page is generated as the site is built, docs/hooks.py)."""
+    from dilemmax.envs.registry import env_spec
+
+    return [g for g in documented_games() if env_spec(g).entry_point.startswith("dilemmax.")]
+
+
+def with_games(nav: list) -> list:
+    """mkdocs.yml's navigation with a page for each documented game after "The games"
+    (games/index.md), in registration order: the games' entries are not written by hand."""
+    out = []
+    for entry in nav:
+        ((section, value),) = entry.items()
+        if isinstance(value, list) and {"The games": "games/index.md"} in value:
+            at = value.index({"The games": "games/index.md"}) + 1
+            games = [{g: f"games/{g}.md"} for g in documented_games()]
+            value = [*value[:at], *games, *value[at:]]
+        out.append({section: value})
+    return out
 
 
 # ----------------------------------------------------------------------------- docstrings
@@ -227,6 +233,13 @@ def first_prompt(env) -> tuple[str, str]:
     return prompt.system, prompt.user
 
 
+def _agents_text(env, env_cls) -> str:
+    spec = env_cls.option_specs.get("num_agents")
+    if spec is None:  # a game whose number of agents is fixed
+        return str(env.num_agents)
+    return f"{env.num_agents} by default (`num_agents`: {spec.describe()})"
+
+
 def game_page(env_id: str, images: Path | None = GAMES) -> str:
     """The markdown of ``env_id``'s page; with ``images``, its frame is written there too."""
     import numpy as np
@@ -245,7 +258,8 @@ def game_page(env_id: str, images: Path | None = GAMES) -> str:
     obs, state, (_, _, rewards, dones, infos), config = _traced(env)
     agent = env.agents[0]
     space = env.observation_space(agent)
-    paper, what = PAPERS.get(env_id, ("", ""))
+    declared = spec.declared
+    paper = f"{declared.paper}: {declared.reproduces}" if declared.reproduces else declared.paper
     out = [
         f"# {env_id}",
         "",
@@ -259,9 +273,8 @@ def game_page(env_id: str, images: Path | None = GAMES) -> str:
         f"| id | `{env_id}` (this version: `{env_id}-v{env_cls.version}`; "
         "[versions](../versions.md)) |",
         f"| class | `{env_cls.__module__}.{env_cls.__name__}` |",
-        f"| paper | {paper}: {what} ([papers](../papers.md)) |",
-        f"| agents | {env.num_agents} by default (`num_agents`: "
-        f"{env_cls.option_specs['num_agents'].describe()}) |",
+        f"| paper | {paper or 'none'} ([papers](../papers.md)) |",
+        f"| agents | {_agents_text(env, env_cls)} |",
         f"| observation | `{np.dtype(space.dtype).name}{list(space.shape)}` per agent |",
         f"| actions | `Discrete({int(env.action_space(agent).n)})` per agent, with a legal-action "
         "mask (`env.action_mask(state)`) |",
@@ -343,10 +356,11 @@ def game_page(env_id: str, images: Path | None = GAMES) -> str:
         "",
     ]
     out += _picture(env_id, env, images)
+    folder = env_cls.__module__.rpartition(".")[0].replace(".", "/")
     out += [
         "## The code",
         "",
-        f"`dilemmax/envs/{env_id}/`: `env.py` (the class), `types.py` (states and "
+        f"`{folder}/`: `env.py` (the class), `types.py` (states and "
         "configurations), `generator.py`, `policies.py`, the text protocol and its rendering. "
         "[The code map](../architecture.md) says how a game is put together.",
         "",
@@ -568,8 +582,8 @@ def _value_text(value) -> str:
 def training_fields() -> list[str]:
     """Every TrainConfig field (name, type, default, allowed values, meaning), read from its
     declaration, and each game's own defaults (its env class's ``training_defaults``)."""
-    from dilemmax.envs.registry import env_spec, registered_envs
-    from dilemmax.train.config import describe_fields, game_defaults
+    from dilemmax.train.config import describe_fields
+    from dilemmax.train.configure import game_defaults
 
     esc = lambda text: text.replace("|", "\\|")  # noqa: E731
     out = [
@@ -588,7 +602,7 @@ def training_fields() -> list[str]:
             f"| `{field.name}` | {esc(field.type)} | {esc(default)} | {esc(field.allowed)} | "
             f"{esc(field.doc)} |"
         )
-    games = [g for g in registered_envs() if env_spec(g).entry_point.startswith("dilemmax.")]
+    games = own_games()
     own = {g: game_defaults(g) for g in games}
     out += [
         "",
@@ -633,7 +647,7 @@ def llms_txt() -> str:
         "Every page below is markdown in the repository's docs/ folder; README.md is the overview.",
         "",
     ]
-    for section, pages in _nav(config["nav"]):
+    for section, pages in _nav(with_games(config["nav"])):
         out += [f"## {section}", ""]
         for title, page in pages:
             source = ROOT / "CHANGELOG.md" if page == "changes.md" else DOCS / page
@@ -669,11 +683,8 @@ def _page_summary(path: Path) -> str:
 # ----------------------------------------------------------------------------- main
 def pages(check: bool = False) -> dict[Path, Callable[[], str]]:
     """Each generated file and what writes it (``check``: write no image)."""
-    from dilemmax.envs.registry import env_spec, registered_envs
-
     images = None if check else GAMES
-    games = [g for g in registered_envs() if env_spec(g).entry_point.startswith("dilemmax.")]
-    made = {GAMES / f"{g}.md": functools.partial(game_page, g, images) for g in games}
+    made = {GAMES / f"{g}.md": functools.partial(game_page, g, images) for g in own_games()}
     made[DOCS / "cli.md"] = cli_page
     made[DOCS / "model_options.md"] = model_options_page
     made[DOCS / "training.md"] = training_page
@@ -684,7 +695,16 @@ def pages(check: bool = False) -> dict[Path, Callable[[], str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail if a page is out of date")
+    parser.add_argument(
+        "--game", help="write only this registered game's page (a plug-in's) into --out"
+    )
+    parser.add_argument("--out", type=Path, default=GAMES, help="the folder --game writes to")
     args = parser.parse_args(argv)
+    if args.game:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{args.game}.md").write_text(game_page(args.game, args.out).rstrip() + "\n")
+        print(f"wrote {args.out / f'{args.game}.md'}")
+        return 0
     GAMES.mkdir(exist_ok=True)
     stale = []
     for path, make in pages(args.check).items():

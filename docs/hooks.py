@@ -1,5 +1,10 @@
 """mkdocs hooks: the repository's recorded benchmark results and examples become part of the site,
-and CHANGELOG.md its changes page.
+CHANGELOG.md its changes page, and every registered game a page under "Games".
+
+The games' entries in the navigation are made from the registry (``gen_pages.with_games``), not
+written in mkdocs.yml: dilemmax's own games have their generated pages committed under
+docs/games/, and a plug-in game installed where the site is built gets its page generated here
+from its code (``gen_pages.game_page``), with its frame for a grid game.
 
 The docs pages cite files outside docs/ as ``../benchmarks/...`` and ``../examples/...`` (so they
 read on the repository's web view as well); the site serves those trees under ``benchmarks/``
@@ -9,7 +14,9 @@ match before mkdocs checks them, so a link to a file that does not exist fails t
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import tempfile
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files, InclusionLevel
@@ -23,6 +30,32 @@ _FOLDER_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s:#]+/)\)")
 _LINK = re.compile(r"\]\((?:\.\./)+(" + "|".join(SERVED) + r")/")
 
 
+def _gen_pages():
+    spec = importlib.util.spec_from_file_location("gen_pages", ROOT / "docs" / "gen_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def on_config(config):
+    config["nav"] = _gen_pages().with_games(config["nav"])
+    return config
+
+
+def _plugin_game_pages(files: Files, config) -> None:
+    """A page (and frame) for each documented game without a committed page: a plug-in's."""
+    gen = _gen_pages()
+    images = Path(tempfile.mkdtemp(prefix="dilemmax-games-"))
+    for game in gen.documented_games():
+        if (ROOT / "docs" / "games" / f"{game}.md").is_file():
+            continue
+        text = gen.game_page(game, images)
+        files.append(File.generated(config, f"games/{game}.md", content=text))
+        frame = images / f"{game}.png"
+        if frame.is_file():
+            files.append(File.generated(config, f"games/{game}.png", abs_src_path=str(frame)))
+
+
 def on_files(files: Files, config) -> Files:
     for tree, suffixes in SERVED.items():
         for path in sorted((ROOT / tree).rglob("*")):
@@ -34,6 +67,7 @@ def on_files(files: Files, config) -> Files:
                     )
                 )
     files.append(File.generated(config, "changes.md", abs_src_path=str(ROOT / "CHANGELOG.md")))
+    _plugin_game_pages(files, config)
     return files
 
 

@@ -118,7 +118,7 @@ def _registered(name: str, function: Callable[..., Task]) -> Callable[..., Task]
 def _register() -> dict[str, Callable[..., Task]]:
     """Registers every task with Inspect; returns name -> task function."""
     made: dict[str, Callable[..., Task]] = {}
-    for game in plans.GAMES:
+    for game in plans.games():
         made[game] = _registered(game, _game_task(game))
     for design_name in plans.designs():
         name = plans.task_name(design_name)

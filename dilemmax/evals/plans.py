@@ -16,7 +16,7 @@ from typing import Any
 
 from dilemmax.commandline import parse_assignments, user_input
 from dilemmax.envs.options import env_option_specs
-from dilemmax.envs.registry import make
+from dilemmax.envs.registry import declaration, make, registered_envs
 from dilemmax.errors import UsageError
 from dilemmax.experiments import registry, runner
 from dilemmax.experiments.design import Design, DesignParams, Plan, make_params, param_names
@@ -24,7 +24,11 @@ from dilemmax.llm import api as play_api
 from dilemmax.llm.session import Part
 from dilemmax.llm.session_options import SessionOptions
 
-GAMES = ("consequence", "moral_hazard", "open_cleanup", "open_harvest")
+
+def games() -> list[str]:
+    """The registered games that declare an Inspect task (``GameDeclaration.inspect_task``),
+    a plug-in's included: each is the task ``dilemmax/<game>``."""
+    return [game for game in registered_envs() if declaration(game).inspect_task]
 
 
 def task_name(design_name: str) -> str:
@@ -64,8 +68,8 @@ def game_plan(
 ) -> Plan:
     """The parts of ``dilemmax play <game> --episodes <episodes> [--set ...] [--grid]
     [--rotate]``."""
-    if game not in GAMES:
-        raise UsageError(f"no game {game!r}; games: {GAMES}")
+    if game not in games():
+        raise UsageError(f"no game {game!r}; games: {', '.join(games())}")
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise UsageError(f"{game}: episodes must be a whole number >= 1, got {episodes!r}")
     given = parse_assignments(assignments(options, "options"), "options", env_option_specs(game))

@@ -27,12 +27,13 @@ from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from dilemmax.cli import main
 from dilemmax.commandline import add_config_arguments
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.evals import plans
 from dilemmax.evals._registry import REQUIRED, RUN_DEFAULTS, TASKS
 from dilemmax.evals.scoring import score_values
 from dilemmax.evals.tasks import plan_task
-from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report
 from dilemmax.llm.client import ChatRequest, ScriptedClient
 from dilemmax.llm.play import BatchedPlay, Seat
 from dilemmax.llm.policy import LLMPolicy
@@ -98,7 +99,7 @@ def assert_same_scores(samples, episodes, metric_axes=MoralHazardEnv.metric_axes
 def test_the_registry_lists_every_task():
     (point,) = [p for p in entry_points(group="inspect_ai") if p.name == "dilemmax"]
     assert point.value == "dilemmax.evals._registry"
-    expected = {*plans.GAMES} | {n.replace("/", "_") for n in plans.designs()}
+    expected = {*plans.games()} | {n.replace("/", "_") for n in plans.designs()}
     assert set(TASKS) == expected and set(REQUIRED) <= expected
     common = {"seed", "max_steps", "seats", "protocol", "output_mode"}
     for name in expected:
@@ -267,11 +268,11 @@ def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_pl
 # --------------------------------------------------------------------------- designs
 @dataclass(frozen=True)
 class ToyParams(DesignParams):
-    episodes: int | None = param(None, "episodes")
-    partner: str = param("teacher", "the partner's scripted policy")
-    quick: bool = param(False, "a switch")
-    names: tuple[str, ...] | None = param(None, "repeatable", append=True)
-    costs: str | None = param(None, "comma-separated", list=True)
+    episodes: int | None = setting(None, "episodes")
+    partner: str = setting("teacher", "the partner's scripted policy")
+    quick: bool = setting(False, "a switch")
+    names: tuple[str, ...] | None = setting(None, "repeatable", append=True)
+    costs: str | None = setting(None, "comma-separated", list=True)
 
 
 def _toy_design() -> Design:

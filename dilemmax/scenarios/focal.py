@@ -16,6 +16,7 @@ from dilemmax.agents import zoo
 from dilemmax.agents.trained import TrainedPolicy, run_config
 from dilemmax.envs.seat_spec import check_seat, resolve_seat
 from dilemmax.errors import UsageError
+from dilemmax.scenarios.registry import DEFAULT_GAME
 
 
 def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str):
@@ -24,7 +25,7 @@ def load_trained(path: Path, seed: int, greedy: bool, env, game: str, what: str)
     train scenarios``) must be of this game. ``what`` names it in errors."""
     config = run_config(path)  # which env it trained on decides what it is checked against
     if config["env"] == "scenarios":
-        trained_game = (config.get("env_kwargs") or {}).get("game", "open_harvest")
+        trained_game = (config.get("env_kwargs") or {}).get("game", DEFAULT_GAME)
         if trained_game != game:
             raise UsageError(f"{what}: trained on {trained_game} scenarios, not {game}'s")
         # Checked against the scenario env itself: its focal seats' observations and actions.

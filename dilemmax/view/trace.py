@@ -22,57 +22,30 @@ from typing import Any
 import jax
 import numpy as np
 
-from dilemmax.envs import grid
 from dilemmax.envs.base import MultiAgentEnv
+from dilemmax.envs.game_declaration import GameDeclaration
 from dilemmax.envs.metrics import PER_TRIAL_AGENT, axes_text
-from dilemmax.envs.moral_hazard import constants as hazard_constants
-from dilemmax.envs.open_cleanup import constants as cleanup_constants
-from dilemmax.envs.open_cleanup import rendering as cleanup_rendering
-from dilemmax.envs.open_harvest import constants as harvest_constants
-from dilemmax.envs.open_harvest import rendering as harvest_rendering
-from dilemmax.envs.open_harvest.observation import terrain_codes
 from dilemmax.envs.osj import explore_share
 from dilemmax.envs.osj.view import agent_letter
+from dilemmax.envs.registry import declaration, registered_envs
 from dilemmax.envs.replay import replay_states
 from dilemmax.view.runs import Episode
 
-GRID_GAMES = ("open_cleanup", "open_harvest")
-
-# The game's key events (infos per step, summed over agents in the time series); a game not
-# named here shows every numeric per-step info of shape [T] or [T, A].
-KEY_EVENTS = {
-    "open_cleanup": ("cleared", "ate", "fired", "zapped", "pollution"),
-    "open_harvest": ("ate", "zap_fired", "zapped", "num_apples"),
-    "moral_hazard": ("query", "note_posted", "local", "decided", "final_correct"),
-    "consequence": ("contributions", "eliminated", "fund", "rule_elimination"),
-}
+# The most key events a page plots; a game that declares none (its declaration's
+# ``key_events``) shows every numeric per-step info of shape [T] or [T, A].
 MAX_EVENTS = 12
-
-# The papers' trial-level figures of the grid games (metrics the game declares per trial and
-# agent, [K, A]); explore share is added for model seats.
-TRIAL_FIGURES = {
-    "open_cleanup": ("cleaning_per_trial", "apples_per_trial", "recipes_known"),
-    "open_harvest": ("apples_per_trial", "return_per_trial", "payoffs_known_per_trial"),
-}
-
-# Names of the actions where the game has them (the others show numbers).
-ACTION_NAMES = {
-    "open_cleanup": cleanup_constants.ACTION_NAMES,
-    "open_harvest": harvest_constants.ACTION_NAMES,
-}
-
-
-def hazard_action_names(num_actions: int) -> list[str]:
-    """The moral hazard game's moves as its protocol writes them (notes by case offset)."""
-    c = hazard_constants
-    names = ["no move", *(f"LOCAL {x}" for x in c.LABELS), "QUERY"]
-    names += [f"FINAL {x}" for x in c.LABELS] + ["NO NOTE"]
-    names += [f"NOTE +{d} {x}" for d in range(num_actions) for x in c.LABELS]
-    return names[:num_actions]
+# What an env no game declares shows: numbers for actions, every info, the board as text.
+_UNDECLARED = GameDeclaration("dilemmax.envs.base:MultiAgentEnv", "an env no game declares")
 
 
 def game_of(env: MultiAgentEnv) -> str:
     return (getattr(env, "made_as", None) or {}).get("env") or type(env).__name__
+
+
+def declared(game: str) -> GameDeclaration:
+    """What ``game`` declares for the page: its key events, trial figures, action names and
+    whether (and how) its frames are drawn as a grid."""
+    return declaration(game) if game in registered_envs(games_only=False) else _UNDECLARED
 
 
 def env_info(env: MultiAgentEnv, first_state) -> dict[str, Any]:
@@ -80,57 +53,32 @@ def env_info(env: MultiAgentEnv, first_state) -> dict[str, Any]:
     axes are (``env.metric_axes``, as the metrics table shows them), and for a grid game its
     palette and agent colours."""
     game = game_of(env)
-    num_actions = int(env.action_space(env.agents[0]).n)
-    names = ACTION_NAMES.get(game, ())
-    if game == "moral_hazard":
-        names = hazard_action_names(num_actions)
+    game_declared = declared(game)
     info = {
         "game": game,
         "agents": list(env.agents),
         "letters": [agent_letter(i) for i in range(env.num_agents)],
-        "actions": [names[a] if a < len(names) else str(a) for a in range(num_actions)],
-        "grid": game in GRID_GAMES,
+        "actions": game_declared.action_names_for(int(env.action_space(env.agents[0]).n)),
+        "grid": game_declared.is_grid,
         "metric_axes": {name: axes_text(axes) for name, axes in env.metric_axes.items()},
     }
     if info["grid"]:
-        info["palette"] = _palette(game).tolist()
+        info["palette"] = np.asarray(game_declared.load_grid_view().palette()).tolist()
         info["colours"] = agent_colours(env, first_state).tolist()
     return info
-
-
-def _palette(game: str) -> np.ndarray:
-    if game == "open_cleanup":
-        return cleanup_rendering.PALETTE
-    return harvest_rendering.code_palette()
 
 
 def agent_colours(env: MultiAgentEnv, state) -> np.ndarray:
     """uint8[A, 3]: each agent's colour as ``render_rgb`` draws it (read off the frame at the
     centre of the agent's cell, which its arrowhead always covers)."""
+    view = declared(game_of(env)).load_grid_view()
     frame = np.asarray(env.render(state, "rgb_array"))
-    scale = frame.shape[0] // np.asarray(_codes(game_of(env), state)).shape[0]
-    positions, _, _ = _agents(game_of(env), state)
+    scale = frame.shape[0] // np.asarray(view.codes(state)).shape[0]
+    positions, _, _ = view.agents(state)
     centre = scale // 2
     return np.stack(
         [frame[r * scale + centre, c * scale + centre] for r, c in np.asarray(positions)]
     )
-
-
-def _codes(game: str, states):
-    return states.grid if game == "open_cleanup" else _terrain(states)
-
-
-def _terrain(states):
-    leaves = jax.tree.leaves(states.agent_pos)
-    if leaves[0].ndim == 2:
-        return terrain_codes(states)
-    return jax.vmap(terrain_codes)(states)
-
-
-def _agents(game: str, states):
-    if game == "open_cleanup":
-        return states.positions, states.orientations, states.frozen
-    return states.agent_pos, states.agent_dir, states.frozen
 
 
 # --------------------------------------------------------------------------- one episode
@@ -154,7 +102,7 @@ def trace(episode: Episode) -> tuple[dict, dict, Any]:
     }
     if "trial" in infos:
         payload["trial"] = np.asarray(infos["trial"])[:steps].astype(np.int64).tolist()
-    if game in GRID_GAMES:
+    if declared(game).is_grid:
         payload["grid"] = grid_trace(game, states)
     else:
         payload["board"] = board_trace(env, states, steps)
@@ -182,7 +130,7 @@ def _mask_words(mask: np.ndarray) -> list[str]:
 
 def events(game: str, env: MultiAgentEnv, infos: dict, steps: int) -> dict[str, list]:
     """name -> per-step values ([T], or [A][T] per agent) of the game's key events."""
-    names = KEY_EVENTS.get(game) or sorted(infos)
+    names = declared(game).key_events or sorted(infos)
     out = {}
     for name in names:
         if name not in infos or len(out) >= MAX_EVENTS:
@@ -198,15 +146,16 @@ def events(game: str, env: MultiAgentEnv, infos: dict, steps: int) -> dict[str, 
 
 def grid_trace(game: str, states) -> dict:
     """The grid run-length encoded at the start, then the changed cells of each step."""
-    codes = np.asarray(_codes(game, states), np.int64)
+    view = declared(game).load_grid_view()
+    codes = np.asarray(view.codes(states), np.int64)
     total, height, width = codes.shape
     flat = codes.reshape(total, -1)
     changes = []
     for t in range(1, total):
         where = np.flatnonzero(flat[t] != flat[t - 1])
         changes.append(np.stack([where, flat[t, where]], 1).reshape(-1).tolist())
-    positions, facings, frozen = (np.asarray(x) for x in _agents(game, states))
-    lit = beam_cells(game, states, (height, width)).reshape(total, -1)
+    positions, facings, frozen = (np.asarray(x) for x in view.agents(states))
+    lit = np.asarray(view.beams(states, (height, width))).reshape(total, -1)
     return {
         "height": int(height),
         "width": int(width),
@@ -217,23 +166,6 @@ def grid_trace(game: str, states) -> dict:
         "frozen": (frozen > 0).astype(np.int8).tolist(),
         "beams": [np.flatnonzero(row).tolist() for row in lit],
     }
-
-
-def beam_cells(game: str, states, shape: tuple[int, int]) -> np.ndarray:
-    """bool[T + 1, H, W]: the cells ``render_rgb`` tints in each state (the beams fired on the
-    step before it), found as the game's renderer finds them."""
-    if game == "open_cleanup":
-        last = np.asarray(states.shot_time) == np.asarray(states.trial_step)[:, None] - 1
-        cells = np.asarray(states.shot_cells)  # [T + 1, A, 4, 2]
-        lit = np.zeros((cells.shape[0], *shape), bool)
-        t, _, _ = np.nonzero(np.broadcast_to(last[:, :, None], cells.shape[:3]))
-        rows, cols = cells[last].reshape(-1, 2).T
-        inside = (rows >= 0) & (rows < shape[0]) & (cols >= 0) & (cols < shape[1])
-        lit[t[inside], rows[inside], cols[inside]] = True
-        return lit
-    firing = np.asarray(states.last_action) == harvest_constants.ZAP
-    mask = jax.vmap(lambda p, d, f: grid.beam_mask(p, d, f, shape))
-    return np.asarray(mask(states.agent_pos, states.agent_dir, firing))
 
 
 def run_length(values: Sequence[int]) -> list[int]:
@@ -290,17 +222,19 @@ def _call(row: dict) -> dict:
 
 
 def trial_figures(game: str, env: MultiAgentEnv, episode: Episode, infos: dict) -> dict:
-    """The papers' trial-level figures of a grid-game episode: per-trial metrics [K, A] (tiles
-    cleaned, apples, returns) and, for model seats, the share of replies in explore mode."""
-    if game not in GRID_GAMES:
+    """The trial-level figures a game declares (its declaration's ``trial_figures``: per-trial
+    metrics [K, A] such as tiles cleaned, apples, returns) and, for model seats, the share of
+    replies in explore mode."""
+    figures = declared(game).trial_figures
+    if not figures:
         return {}
     out = {}
-    for name in TRIAL_FIGURES[game]:
+    for name in figures:
         value = episode.metrics.get(name)
         value = np.asarray(value, dtype=np.float64) if _numeric(value) else None
-        declared = env.metric_axes.get(name) == PER_TRIAL_AGENT
+        per_trial = env.metric_axes.get(name) == PER_TRIAL_AGENT
         # A recorded value of another shape (a foreign or damaged file) draws no figure.
-        if declared and value is not None and value.ndim == 2 and value.shape[1] == env.num_agents:
+        if per_trial and value is not None and value.ndim == 2 and value.shape[1] == env.num_agents:
             out[name] = _rounded(value)
     trial = np.asarray(infos.get("trial", np.zeros(episode.actions.shape[0])))
     acts = [c for c in episode.calls if c.get("kind") == "act"]
