@@ -20,6 +20,7 @@ seeds: same episodes, metrics, summary and transcript.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,6 @@ from dilemmax.llm.session import Part, play_parts
 from dilemmax.llm.session_options import (
     SessionOptions,
     Shard,
-    check_run_options,
     model_identity,
     sampling_identity,
 )
@@ -197,6 +197,7 @@ SESSION = SessionOptions()  # the session options' defaults (progress aside: off
 def play_session(
     env: str,
     *,
+    options: SessionOptions | None = None,
     seats: Mapping[str, str] | None = None,
     default_seat: str | None = None,
     episodes: int = 1,
@@ -222,6 +223,10 @@ def play_session(
 
     Args:
         env: the env id (``dilemmax.registered_envs()``).
+        options: the session's options as one
+            :class:`~dilemmax.llm.session_options.SessionOptions` (what ``dilemmax play``
+            hands over), instead of the keywords from ``seats`` to ``prices`` below; giving
+            both is an error.
         seats: agent -> seat spec (``"openai:m"``, ``"scripted:teacher"``,
             ``"hf:./model,adapter=./lora"``, ``"trained:runs/x,seed=1"``).
         default_seat: the spec of every agent ``seats`` leaves out.
@@ -250,24 +255,13 @@ def play_session(
     out of range, an unwritable folder) is a one-line :class:`~dilemmax.errors.UsageError` before
     any call is made.
     """
-    options = SessionOptions(
-        seats=dict(seats or {}),
-        default_seat=default_seat,
-        generate=generate or SESSION.generate,
-        protocol=dict(protocol or {}),
-        envs=envs,
-        seed=seed,
-        max_steps=max_steps,
-        on_call_error=on_call_error,
-        out=None if out is None else Path(out),
-        resume=resume,
-        progress=progress,
-        shard=shard,
-        limits=limits or Limits(),
-        cache=cache,
-        prices=dict(prices or {}),
-    )
-    check_run_options(options)
+    keywords = {
+        "seats": seats, "default_seat": default_seat, "generate": generate,
+        "protocol": protocol, "envs": envs, "seed": seed, "max_steps": max_steps,
+        "on_call_error": on_call_error, "out": out, "resume": resume, "progress": progress,
+        "shard": shard, "limits": limits, "cache": cache, "prices": prices,
+    }  # fmt: skip
+    options = _session_options(options, keywords)
     if episodes < 1:
         raise UsageError("--episodes and --envs must be >= 1")
     if grid and env not in sweep_games():
@@ -298,6 +292,26 @@ def play_session(
     run.stopped, run.prices = session.stopped, options.prices
     _write_results(run)
     return run
+
+
+def _session_options(options: SessionOptions | None, keywords: Mapping[str, Any]):
+    """``options`` as given (checked when it was made), or the options the session keywords
+    make (checked now, once); a one-line error when both are given."""
+    defaults = inspect.signature(play_session).parameters
+    if options is not None:
+        given = [name for name, value in keywords.items() if value != defaults[name].default]
+        if given:
+            raise UsageError(f"play_session(): give options= or {', '.join(given)}, not both")
+        return options
+    return SessionOptions(
+        seats=dict(keywords["seats"] or {}),
+        generate=keywords["generate"] or SESSION.generate,
+        protocol=dict(keywords["protocol"] or {}),
+        limits=keywords["limits"] or Limits(),
+        prices=dict(keywords["prices"] or {}),
+        **{k: keywords[k] for k in ("default_seat", "envs", "seed", "max_steps", "on_call_error",
+                                    "out", "resume", "progress", "shard", "cache")},
+    )  # fmt: skip
 
 
 def play_identity(

@@ -18,7 +18,6 @@ plays every N-th episode of the run (each shard with its own --out, transcript a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -176,15 +175,14 @@ def _play(args) -> int:
     arguments."""
     if args.json:  # checked writable before the run
         output_file(args.json, "--json")
-    options = session_options(args)
     run = play_session(
         args.env,
+        options=session_options(args),  # built and checked once, handed on as it is
         episodes=args.episodes,
         env_options=parse_assignments(args.set),
         grid=args.grid,
         rotate=args.rotate,
         plan=args.plan,
-        **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)},
     )
     if isinstance(run, CallPlan):  # --plan: no call made, nothing written
         print(run.format())

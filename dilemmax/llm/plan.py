@@ -49,7 +49,7 @@ from dilemmax.llm.policy import LLMPolicy
 from dilemmax.llm.pricing import Price, cost, format_cost, seat_price
 from dilemmax.llm.seats import protocol_options
 from dilemmax.llm.session import Part, PartPlayer, part_protocol, run_options, user_specs
-from dilemmax.llm.session_options import SessionOptions, Shard, check_run_options
+from dilemmax.llm.session_options import SessionOptions, Shard
 
 CHARS_PER_TOKEN = 4  # the rule where no tokenizer of the model is here (OpenAI's rule of thumb)
 SAMPLE_STEPS = 400  # env steps a part's sample may play (every episode of a short game's run)
@@ -291,7 +291,6 @@ def plan_parts(
     """The :class:`CallPlan` of playing ``parts`` under ``options``, with no call made and
     nothing written. ``prices``: model -> price (default ``options.prices``); ``sample``:
     False renders every episode instead of a sample of each part."""
-    check_run_options(options)
     prices = options.prices if prices is None else prices
     specs = user_specs(parts, options)
     dry = dataclasses.replace(options, out=None, resume=False, progress=False, shard=Shard())

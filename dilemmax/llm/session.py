@@ -57,7 +57,7 @@ from dilemmax.llm.play import (
 )
 from dilemmax.llm.results import seat_totals
 from dilemmax.llm.seats import check_agents, check_specs, reply_identity, seats_for
-from dilemmax.llm.session_options import SessionOptions, Shard, check_run_options
+from dilemmax.llm.session_options import SessionOptions, Shard
 from dilemmax.llm.transcript import Transcript, protocol_label
 from dilemmax.runlock import RunFolderError, RunLock
 
@@ -171,8 +171,8 @@ def play_parts(
     command: str = "play",
 ) -> SessionResult:
     """Plays ``parts`` as one run under ``options``; ``identity`` is what the transcript is
-    keyed by (the shard is added to it), ``command`` names the run in its folder's lock."""
-    check_run_options(options)
+    keyed by (the shard is added to it), ``command`` names the run in its folder's lock
+    (``options`` were checked when they were made)."""
     shard = options.shard
     names = [p.name for p in parts]
     if len(set(names)) != len(names):  # the transcript keys calls by part name

@@ -3,9 +3,10 @@
 :class:`SessionOptions` holds the options ``dilemmax play``, ``dilemmax experiment`` and
 ``dilemmax scenarios evaluate`` share (their flags in its docstring); :class:`Shard` is the
 share of the episodes a shard plays (``--shard i/N``); :func:`check_run_options` refuses what
-no session can play, in one line; :func:`sampling_identity` and :func:`model_identity` are the
-model options a run's identity names. The session that plays under them is
-:mod:`dilemmax.llm.session`.
+no session can play, in one line, when a SessionOptions is made (so every one is checked once,
+where it is built, and is handed on as it is); :func:`sampling_identity` and
+:func:`model_identity` are the model options a run's identity names. The session that plays
+under them is :mod:`dilemmax.llm.session`.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class SessionOptions:
         object.__setattr__(self, "cache", cache_folder(self.cache))
         if not isinstance(self.shard, Shard):
             object.__setattr__(self, "shard", Shard.parse(self.shard))
+        check_run_options(self)  # the one check: what is made is valid, and is passed on as is
 
 
 # --------------------------------------------------------------------------- checks
@@ -116,7 +118,8 @@ SAMPLING_IDENTITY = ("temperature", "top_p", "max_tokens", "seed")
 
 
 def check_run_options(options: SessionOptions) -> None:
-    """The options every session reads, checked before anything is built or written."""
+    """The options every session reads, checked by :class:`SessionOptions` when it is made
+    (before anything is built or written); a one-line UsageError naming the flag."""
     if options.envs < 1:
         raise UsageError("--envs must be >= 1")
     if options.max_steps is not None and options.max_steps < 1:

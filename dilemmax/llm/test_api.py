@@ -10,6 +10,9 @@ import json
 import pytest
 
 import dilemmax.llm
+import dilemmax.llm.api as llm_api
+import dilemmax.llm.cli as llm_cli
+import dilemmax.llm.session_options as session_options_module
 from dilemmax.cli import main
 from dilemmax.commandline import flag_of
 from dilemmax.envs.options import OptionError
@@ -21,6 +24,7 @@ from dilemmax.llm.cli import (
     session_options,
 )
 from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.plan import CallPlan
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.session_options import SessionOptions
 from dilemmax.llm.test_session import calls_in, planted  # planted: local, no note, picks D
@@ -85,6 +89,40 @@ def test_the_session_flags_default_to_session_options_own():
         generate=GenerateConfig(top_k=4), protocol={"memory_rounds": 2}, envs=3, seed=5,
         max_steps=9, on_call_error="invalid", out="o", resume=True, progress=False, shard="1/2",
     )  # fmt: skip
+
+
+def test_the_command_builds_the_session_options_once_and_hands_them_on(monkeypatch, capsys):
+    """`dilemmax play` makes its SessionOptions once from the flags (checked once, as it is made)
+    and play_session plays that very object: no second build, no second check."""
+    built, checked, planned = [], [], []
+    make, check = llm_cli.session_options, session_options_module.check_run_options
+
+    def build(args):
+        built.append(make(args))
+        return built[-1]
+
+    def plan(parts, options):  # what play_session plays under, its plan stubbed
+        planned.append(options)
+        return CallPlan((), 1, 0)
+
+    monkeypatch.setattr(llm_cli, "session_options", build)
+    monkeypatch.setattr(session_options_module, "check_run_options",
+                        lambda options: checked.append(options) or check(options))  # fmt: skip
+    monkeypatch.setattr(llm_api, "plan_parts", plan)
+    argv = ["play", "moral_hazard", "--seats", "scripted:teacher", "--envs", "3", "--plan"]
+    assert main(argv) == 0
+    assert len(built) == 1 and built[0].envs == 3
+    assert len(planned) == 1 and planned[0] is built[0]  # handed on, not rebuilt
+    assert len(checked) == 1 and checked[0] is built[0]  # checked once
+
+
+def test_play_session_takes_the_options_object_or_the_keywords_not_both():
+    with pytest.raises(UsageError, match=r"^play_session\(\): give options= or envs, seed, not both$"):
+        dilemmax.llm.play_session(
+            "moral_hazard", options=SessionOptions(), seed=3, envs=2, episodes=2
+        )
+    with pytest.raises(UsageError, match="--envs must be >= 1"):  # checked as it is made
+        SessionOptions(envs=0)
 
 
 @pytest.mark.parametrize(

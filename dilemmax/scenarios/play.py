@@ -45,7 +45,6 @@ from dilemmax.llm.seats import check_agents, check_specs
 from dilemmax.llm.session import Part, output_paths, play_parts
 from dilemmax.llm.session_options import (
     SessionOptions,
-    check_run_options,
     model_identity,
     sampling_identity,
 )
@@ -204,7 +203,6 @@ def plan_scenarios(
     :class:`~dilemmax.llm.plan.CallPlan`), with nothing played, called or written."""
     specs = focal_specs(env, options.seats, options.default_seat, options.generate,
                         options.protocol)  # fmt: skip
-    check_run_options(options)
     parts = scenario_parts(scenarios, env, jax.random.key(options.seed), episodes, resolve_zoo)
     return plan_parts(parts, dataclasses.replace(options, seats=specs, default_seat=None))
 
@@ -221,7 +219,6 @@ def play_scenarios(
     one PlayResult per scenario)."""
     specs = focal_specs(env, options.seats, options.default_seat, options.generate,
                         options.protocol)  # fmt: skip
-    check_run_options(options)  # --envs, --resume, --seed, sampling: before the first compile
     output_paths(options.out, options.resume)  # --out (made now), --resume's transcript
     digests = scenarios.digests(resolve_zoo)
     key = jax.random.key(options.seed)

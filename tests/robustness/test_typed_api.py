@@ -21,6 +21,7 @@ from dilemmax.scenarios.api import evaluate_scenarios
 # parameter -> (a value of the wrong kind, words the message gives for what it takes)
 PLAY_SESSION = {
     "env": (3, "a string"),
+    "options": ({"envs": 4}, "a SessionOptions, or None"),
     "seats": (["teacher"], "a mapping of strings to strings, or None"),
     "default_seat": (3, "a string, or None"),
     "episodes": ("3", "an integer"),
