@@ -499,3 +499,75 @@ def test_a_provider_is_named_only_in_its_module():
         "declare what differs in its ModelProvider and ask the seat kind for it:\n  "
         + "\n  ".join(found)
     )
+
+
+# ----------------------------------------------------------------------------- games
+GAMES_HOME = "dilemmax/envs/"  # a game's own folder: dilemmax/envs/<game>/
+# Where a game may be named in a table or a branch besides its folder, and why.
+GAME_NAMES_ALLOWED = {
+    "dilemmax/experiments/": "the papers' designs: each reproduces its paper's own games",
+}
+
+
+def builtin_games() -> dict[str, str]:
+    """game -> its folder (relative to the repository), from pyproject.toml's ``dilemmax.games``
+    entry points (the declaration module's package)."""
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    points = project["project"]["entry-points"]["dilemmax.games"]
+    return {name: value.split(":")[0].rpartition(".")[0].replace(".", "/") + "/"
+            for name, value in points.items()}  # fmt: skip
+
+
+def game_names_outside(path: Path, tree: ast.Module, homes: dict[str, str]) -> list[str]:
+    """A game's name as an entry of a table (a tuple, list or set element, a dict key) or in a
+    branch (``== "<game>"``, ``in (...)``) outside that game's folder: what a game declares
+    belongs in its declaration, read through the registry."""
+    where = str(path.relative_to(ROOT.parent))
+    if where.startswith(tuple(GAME_NAMES_ALLOWED)):
+        return []
+    named = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            named += node.elts
+        elif isinstance(node, ast.Dict):
+            named += [key for key in node.keys if key is not None]
+        elif isinstance(node, ast.Compare):
+            named += [node.left, *node.comparators]
+    return [
+        f"{_where(path, node)} {node.value!r}"
+        for node in named
+        if isinstance(node, ast.Constant)
+        and node.value in homes
+        and not where.startswith(homes[node.value])
+    ]
+
+
+def test_the_game_scanner_sees_what_it_refuses():
+    homes = builtin_games()
+    assert homes["open_harvest"] == "dilemmax/envs/open_harvest/" and len(homes) >= 4
+    tree = ast.parse(
+        "GRID_GAMES = ('open_cleanup', 'open_harvest')\n"
+        "KEY_EVENTS = {'moral_hazard': ('query',)}\n"
+        "if game == 'consequence': pass\n"
+        "env = make('consequence')\n"  # using a game is not a table of games
+        "DEFAULT = 'open_harvest'\n"
+    )
+    found = game_names_outside(ROOT / "view" / "planted.py", tree, homes)
+    assert [hit.split()[-1] for hit in found] == [
+        "'open_cleanup'", "'open_harvest'", "'moral_hazard'", "'consequence'",
+    ]  # fmt: skip
+    assert game_names_outside(ROOT / "envs" / "open_cleanup" / "x.py", tree, homes) == [
+        "dilemmax/envs/open_cleanup/x.py:1 'open_harvest'",
+        "dilemmax/envs/open_cleanup/x.py:2 'moral_hazard'",
+        "dilemmax/envs/open_cleanup/x.py:3 'consequence'",
+    ]
+    assert game_names_outside(ROOT / "experiments" / "x.py", tree, homes) == []
+
+
+def test_no_table_of_games_outside_the_games():
+    found = _scan(lambda path, tree: game_names_outside(path, tree, builtin_games()))
+    assert not found, (
+        "a game named in a table or a branch outside its folder: declare it in the game's "
+        "GameDeclaration (dilemmax/envs/<game>/declaration.py) and read it through "
+        "dilemmax.envs.registry.declaration(game):\n  " + "\n  ".join(found)
+    )
