@@ -2,7 +2,7 @@
 
 The plug-in is ``tests/plugin_package/dilemmax_commons_plugin``: the Shared Well, a common-pool
 game of its own design, and the ``localtest:`` seat kind, a standard-library client of an
-OpenAI-compatible server. No line of dilemmax names either. A session fixture installs it as
+OpenAI-compatible server. No line of dilemmax names either. A module fixture installs it as
 pip would leave it: a folder holding the package and its ``.dist-info`` (METADATA and
 ``entry_points.txt`` declaring ``"dilemmax.games"`` and ``"dilemmax.seats"``) is put on
 ``sys.path`` (and on PYTHONPATH for a process), and dilemmax reads its entry points again.
@@ -95,13 +95,17 @@ def _packages(site: Path) -> set[str]:
     return {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith(".dist-info")}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def plugin(tmp_path_factory):
-    """The plug-in installed for the whole session; its site folder."""
+    """The plug-in installed for every test of this file; its site folder. Uninstalled after
+    them (the games, kinds and Inspect tasks read again), so the files a worker runs next see
+    dilemmax's own games only."""
     site = tmp_path_factory.mktemp("site")
     install(site, "dilemmax_commons_plugin", PACKAGE, ENTRY_POINTS)
     with on_path(site):
         yield site
+    if "dilemmax.evals._registry" in sys.modules:
+        tasks_read_again()
 
 
 @contextlib.contextmanager
