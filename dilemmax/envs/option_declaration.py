@@ -1,5 +1,6 @@
 """How an env declares its options: :class:`Option` in a constructor parameter's annotation,
-read back by :func:`signature_options`, and the :class:`~dilemmax.envs.option_spec.OptionSpec`
+read back by :func:`signature_options`; how an options dataclass declares a field
+(:func:`setting`); and the :class:`~dilemmax.envs.option_spec.OptionSpec`
 a bare type annotation implies (:func:`spec_from_annotation`).
 
 A constructor parameter ``name: Annotated[type, Option(meaning, **spec fields)] = default`` is the
@@ -14,6 +15,7 @@ class can read declarations without importing the registry.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import textwrap
@@ -87,6 +89,27 @@ def merge(declared: OptionSpec | None, typed: OptionSpec) -> OptionSpec:
 
 
 # ----------------------------------------------------------------------------- declared options
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    range: Any = None,
+    flag: str | None = None,
+    **metadata: Any,
+) -> Any:
+    """A field of an options dataclass (TrainConfig, GenerateConfig, a design's parameters),
+    declared once: its default (or ``default_factory=``) and, in its metadata, its help line,
+    the range its values must fit (None: any, or its annotation's), its command-line flag
+    (None: ``--`` + the name with dashes) and what else the command line reads (``type``,
+    ``list``, ``append``, ``cli``: :func:`dilemmax.commandline.add_config_arguments`).
+
+    An env's constructor option is declared with :class:`Option` in its annotation instead: a
+    parameter has no metadata of its own (docs/architecture.md, "One way to declare a field").
+    """
+    factory = metadata.pop("default_factory", dataclasses.MISSING)
+    described = {"help": help, "range": range, "flag": flag, **metadata}
+    return dataclasses.field(default=default, default_factory=factory, metadata=described)
+
+
 @dataclass(frozen=True, init=False)
 class Option:
     """An env option declared where it is a constructor parameter: its meaning and the values

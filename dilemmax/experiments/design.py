@@ -31,18 +31,10 @@ from dilemmax.llm.session import Part
 from dilemmax.llm.session_options import SessionOptions
 
 __all__ = ["Design", "DesignParams", "NoParams", "ParamError", "Part", "Plan", "Report",
-           "SessionOptions", "make_params", "param", "param_names", "param_values"]  # fmt: skip
+           "SessionOptions", "make_params", "param_names", "param_values"]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- parameters
-def param(default: Any, help: str, **metadata: Any) -> Any:
-    """A design parameter: its default and its help line, declared once. ``metadata`` may add
-    ``flag`` (the command line's spelling, default ``--`` + the name with ``-`` for ``_``),
-    ``list=True`` (comma-separated values: ``--costs 0,0.4``; from Python a sequence too) and
-    ``append=True`` (a repeatable option: ``--set a=1 --set b=2``)."""
-    return field(default=default, metadata={"help": help, **metadata})
-
-
 class ParamError(UsageError):
     """A parameter value its field's type refuses (``name``, and ``problem``: what is wrong)."""
 
@@ -64,11 +56,11 @@ def param_kind(cls: type, spec: dataclasses.Field) -> tuple[type, bool]:
 @dataclass(frozen=True)
 class DesignParams:
     """A design's own parameters (a frozen dataclass subclassing this one, fields declared with
-    :func:`param`). Every value is checked against its field's type when the parameters are
-    made, so a bad value from the command line, an Inspect ``-T`` or a notebook is the same
-    one-line :class:`~dilemmax.errors.UsageError` naming the parameter. Lenient where the
-    caller cannot choose the type: ``-T no_probes=true`` arrives as text, ``-T rules=RP`` as one
-    word, ``costs=(0, 0.4)`` from Python as a sequence."""
+    :func:`~dilemmax.envs.option_declaration.setting`). Every value is checked against its
+    field's type when the parameters are made, so a bad value from the command line, an Inspect
+    ``-T`` or a notebook is the same one-line :class:`~dilemmax.errors.UsageError` naming the
+    parameter. Lenient where the caller cannot choose the type: ``-T no_probes=true`` arrives as
+    text, ``-T rules=RP`` as one word, ``costs=(0, 0.4)`` from Python as a sequence."""
 
     def __post_init__(self) -> None:
         for spec in dataclasses.fields(self):

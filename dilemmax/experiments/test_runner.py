@@ -14,8 +14,9 @@ import pytest
 import dilemmax
 from dilemmax import experiments
 from dilemmax.cli import main
+from dilemmax.envs.option_declaration import setting
 from dilemmax.experiments import catalogue, registry
-from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report
 from dilemmax.llm.server import LocalChatServer
 
 
@@ -31,7 +32,7 @@ def planted(body) -> str:
 
 @dataclass(frozen=True)
 class TinyParams(DesignParams):
-    episodes: int = param(2, "episodes per part")
+    episodes: int = setting(2, "episodes per part")
 
 
 # Built once: batched play keeps one compiled loop per env, so every run of this test shares them.

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dilemmax.envs.option_declaration import setting
 from dilemmax.envs.options import OptionError
 from dilemmax.llm import sampling
 
@@ -25,14 +26,6 @@ from dilemmax.llm import sampling
 # out of a run's identity, so a shard may use its own server and a resume may change them, and
 # out of a reply's cache key (which names the server itself).
 TRANSPORT_WORDS = ("url", "key", "timeout", "attempts", "concurrency")
-
-
-def option(default: Any, help: str, range: Any = None, flag: str | None = None, **cli: Any) -> Any:
-    """A config field: its default and, in its metadata, its help text, the range its values
-    must fit (None: any), its command-line flag (default ``--`` + the name with dashes) and
-    what else :func:`dilemmax.commandline.add_config_arguments` reads (``type``)."""
-    metadata = {"help": help, "range": range, "flag": flag, **cli}
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ class GenerateConfig:
     (replicas of one model) and is kept as a tuple.
     """
 
-    base_url: tuple[str, ...] | None = option(
+    base_url: tuple[str, ...] | None = setting(
         None,
         "the OpenAI-compatible server, e.g. http://localhost:8000/v1; several joined by | "
         "(http://a/v1|http://b/v1) are replicas of one model, each call going to the one with "
@@ -52,48 +45,48 @@ class GenerateConfig:
         sampling.URLS,
         type=str,  # one word, "a|b", split by __post_init__
     )
-    api_key_env: str = option(
+    api_key_env: str = setting(
         "OPENAI_API_KEY", "the environment variable the API key is read from", sampling.ENV_NAME
     )
-    temperature: float = option(0.0, "sampling temperature", sampling.OPENAI["temperature"])
-    top_p: float | None = option(None, "nucleus sampling mass", sampling.OPENAI["top_p"])
-    top_k: int | None = option(
+    temperature: float = setting(0.0, "sampling temperature", sampling.OPENAI["temperature"])
+    top_p: float | None = setting(None, "nucleus sampling mass", sampling.OPENAI["top_p"])
+    top_k: int | None = setting(
         None,
         "top-k sampling (vLLM, SGLang and Inspect's providers take it; not OpenAI's own)",
         sampling.OPENAI["top_k"],
     )
-    presence_penalty: float | None = option(
+    presence_penalty: float | None = setting(
         None, "penalty on tokens already present", sampling.OPENAI["presence_penalty"]
     )
-    max_tokens: int = option(512, "reply length cap, in tokens", sampling.OPENAI["max_tokens"])
-    seed: int | None = option(
+    max_tokens: int = setting(512, "reply length cap, in tokens", sampling.OPENAI["max_tokens"])
+    seed: int | None = setting(
         None, "the sampling seed sent to the server", sampling.OPENAI["seed"], flag="--model-seed"
     )
-    reasoning_effort: str | None = option(
+    reasoning_effort: str | None = setting(
         None,
         "asked of reasoning models (default: the server's)",
         sampling.Choice(sampling.REASONING_EFFORTS),
     )
-    reasoning_tokens: int | None = option(
+    reasoning_tokens: int | None = setting(
         None,
         "a thinking budget in tokens, mapped by Inspect onto each provider's own (inspect: seats)",
         sampling.REASONING_TOKENS,
     )
-    output: str = option(
+    output: str = setting(
         "json_schema",
         "how a reply is asked for: the prompt's JSON schema as structured output, JSON mode (any "
         "JSON object), or text the game's parser reads",
         sampling.Choice(sampling.OUTPUT_MODES),
         flag="--output-mode",
     )
-    timeout: float = option(60.0, "seconds per request attempt", sampling.CLIENT["timeout"])
-    max_attempts: int = option(
+    timeout: float = setting(60.0, "seconds per request attempt", sampling.CLIENT["timeout"])
+    max_attempts: int = setting(
         6,
         "attempts per request (rate limits, 5xx, timeouts and broken replies are retried with "
         "jittered exponential backoff)",
         sampling.CLIENT["max_attempts"],
     )
-    concurrency: int = option(
+    concurrency: int = setting(
         16, "requests in flight per model, over all its base URLs", sampling.CLIENT["concurrency"]
     )
 

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 import dilemmax
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
-from dilemmax.experiments.design import Design, Plan, Report, SessionOptions, param
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import ablations as A
 from dilemmax.redteam import figures, paper_tables
@@ -38,14 +39,14 @@ PAPER_CONTEXTS = 16  # sampled from the grid; the canonical instance is added
 class AblationsParams(common.CommonParams):
     """``consequence/ablations``' parameters (the paper's suite by default)."""
 
-    contexts: int | None = param(
+    contexts: int | None = setting(
         None,
         f"contexts sampled from the grid (default {PAPER_CONTEXTS}) besides the canonical "
         "w=(1,5,6) T=10",
     )
-    context_seed: int = param(0, "seed of the context sample")
-    rules: tuple[str, ...] | None = param(None, "rules (default RP PP)")
-    ablations: tuple[str, ...] | None = param(
+    context_seed: int = setting(0, "seed of the context sample")
+    rules: tuple[str, ...] | None = setting(None, "rules (default RP PP)")
+    ablations: tuple[str, ...] | None = setting(
         None, f"ablations to run (default all: {', '.join(A.ABLATIONS)})"
     )
 

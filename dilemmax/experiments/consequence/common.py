@@ -20,8 +20,9 @@ import numpy as np
 
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import DesignParams, Part, SessionOptions, param
+from dilemmax.experiments.design import DesignParams, Part, SessionOptions
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import rationale_labels as RL
 from dilemmax.redteam import reference as ref
@@ -43,16 +44,16 @@ ONE_SHOT_CALLS = {"AON": 3.0, "RE": 3.0, "RP": 3.0, "PP": 3.0, "DV": 6.0}
 class CommonParams(DesignParams):
     """The parameters both consequence designs take (the paper's sizes by default)."""
 
-    replicates: int | None = param(
+    replicates: int | None = setting(
         None, f"episodes per (context, rule) cell (default {PAPER_REPLICATES})"
     )
-    no_rationales: bool = param(
+    no_rationales: bool = setting(
         False, "do not ask for reasoning before each move (no rationale labels)"
     )
-    resamples: int | None = param(
+    resamples: int | None = setting(
         None, "bootstrap and permutation draws (default 10,000, the paper's)"
     )
-    analysis_seed: int = param(0, "seed of the resampling")
+    analysis_seed: int = setting(0, "seed of the resampling")
 
 
 def replicates(params: CommonParams) -> int:

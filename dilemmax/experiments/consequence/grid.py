@@ -21,10 +21,11 @@ import numpy as np
 
 import dilemmax
 from dilemmax.envs.consequence import constants as C
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
 from dilemmax.experiments.consequence import common
-from dilemmax.experiments.design import Design, Plan, Report, SessionOptions, param
+from dilemmax.experiments.design import Design, Plan, Report, SessionOptions
 from dilemmax.llm.play import PlayResult
 from dilemmax.redteam import figures, paper_tables
 from dilemmax.redteam import statistics as S
@@ -40,9 +41,9 @@ NUM_ROUNDS = C.DEFAULT_NUM_ROUNDS
 class GridParams(common.CommonParams):
     """``consequence/grid``'s parameters (the paper's sizes by default)."""
 
-    contexts: int | None = param(None, "play N contexts spread over the grid (default all 228)")
-    rules: tuple[str, ...] | None = param(None, "rules to play (default AON RE DV RP PP)")
-    reference: str | None = param(
+    contexts: int | None = setting(None, "play N contexts spread over the grid (default all 228)")
+    rules: tuple[str, ...] | None = setting(None, "rules to play (default AON RE DV RP PP)")
+    reference: str | None = setting(
         None,
         "UR_ref file of `dilemmax redteam reference` (default: solved on the played contexts)",
     )

@@ -22,8 +22,9 @@ import numpy as np
 
 from dilemmax.commandline import headless_pyplot
 from dilemmax.envs.moral_hazard.env import MoralHazardEnv
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import DesignParams, param
+from dilemmax.experiments.design import DesignParams
 from dilemmax.llm.play import PlayResult
 
 PAPER_REPLICATES = 3
@@ -48,10 +49,10 @@ OUTCOMES = (
 class SizeParams(DesignParams):
     """The sizes every moral-hazard design takes; None: the paper's."""
 
-    replicates: int | None = param(
+    replicates: int | None = setting(
         None, f"outer replicates (default {PAPER_REPLICATES}, the paper's)"
     )
-    episodes: int | None = param(
+    episodes: int | None = setting(
         None, f"episodes per replicate and cell (default {PAPER_EPISODES})"
     )
 

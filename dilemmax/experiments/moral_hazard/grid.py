@@ -19,8 +19,9 @@ import jax
 import numpy as np
 
 from dilemmax.envs.moral_hazard.generator import condition_grid
+from dilemmax.envs.option_declaration import setting
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.experiments.moral_hazard.tables import (
     TABLE2_COLUMNS,
@@ -54,15 +55,15 @@ def condition_names() -> list[str]:
 class GridParams(common.SizeParams):
     """``moral_hazard/grid``'s parameters (the paper's sizes by default)."""
 
-    conditions: str | None = param(
+    conditions: str | None = setting(
         None,
         "comma-separated subset of the 15 conditions (k=0.10, w_T=0.50, n=3, "
         "provenance=visible, ...)",
         list=True,
     )
-    no_random: bool = param(False, "leave out the random control")
-    model_label: str | None = param(None, "the model's name in the tables (default its seat)")
-    method: str = param(
+    no_random: bool = setting(False, "leave out the random control")
+    model_label: str | None = setting(None, "the model's name in the tables (default its seat)")
+    method: str = setting(
         "Base", "what this run is (Base, SFT, RLOO, SFT+RLOO, GEPA, ...) for Table 5"
     )
 

@@ -39,9 +39,10 @@ from dilemmax import statistics
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import incentive_grid
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions
 from dilemmax.experiments.moral_hazard import common, isolation_combine, probes
 from dilemmax.experiments.moral_hazard.figures import draw_figure3
 from dilemmax.llm.model_seats import CallsFailed
@@ -66,15 +67,17 @@ BOUNDARY_METHOD = (
 class IsolationParams(common.SizeParams):
     """``moral_hazard/isolation``'s parameters (the paper's 67 cells by default)."""
 
-    costs: str | None = param(None, "query costs (default the nine: 0, 0.05, ..., 0.40)", list=True)
-    shares: str = param(
+    costs: str | None = setting(
+        None, "query costs (default the nine: 0, 0.05, ..., 0.40)", list=True
+    )
+    shares: str = setting(
         "paper",
         "'paper' (the 67 cells), 'grid' (0, 0.05, ..., 1 at every cost) or a list",
         list=True,
     )
-    boundary_offset: float = param(0.05, "distance of the below / above cells from alpha*(k)")
-    num_agents: int = param(2, "n (the partners fill the rest)")
-    no_probes: bool = param(False, "skip the probes")
+    boundary_offset: float = setting(0.05, "distance of the below / above cells from alpha*(k)")
+    num_agents: int = setting(2, "n (the partners fill the rest)")
+    no_probes: bool = setting(False, "skip the probes")
 
 
 def _round(x: float) -> float:

@@ -16,9 +16,10 @@ import numpy as np
 
 from dilemmax.envs.moral_hazard import theory
 from dilemmax.envs.moral_hazard.generator import make_config, stack_configs
+from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue
-from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions, param
+from dilemmax.experiments.design import Design, Part, Plan, Report, SessionOptions
 from dilemmax.experiments.moral_hazard import common
 from dilemmax.llm.play import PlayResult
 
@@ -38,14 +39,14 @@ _PANEL_OUTCOMES = (("query_rate", "Query"), ("team_success", "Team"), ("local_re
 class SweepsParams(common.SizeParams):
     """``moral_hazard/sweeps``' parameters (the paper's sweeps by default)."""
 
-    sweeps: str | None = param(
+    sweeps: str | None = setting(
         None, "comma-separated subset of k, w_T, n (default all three)", list=True
     )
-    k_values: str | None = param(
+    k_values: str | None = setting(
         None, "query costs of the k sweep (default 0, 0.05, .., 0.40)", list=True
     )
-    w_team_values: str | None = param(None, "team rewards of the w_T sweep", list=True)
-    n_values: str | None = param(None, "group sizes of the n sweep (default 2..9)", list=True)
+    w_team_values: str | None = setting(None, "team rewards of the w_T sweep", list=True)
+    n_values: str | None = setting(None, "group sizes of the n sweep (default 2..9)", list=True)
 
 
 def sweep_values(params: SweepsParams) -> dict[str, list]:

@@ -16,9 +16,10 @@ import jax
 
 from dilemmax import make
 from dilemmax.commandline import parse_assignments
+from dilemmax.envs.option_declaration import setting
 from dilemmax.envs.rollout import episode_keys, job_keys
 from dilemmax.errors import UsageError
-from dilemmax.experiments.design import DesignParams, Part, SessionOptions, param
+from dilemmax.experiments.design import DesignParams, Part, SessionOptions
 
 GAMES = ("open_cleanup", "open_harvest")
 SEEDS = 3  # [paper] Table 2: seeds per environment (and per team composition)
@@ -28,10 +29,10 @@ SEEDS = 3  # [paper] Table 2: seeds per environment (and per team composition)
 class OpenGridParams(DesignParams):
     """The sizes of every open_grid design (the paper's by default) to shrink for a quick look."""
 
-    seeds: int = param(SEEDS, f"seeds (one configuration and episode each; paper {SEEDS})")
-    trials: int | None = param(None, "trials per episode (paper 5)")
-    trial_steps: int | None = param(None, "steps per trial (paper 400)")
-    set: tuple[str, ...] | None = param(None, "env option key=value (repeatable)", append=True)
+    seeds: int = setting(SEEDS, f"seeds (one configuration and episode each; paper {SEEDS})")
+    trials: int | None = setting(None, "trials per episode (paper 5)")
+    trial_steps: int | None = setting(None, "steps per trial (paper 400)")
+    set: tuple[str, ...] | None = setting(None, "env option key=value (repeatable)", append=True)
 
 
 def _positive(value: int | None, flag: str) -> int | None:
