@@ -62,7 +62,7 @@ _REGISTRY: dict[str, EnvSpec] = {}
 _ENTRY_POINTS: dict[str, EntryPoint] = {}  # the group as last scanned
 _FROM_ENTRY_POINTS: set[str] = set()  # the ids in _REGISTRY that came from the group
 _PLUGIN_ERRORS: dict[str, str] = {}  # entry-point name -> why it is left out (one line)
-_CLASHES: dict[str, str] = {}  # an id two packages declare -> both named
+_CLASHES: dict[str, tuple[EntryPoint, str]] = {}  # an id declared again -> that entry, why
 _loaded = False
 
 
@@ -85,23 +85,31 @@ def _spec(env_id: str, declaration: GameDeclaration) -> EnvSpec:
 
 
 def _scan_entry_points() -> None:
-    """The group's names and values (no plug-in code runs), each name's Gymnasium id with it.
+    """The group's names and values (no plug-in code runs), each name's Gymnasium id with it;
+    dilemmax's own games first, then the other packages' in path order.
 
     Every copy of a distribution's metadata is read, not only the first on the path
     (``entry_points()`` keeps the first), so a stale ``*.egg-info`` of a source checkout in the
-    working directory cannot hide the games its installed metadata declares."""
+    working directory cannot hide the games its installed metadata declares. An id a second
+    package declares again is left out of that package (the first keeps it)."""
     _ENTRY_POINTS.clear()
     _CLASHES.clear()
+    found = [(_owner(dist), entry) for dist in distributions() for entry in dist.entry_points]
+    found = [(owner, entry) for owner, entry in found if entry.group == GROUP]
+    found.sort(key=lambda pair: pair[0] != "dilemmax")  # stable: path order otherwise
     owners: dict[str, str] = {}
-    for dist in distributions():
-        owner = (dist.metadata["Name"] or "").lower().replace("-", "_")
-        for entry in dist.entry_points.select(group=GROUP):
-            if entry.name in owners and owners[entry.name] != owner:
-                _CLASHES[entry.name] = f"declared by both {owners[entry.name]} and {owner}"
-            owners.setdefault(entry.name, owner)
-            _ENTRY_POINTS.setdefault(entry.name, entry)
-            if _ENV_ID.fullmatch(entry.name):
-                _register_gymnasium_id(entry.name)
+    for owner, entry in found:
+        first = owners.setdefault(entry.name, owner)
+        if first != owner:
+            _CLASHES[entry.name] = (entry, f"{first} declares {entry.name!r} already")
+            continue
+        _ENTRY_POINTS.setdefault(entry.name, entry)
+        if _ENV_ID.fullmatch(entry.name):
+            _register_gymnasium_id(entry.name)
+
+
+def _owner(dist) -> str:
+    return (dist.metadata["Name"] or "").lower().replace("-", "_")
 
 
 def _specs() -> dict[str, EnvSpec]:
@@ -124,6 +132,8 @@ def _load_entry_points() -> None:
             continue
         _REGISTRY[name] = _spec(name, declaration)
         _FROM_ENTRY_POINTS.add(name)
+    for name, (entry, reason) in _CLASHES.items():
+        _left_out(name, entry, ValueError(reason))
     _REGISTRY.update(added)
 
 
@@ -132,8 +142,6 @@ def _declaration(name: str, entry: EntryPoint, added: Mapping[str, EnvSpec]) -> 
         raise ValueError("an env id is letters, digits and underscores")
     if name in added:
         raise ValueError("the id is already registered from Python")
-    if name in _CLASHES:
-        raise ValueError(_CLASHES[name])
     declaration = entry.load()
     if not isinstance(declaration, GameDeclaration):
         raise TypeError(f"{entry.value} is a {type(declaration).__name__}, not a GameDeclaration")
