@@ -14,12 +14,12 @@ import difflib
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dilemmax.agents.networks import CONV_IMPLS, NetworkSpec
 from dilemmax.agents.transforms import LEARNER_TRANSFORMS
-from dilemmax.envs.option_declaration import merge, spec_from_annotation
+from dilemmax.envs.option_declaration import merge, setting, spec_from_annotation
 from dilemmax.envs.option_spec import INT32_MAX, NOT_ALLOWED, shown
 from dilemmax.envs.options import (
     OptionError,
@@ -54,15 +54,6 @@ _COUNT = OptionSpec("int", low=1, high=INT32_MAX)
 _COEF = OptionSpec("float", low=0.0, high=1e6)
 
 
-def setting(default: Any = dataclasses.MISSING, doc: str = "", range: OptionSpec | None = None,
-            **kwargs) -> Any:  # fmt: skip
-    """A TrainConfig field, declared once: its default, and in its metadata its meaning
-    (``doc``, read by ``dilemmax train --help``, the errors of ``--set`` and the table of
-    docs/training.md) and the range its values must fit (``range``; None: its annotated type's,
-    see :func:`field_spec`)."""
-    return field(default=default, metadata={"doc": doc, "range": range}, **kwargs)
-
-
 @dataclass
 class TrainConfig:
     """Everything a training run depends on: the env and its seats, PPO's hyperparameters, the
@@ -84,15 +75,15 @@ class TrainConfig:
         OptionSpec("str", choices=("ippo", "mappo")),
     )
     env_kwargs: dict[str, Any] = setting(
-        doc="the env's constructor options for training (`env_kwargs.<option>=value`)",
+        help="the env's constructor options for training (`env_kwargs.<option>=value`)",
         default_factory=dict,
     )
     eval_env_kwargs: dict[str, Any] = setting(
-        doc="options of the evaluation env, over env_kwargs (say `split=held_out`)",
+        help="options of the evaluation env, over env_kwargs (say `split=held_out`)",
         default_factory=dict,
     )
     env_config: dict[str, Any] = setting(
-        doc="overrides of fields of the env's configuration pytree, `{field: value}` (dotted "
+        help="overrides of fields of the env's configuration pytree, `{field: value}` (dotted "
         "names reach nested fields), applied to every sampled configuration: this fixes, say, "
         "the consequence rule or the moral-hazard query cost",
         default_factory=dict,
@@ -203,7 +194,7 @@ class TrainConfig:
         OptionSpec("int", low=1, high=4096),
     )
     conv_features: list[int] = setting(
-        doc="output channels of each 3x3 convolution over a grid observation; [] flattens the "
+        help="output channels of each 3x3 convolution over a grid observation; [] flattens the "
         "embedded view straight into the dense layers",
         range=OptionSpec("list", max_len=16, item=OptionSpec("int", low=1, high=4096)),
         default_factory=lambda: [16, 32],
@@ -410,9 +401,9 @@ FIELD_RANGES: dict[str, OptionSpec] = {
 
 
 def field_doc(name: str) -> str:
-    """What TrainConfig field ``name`` means, on one line (its declaration's ``doc``)."""
+    """What TrainConfig field ``name`` means, on one line (its declaration's ``help``)."""
     (found,) = (f for f in dataclasses.fields(TrainConfig) if f.name == name)
-    return " ".join(found.metadata.get("doc", "").split())
+    return " ".join(found.metadata.get("help", "").split())
 
 
 class FieldDescription(NamedTuple):
