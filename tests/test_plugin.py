@@ -225,6 +225,7 @@ TINY_TRAINING = ["total_timesteps=64", "num_envs=4", "num_steps=4", "num_minibat
                  "update_epochs=1", "eval_every=0", "eval_episodes=2", "hidden=8"]  # fmt: skip
 
 
+@pytest.mark.slow  # the file's most expensive test: a training program and its evaluation
 def test_train_a_few_updates_then_evaluate(plugin, tmp_path):
     """Four PPO updates on the game's own training grid (every regrowth g = 1..4), then
     ``dilemmax evaluate`` of the run: the game's metrics, per configuration of that grid."""
@@ -445,6 +446,7 @@ def test_broken_plugins_are_named_in_one_line_and_the_rest_works(broken, tmp_pat
     assert status == 2 and "raising_game" in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow  # a cold start of dilemmax in a process of its own
 def test_a_new_process_finds_the_plugins_through_pythonpath(plugin, broken):
     """``dilemmax list`` in a process of its own, the two sites on PYTHONPATH (how a shell
     sees an installed plug-in): the good game listed, the broken ones named once each."""
