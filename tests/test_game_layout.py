@@ -23,7 +23,8 @@ from dilemmax import errors
 from dilemmax.commandline import build_env
 from dilemmax.envs.options import parse_env_options
 from dilemmax.envs.registry import registered_envs
-from dilemmax.train.config import TrainConfig, make_config
+from dilemmax.train.config import TrainConfig
+from dilemmax.train.configure import make_config
 
 ENVS = Path(dilemmax.envs.__file__).parent
 GAMES = sorted(p.parent.name for p in ENVS.glob("*/env.py"))

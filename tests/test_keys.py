@@ -13,7 +13,7 @@ import dilemmax
 from dilemmax.agents.policy import random_policy
 from dilemmax.envs.base import typed_key
 from dilemmax.envs.rollout import run_episode, run_episodes
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import make_train
 
 KEYS = {"typed": jax.random.key(0), "legacy": jax.random.PRNGKey(0)}

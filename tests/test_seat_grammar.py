@@ -40,7 +40,7 @@ from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_cli import fake_trained_run
 from dilemmax.scenarios.spec import Scenario, ScenarioSet
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.learners import Seats
 from dilemmax.wrappers.gymnasium import SingleSeatEnv
 

@@ -32,7 +32,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dilemmax.train import distributed
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.run import TrainingRun
 
 LAYOUTS = ((1, 1), (1, 2), (1, 4), (2, 1), (2, 2))  # (processes, devices per process)

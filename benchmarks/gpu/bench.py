@@ -430,7 +430,7 @@ def train_overrides(plan: dict, run: str, env_id: str) -> dict | None:
 def part_train(plan: dict, clock: Clock, rows: Rows, out: Path) -> None:
     import common
 
-    from dilemmax.train.config import make_config
+    from dilemmax.train.configure import make_config
 
     env_only: dict = {}
     todo = [

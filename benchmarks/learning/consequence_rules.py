@@ -28,7 +28,7 @@ from common import RESULTS, command_line, machine_note, run_grid, table
 import dilemmax
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.rollout import run_episodes
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.envs import apply_config_overrides, config_grid
 from dilemmax.train.ppo import make_train
 

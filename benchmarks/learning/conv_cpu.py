@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from common import RESULTS, command_line, machine_note, table, time_chunk
 
 from dilemmax.agents.networks import Conv3x3
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 
 
 def layer_gradient_ms(impl: str, batch: int, channels: int, features: int, unroll: bool) -> float:

@@ -27,7 +27,7 @@ from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.statistics import bootstrap_ci
-from dilemmax.train.config import make_config, parse_sets
+from dilemmax.train.configure import make_config, parse_sets
 from dilemmax.train.run import TrainingRun
 
 

@@ -31,7 +31,7 @@ from common import RESULTS, command_line, machine_note, run_grid, table  # noqa:
 
 from dilemmax.envs.moral_hazard import generator
 from dilemmax.envs.moral_hazard.theory import alpha_star
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import make_train
 
 matplotlib.use("Agg")  # a script that only writes files

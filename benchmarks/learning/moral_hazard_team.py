@@ -48,7 +48,7 @@ from dilemmax.envs.moral_hazard.theory import (
     team_equilibria,
     team_route_values,
 )
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import make_train
 
 SETTINGS = [("highest", 0.5), ("uninformative", 0.5), ("lowest", 0.5), ("uninformative", 1.0)]

@@ -39,7 +39,8 @@ from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.statistics import bootstrap_ci
-from dilemmax.train.config import TrainConfig, make_config, parse_sets
+from dilemmax.train.config import TrainConfig
+from dilemmax.train.configure import make_config, parse_sets
 from dilemmax.train.envs import ConfiguredEnv, overrides_as_arrays
 from dilemmax.train.run import CONFIG_FILE, TrainingRun
 

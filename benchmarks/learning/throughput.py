@@ -15,7 +15,7 @@ import argparse
 from common import RESULTS, command_line, machine_note, table, time_chunk
 
 from dilemmax.envs.registry import registered_envs
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 
 
 def measure(env_id: str, algo: str, repeats: int) -> list:

@@ -42,7 +42,7 @@ from jaxmarl.wrappers.baselines import LogWrapper
 import dilemmax
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.spaces import Box
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import make_train
 
 ENV_IDS = ["consequence", "moral_hazard", "open_cleanup", "open_harvest"]

@@ -43,7 +43,7 @@ from dilemmax.redteam import safety_case as SC
 from dilemmax.redteam.figures import write_table
 from dilemmax.redteam.inputs import context_index
 from dilemmax.redteam.statistics import Population
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import make_train
 
 ROOT = Path(__file__).resolve().parents[2]

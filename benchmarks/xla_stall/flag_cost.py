@@ -37,7 +37,7 @@ def child(work: str, repeats: int) -> dict:
     import dilemmax
 
     if work == "train":
-        from dilemmax.train.config import make_config
+        from dilemmax.train.configure import make_config
         from dilemmax.train.ppo import Trainer
 
         config = make_config("moral_hazard", "ippo", {"num_envs": 64, "num_steps": 16})

@@ -53,15 +53,8 @@ from dilemmax.envs.registry import env_spec
 from dilemmax.errors import UsageError
 from dilemmax.runlock import RunFolderError, RunLock
 from dilemmax.train import distributed
-from dilemmax.train.config import (
-    TrainConfig,
-    apply_overrides,
-    check_env_kwargs,
-    describe_fields,
-    field_spec,
-    make_config,
-    parse_sets,
-)
+from dilemmax.train.config import TrainConfig, describe_fields, field_spec
+from dilemmax.train.configure import apply_overrides, check_env_kwargs, make_config, parse_sets
 from dilemmax.train.envs import check_evaluation_fits
 from dilemmax.train.run import CONFIG_FILE, TrainingDiverged, TrainingRun, load_run
 

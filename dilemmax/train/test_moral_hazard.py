@@ -20,7 +20,7 @@ from dilemmax.agents.policy import random_policy
 from dilemmax.agents.trained import TrainedPolicy
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.train.cli import main as cli_main
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import Trainer
 from dilemmax.train.run import TrainingRun
 

@@ -18,7 +18,7 @@ from dilemmax.agents.networks import masked_categorical
 from dilemmax.agents.transforms import LEARNER_TRANSFORMS
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.spaces import Box, Discrete
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import Trainer, make_train
 from dilemmax.train.run import TrainingRun
 

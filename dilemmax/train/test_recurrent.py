@@ -23,7 +23,7 @@ from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.registry import EnvSpec
 from dilemmax.envs.rollout import run_episodes
 from dilemmax.envs.spaces import Box, Discrete
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.ppo import Trainer, make_train
 from dilemmax.train.run import TrainingRun
 

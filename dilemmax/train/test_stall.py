@@ -27,7 +27,7 @@ import pytest
 
 from dilemmax import xla_defaults
 from dilemmax.envs.options import OptionError
-from dilemmax.train.config import make_config, parse_sets
+from dilemmax.train.configure import make_config, parse_sets
 from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"

@@ -20,7 +20,7 @@ from dilemmax.envs.options import OptionError
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.train import distributed
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 
 
 def _free_port() -> int:

@@ -31,7 +31,7 @@ from dilemmax.commandline import int_in, output_file, output_folder
 from dilemmax.errors import UsageError
 from dilemmax.runlock import RunLock
 from dilemmax.train import cli as train_cli
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.run import TrainingDiverged, TrainingRun
 from dilemmax.wrappers.gymnasium import SingleSeatEnv, SingleSeatVectorEnv
 from dilemmax.wrappers.legal import MAX_NUM_ENVS, check_count, check_reward

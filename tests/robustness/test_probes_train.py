@@ -31,7 +31,7 @@ from dilemmax.agents.trained import TrainedPolicy, TrainedRunError
 from dilemmax.envs.memory import MemoryNeeded
 from dilemmax.envs.options import OptionError
 from dilemmax.errors import UsageError
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.envs import ConfiguredEnv, check_env_config
 from dilemmax.train.run import RunFolderError, TrainingRun
 

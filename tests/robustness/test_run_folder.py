@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dilemmax.agents import checkpoint
 from dilemmax.agents.checkpoint import CheckpointError
-from dilemmax.train.config import make_config
+from dilemmax.train.configure import make_config
 from dilemmax.train.run import (
     METRICS_FILE,
     RunFolderError,

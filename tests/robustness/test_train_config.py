@@ -10,15 +10,8 @@ import pytest
 
 from dilemmax.agents.transforms import resolve_learner_transform
 from dilemmax.envs.options import OptionError
-from dilemmax.train.config import (
-    FIELD_RANGES,
-    TrainConfig,
-    describe_fields,
-    field_doc,
-    field_spec,
-    make_config,
-    parse_sets,
-)
+from dilemmax.train.config import FIELD_RANGES, TrainConfig, describe_fields, field_doc, field_spec
+from dilemmax.train.configure import make_config, parse_sets
 
 
 @pytest.mark.parametrize(
