@@ -556,12 +556,11 @@ def test_the_game_scanner_sees_what_it_refuses():
     assert [hit.split()[-1] for hit in found] == [
         "'open_cleanup'", "'open_harvest'", "'moral_hazard'", "'consequence'",
     ]  # fmt: skip
-    assert game_names_outside(ROOT / "envs" / "open_cleanup" / "x.py", tree, homes) == [
-        "dilemmax/envs/open_cleanup/x.py:1 'open_harvest'",
-        "dilemmax/envs/open_cleanup/x.py:2 'moral_hazard'",
-        "dilemmax/envs/open_cleanup/x.py:3 'consequence'",
-    ]
-    assert game_names_outside(ROOT / "experiments" / "x.py", tree, homes) == []
+    in_a_game = game_names_outside(ROOT / "envs" / "open_cleanup" / "planted.py", tree, homes)
+    assert [hit.split()[-1] for hit in in_a_game] == [  # its own name is its own to use
+        "'open_harvest'", "'moral_hazard'", "'consequence'",
+    ]  # fmt: skip
+    assert game_names_outside(ROOT / "experiments" / "planted.py", tree, homes) == []
 
 
 def test_no_table_of_games_outside_the_games():
