@@ -37,6 +37,7 @@ from pettingzoo.test import api_test, parallel_api_test
 import dilemmax
 from dilemmax.cli import main
 from dilemmax.envs import registry, seat_spec
+from dilemmax.envs.text import Prompt
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.wrappers.pettingzoo import aec_env, parallel_env
 
@@ -247,6 +248,28 @@ def well_reply(body: dict) -> str:
     prompt = body["messages"][-1]["content"]
     holds = int(prompt.split("The well holds ")[1].split()[0])
     return f"I leave the rest to regrow.\nTAKE {1 if holds >= 8 else 2}"
+
+
+@pytest.mark.parametrize(
+    "reply,action,error",
+    [
+        ("I leave some.\nTAKE 2", 2, ""),
+        ("**take: 1.**", 1, ""),
+        ("TAKE 1\nOn second thought:\nTAKE 0", 0, ""),  # the last TAKE line counts
+        ("TAKE 3", 0, "TAKE 3 is outside 0..2"),  # more than the well's 2 units
+        ("TAKE -1", 0, "TAKE -1 is outside 0..2"),
+        ("TAKE \uff12", 0, "is not a number"),  # a full-width digit is no ASCII number
+        ("TAKE " + "9" * 5000, 0, "is not a number"),
+        ("I would rather not say", 0, "no 'TAKE <units>' line found"),
+        (None, 0, "no 'TAKE <units>' line found"),
+    ],
+)
+def test_the_text_protocol_reads_any_reply(plugin, reply, action, error):
+    """Untrusted replies: the move read or refused (asking for nothing), never raising."""
+    env = dilemmax.make(GAME)
+    parsed = env.text_protocol().parse_reply(reply, Prompt("", "", context={"stock": 2}))
+    assert (parsed.action, parsed.valid) == (action, not error)
+    assert error in parsed.error
 
 
 @pytest.fixture(scope="module")
