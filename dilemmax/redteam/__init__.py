@@ -22,6 +22,8 @@ Modules:
   other before any work.
 * :mod:`~dilemmax.redteam.api`: the commands as typed functions for Python (options objects in,
   typed results out).
+* :mod:`~dilemmax.redteam.model_runs`: a command's run folder and transcript when a language
+  model plays (checked before the model loads, locked while it runs, resumable).
 * :mod:`~dilemmax.redteam.cli`: ``dilemmax redteam reference | play | gap | ablate | label |
   certify``, a thin layer over :mod:`~dilemmax.redteam.api`.
 

@@ -32,13 +32,16 @@ env's per-episode metrics as arrays [num_configs * episodes, ...] (config-major)
 
 Per ablation and rule the runner reports, for each metric, ablated - control per context (paired)
 with a 95% bootstrap CI over contexts and a sign-flip p-value, and the RP - PP contrast (fatality
-by default) in both arms with CIs and whether its sign holds (same sign, or both CIs covering 0).
+by default) in both arms with CIs and whether its sign holds (same sign, or both CIs covering 0);
+:func:`write_ablations` writes the report with its table and Table 4.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +52,9 @@ from dilemmax.agents.arena import Arena
 from dilemmax.envs.consequence import constants as C
 from dilemmax.envs.consequence.generator import context_table, rule_id
 from dilemmax.envs.consequence.types import ConsequenceConfig
+from dilemmax.redteam import paper_tables
 from dilemmax.redteam import statistics as S
+from dilemmax.redteam.figures import write_table
 from dilemmax.statistics import NUM_RESAMPLES, bootstrap_ci, sign_flip_test
 
 ABLATION_METRICS = ("targeted_elimination", "all_zero_opening", "round_one_funding", "fatality")
@@ -304,3 +309,12 @@ def ablation_table(report: dict) -> tuple[list[str], list[list]]:
                     ]
                 )
     return header, rows
+
+
+def write_ablations(report: dict, out: Path) -> None:
+    """``ablations.json``, the ablation table (CSV, MD) and Table 4 in the folder ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ablations.json").write_text(json.dumps(report, indent=1))
+    header, rows = ablation_table(report)
+    write_table(out / "ablations", header, rows)
+    (out / "table4.md").write_text(paper_tables.table4(report))

@@ -18,16 +18,12 @@ only where an ``out`` is given; the commands give one.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from dilemmax.commandline import output_file, output_folder
 from dilemmax.envs.consequence.constants import RULE_NAMES
@@ -39,9 +35,8 @@ from dilemmax.envs.typecheck import typed_arguments, typed_fields
 from dilemmax.errors import UsageError
 from dilemmax.llm.config import GenerateConfig
 from dilemmax.llm.seats import build_seat
-from dilemmax.llm.transcript import Transcript
 from dilemmax.redteam import ablations as A
-from dilemmax.redteam import inputs, paper_tables
+from dilemmax.redteam import inputs, model_runs
 from dilemmax.redteam import rationale_judge as RJ
 from dilemmax.redteam import rationale_labels as RL
 from dilemmax.redteam import reference as ref
@@ -61,36 +56,11 @@ from dilemmax.redteam.statistics import Population
 from dilemmax.runlock import RunLock
 from dilemmax.statistics import NUM_RESAMPLES
 
-ENDGAMES = ("all", "rule")
-
 
 def is_model(policy: str) -> bool:
     """Whether ``policy`` names a language model (played through batched play): a seat of a
     model kind (``openai:``, ``inspect:``, ``hf:``; :mod:`dilemmax.envs.seat_spec`)."""
     return is_model_seat(policy)
-
-
-def game(rounds: int = 3, endgame: str = "all"):
-    """The consequence env of ``rounds`` and ``endgame``, checked against its option ranges."""
-    if endgame not in ENDGAMES:
-        raise UsageError(f"--endgame {endgame!r}: expected {' or '.join(ENDGAMES)}")
-    try:
-        return make("consequence", num_rounds=rounds, endgame=endgame)
-    except UsageError as err:
-        raise UsageError(f"--rounds {rounds}: {err}") from None
-
-
-def _check_rules(rules: Sequence[str]) -> tuple[str, ...]:
-    unknown = [r for r in rules if r not in RULE_NAMES]
-    if unknown or not rules:
-        raise UsageError(f"--rules {list(rules)}: choose from {', '.join(RULE_NAMES)}")
-    return tuple(rules)
-
-
-def _check_counts(**counts: int) -> None:
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UsageError(f"--{name} must be an integer >= 1, got {value!r}")
 
 
 def _policy(spec: str, env):
@@ -138,7 +108,7 @@ class ReferenceResult:
 def reference(options: ReferenceOptions, out: str | Path | None = None) -> ReferenceResult:
     """Solves the reference (UR_ref for every context, rule and epsilon); with ``out``, writes
     the ``.npz`` there and its summary table beside it."""
-    game(options.rounds, options.endgame)
+    inputs.game(options.rounds, options.endgame)
     for eps in options.epsilons:
         inputs.check_epsilon(eps, "--epsilons")
     if out is not None:
@@ -207,8 +177,8 @@ def play(options: PlayOptions, out: str | Path | None = None) -> PlayedPopulatio
     (its transcript; ``resume`` continues it), a jittable one's an ``.npz`` file."""
     if is_model(options.policy):
         return _play_model(options, out)
-    _check_counts(episodes=options.episodes)
-    env = game(options.rounds, options.endgame)
+    inputs.check_counts(episodes=options.episodes)
+    env = inputs.game(options.rounds, options.endgame)
     cells = len(context_table()[1]) * len(RULE_NAMES)  # every context under every rule
     check_episodes_fit(env, cells * options.episodes, "redteam play", "--episodes")
     policy = _policy(options.policy, env)
@@ -224,25 +194,20 @@ def play(options: PlayOptions, out: str | Path | None = None) -> PlayedPopulatio
     return PlayedPopulation(pop, out)
 
 
-def _sampling(generate: GenerateConfig) -> list:
-    """The sampling values a model run's transcript identity names (as runs always named them)."""
-    return [generate.temperature, generate.top_p, generate.max_tokens, generate.seed]
-
-
 def _play_model(options: PlayOptions, out: str | Path | None) -> PlayedPopulation:
-    _check_counts(episodes=options.episodes, envs=options.envs)
-    rules = _check_rules(options.rules)
+    inputs.check_counts(episodes=options.episodes, envs=options.envs)
+    rules = inputs.check_rules(options.rules)
     try:
         contexts = spread_contexts(options.contexts)
     except ValueError as error:
         raise UsageError(f"--contexts: {error}") from None
-    env = game(options.rounds, options.endgame)
+    env = inputs.game(options.rounds, options.endgame)
     protocol = dict(options.protocol)
-    with _protocol_input():
+    with model_runs.protocol_input():
         env.text_protocol(**protocol)  # checks the flags
     total = len(contexts) * len(rules) * options.episodes
     check_waves_fit(env, options.envs, total, "redteam play", "--envs or --episodes")
-    folder = _run_folder(out, options.resume)
+    folder = model_runs.run_folder(out, options.resume)
     seat = build_seat(options.policy, None, options.generate.check(), {}, {})
     env_kwargs = {"num_rounds": options.rounds, "endgame": options.endgame}
     identity = {
@@ -254,9 +219,11 @@ def _play_model(options: PlayOptions, out: str | Path | None) -> PlayedPopulatio
         "seed": options.seed,
         "env": env_kwargs,
         "protocol": protocol,
-        "sampling": _sampling(options.generate),
+        "sampling": model_runs.sampling_identity(options.generate),
     }
-    run = _model_run(folder, "redteam play", identity, options.resume, options.progress, total)
+    run = model_runs.model_run(
+        folder, "redteam play", identity, options.resume, options.progress, total
+    )
     with run as (transcript, bar):
         pop = llm_population(
             options.name or options.policy, seat, contexts, options.episodes, options.seed,
@@ -268,54 +235,6 @@ def _play_model(options: PlayOptions, out: str | Path | None) -> PlayedPopulatio
             json.dumps({"name": pop.name, **pop.meta}, indent=1)
         )
     return PlayedPopulation(pop, folder)
-
-
-@contextlib.contextmanager
-def _protocol_input():
-    """A bad prompt variant (``goal=bogus``) as a one-line UsageError naming --protocol."""
-    try:
-        yield
-    except UsageError:
-        raise
-    except (ValueError, TypeError) as error:
-        raise UsageError(f"--protocol: {error}") from None
-
-
-def _run_folder(out: str | Path | None, resume: bool) -> Path | None:
-    """The run folder of a language-model run, checked before any model is loaded: writable,
-    and holding the transcript to continue when ``resume`` asks to (else every call would be
-    paid for again, silently). None: no folder (no transcript kept)."""
-    if out is None:
-        if resume:
-            raise UsageError("--resume needs the --out folder of the run to continue")
-        return None
-    if resume and not (Path(out) / "transcript.jsonl").is_file():
-        raise UsageError(
-            f"--resume: {out} holds no transcript.jsonl to continue; "
-            "leave --resume out to start this run"
-        )
-    folder, created = output_folder(out, "--out")
-    if created:  # made only to check it: a setup that fails after this leaves nothing behind
-        folder.rmdir()
-    return folder
-
-
-@contextlib.contextmanager
-def _model_run(out: Path | None, what: str, identity: dict, resume: bool, progress: bool,
-               total: int):  # fmt: skip
-    """(transcript or None, progress bar) of a language-model run in the folder ``out``, held
-    locked while it runs; ``resume`` continues the transcript there."""
-    with contextlib.ExitStack() as stack:
-        transcript = None
-        if out is not None:
-            stack.enter_context(RunLock(out, what))
-            transcript = stack.enter_context(
-                Transcript(out / "transcript.jsonl", identity, resume=resume)
-            )
-        bar = stack.enter_context(
-            tqdm(total=total, unit="episode", disable=not progress, file=sys.stderr)
-        )
-        yield transcript, bar
 
 
 # --------------------------------------------------------------------------- gap
@@ -385,8 +304,8 @@ class AblateOptions:
 def ablate(options: AblateOptions, out: str | Path | None = None) -> dict:
     """Every ablation of ``options`` against its control: the report (JSON-able); with ``out``,
     written there as ``ablations.json``, its table and Table 4 (and a model's transcript)."""
-    _check_counts(episodes=options.episodes, envs=options.envs)
-    rules = list(_check_rules(options.rules))
+    inputs.check_counts(episodes=options.episodes, envs=options.envs)
+    rules = list(inputs.check_rules(options.rules))
     unknown = [a for a in options.ablations if a not in ABLATIONS]
     if unknown or not options.ablations:
         raise UsageError(f"--ablations {list(options.ablations)}: choose from {list(ABLATIONS)}")
@@ -406,7 +325,7 @@ def ablate(options: AblateOptions, out: str | Path | None = None) -> dict:
             num_resamples=options.resamples,
         )  # fmt: skip
     if out is not None:
-        write_ablations(report, Path(out))
+        A.write_ablations(report, Path(out))
     return report
 
 
@@ -416,7 +335,7 @@ def _ablate_model(options: AblateOptions, rules: list[str], out) -> dict:
     total = len(arms) * len(rules) * len(contexts) * options.episodes
     what = "redteam ablate"
     check_waves_fit(make("consequence"), options.envs, total, what, "--envs or --episodes")
-    folder = _run_folder(out, options.resume)
+    folder = model_runs.run_folder(out, options.resume)
     seat = build_seat(options.policy, None, options.generate.check(), {}, {})
     identity = {
         "command": "redteam ablate",
@@ -425,9 +344,11 @@ def _ablate_model(options: AblateOptions, rules: list[str], out) -> dict:
         "rules": rules,
         "episodes": options.episodes,
         "seed": options.seed,
-        "sampling": _sampling(options.generate),
+        "sampling": model_runs.sampling_identity(options.generate),
     }
-    run = _model_run(folder, "redteam ablate", identity, options.resume, options.progress, total)
+    run = model_runs.model_run(
+        folder, "redteam ablate", identity, options.resume, options.progress, total
+    )
     with run as (transcript, bar):
         played = llm_ablation_play(lambda env, arm, rule: seat, options.envs, transcript, bar)
         report = A.run_ablations(
@@ -436,15 +357,6 @@ def _ablate_model(options: AblateOptions, rules: list[str], out) -> dict:
         )  # fmt: skip
     report["policy"] = options.policy
     return report
-
-
-def write_ablations(report: dict, out: Path) -> None:
-    """``ablations.json``, the ablation table (CSV, MD) and Table 4 in the folder ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ablations.json").write_text(json.dumps(report, indent=1))
-    header, rows = A.ablation_table(report)
-    write_table(out / "ablations", header, rows)
-    (out / "table4.md").write_text(paper_tables.table4(report))
 
 
 # --------------------------------------------------------------------------- label
@@ -492,23 +404,12 @@ def label(runs: Sequence[str | Path], out: str | Path, options: LabelOptions = L
     folder = output_folder(out, "--out")[0]
     with RunLock(folder, "redteam label"):  # never over another command's files
         report = RL.write_rationale_report(traces, folder, options.seed, options.resamples)
-        judged = _judge(traces, options, folder) if options.judge else None
+        judged = None
+        if options.judge:
+            judged = RJ.judge_into(
+                traces, options.judge, options.generate, folder, options.seed, options.resamples
+            )
     return LabelResult(traces, report, judged)
-
-
-def _judge(traces, options: LabelOptions, out: Path) -> dict:
-    """The model judge's verdicts (``judge.jsonl``, resumable), shares and agreement tables."""
-    try:
-        client = build_seat(options.judge, None, options.generate.check(), {}, {}).policy.client
-    except (ValueError, TypeError, AttributeError) as error:
-        raise UsageError(f"--judge {options.judge}: {error}") from None
-    verdicts = RJ.judge_traces(traces, client, out)
-    report = RJ.judge_report(traces, verdicts, options.seed, options.resamples)
-    (out / "judge.json").write_text(json.dumps(report, indent=1))
-    shares, agreement = RJ.judge_tables(report)
-    write_table(out / "judge_labels", *shares)
-    write_table(out / "judge_agreement", *agreement)
-    return report
 
 
 # --------------------------------------------------------------------------- certify

@@ -6,15 +6,19 @@ and ``certify`` against each other and against what each statistic reads. Each p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from dilemmax.envs.consequence.constants import RULE_NAMES
 from dilemmax.envs.consequence.generator import context_table
+from dilemmax.envs.registry import make
 from dilemmax.errors import UsageError
 from dilemmax.redteam.gap import reference_for
 from dilemmax.redteam.reference import load_reference
 from dilemmax.redteam.statistics import CORE_METRICS, Population
 
+ENDGAMES = ("all", "rule")  # the consequence game's endgames the commands offer
 RESAMPLES_MAX = 100_000  # draws: each holds one resampled index per context; a million is gigabytes
 
 
@@ -171,3 +175,29 @@ def checked_evidence(pop: Population, path: str) -> Population:
                 f"count), found {values[~np.isin(values, (0, 1))][0]!r}"
             )
     return pop
+
+
+def game(rounds: int = 3, endgame: str = "all"):
+    """The consequence env of ``rounds`` and ``endgame``, checked against its option ranges."""
+    if endgame not in ENDGAMES:
+        raise UsageError(f"--endgame {endgame!r}: expected {' or '.join(ENDGAMES)}")
+    try:
+        return make("consequence", num_rounds=rounds, endgame=endgame)
+    except UsageError as err:
+        raise UsageError(f"--rounds {rounds}: {err}") from None
+
+
+def check_rules(rules: Sequence[str]) -> tuple[str, ...]:
+    """``rules`` as a tuple when each is a consequence rule's name (and there is one); else a
+    UsageError naming --rules and the choices."""
+    unknown = [r for r in rules if r not in RULE_NAMES]
+    if unknown or not rules:
+        raise UsageError(f"--rules {list(rules)}: choose from {', '.join(RULE_NAMES)}")
+    return tuple(rules)
+
+
+def check_counts(**counts: int) -> None:
+    """Each count (``episodes=4``) an integer >= 1; else a UsageError naming ``--<name>``."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"--{name} must be an integer >= 1, got {value!r}")

@@ -28,8 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest, Client
+from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.seats import build_seat
 from dilemmax.llm.transcript import read_lines
+from dilemmax.redteam.figures import write_table
 from dilemmax.redteam.rationale_labels import GROUPINGS, Trace, share_row
 from dilemmax.redteam.rationale_lexicon import text_of
 
@@ -182,3 +186,27 @@ def judge_tables(report: Mapping) -> tuple[tuple[list, list], tuple[list, list]]
         ],
     )  # fmt: skip
     return shares, agreement
+
+
+def judge_into(
+    traces: Sequence[Trace],
+    judge: str,
+    generate: GenerateConfig,
+    out: Path,
+    seed: int,
+    resamples: int,
+) -> dict:
+    """The verdicts of the model seat ``judge`` (asked with ``generate``) on ``traces``, kept in
+    ``out/judge.jsonl`` (resumable), and its report (``judge.json``) and share and agreement
+    tables written beside them; a judge that is no model seat is a one-line UsageError."""
+    try:
+        client = build_seat(judge, None, generate.check(), {}, {}).policy.client
+    except (ValueError, TypeError, AttributeError) as error:
+        raise UsageError(f"--judge {judge}: {error}") from None
+    verdicts = judge_traces(traces, client, out)
+    report = judge_report(traces, verdicts, seed, resamples)
+    (out / "judge.json").write_text(json.dumps(report, indent=1))
+    shares, agreement = judge_tables(report)
+    write_table(out / "judge_labels", *shares)
+    write_table(out / "judge_agreement", *agreement)
+    return report
