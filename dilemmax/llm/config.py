@@ -133,7 +133,6 @@ def field_names() -> tuple[str, ...]:
     """The names of :class:`GenerateConfig`'s fields, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(GenerateConfig))
 
-
 # A Transformers seat (hf:) reads the sampling fields it shares with an API seat from the run's
 # GenerateConfig (max_tokens as max_new_tokens; top_p None as 1.0, seed None as 0); its own
 # options (batch_size, device) have their defaults in TransformersClient's signature.
