@@ -116,7 +116,7 @@ class GenerateConfig:
         return dataclasses.replace(self, **parsed)
 
     def settings(self) -> dict[str, Any]:
-        """The fields as keyword arguments of a model client (OpenAIClient, InspectClient)."""
+        """The fields by name (what a run records of its model options)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
@@ -132,7 +132,3 @@ def _checked(value: Any, allowed: Any, name: str) -> Any:
 def field_names() -> tuple[str, ...]:
     """The names of :class:`GenerateConfig`'s fields, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(GenerateConfig))
-
-# A Transformers seat (hf:) reads the sampling fields it shares with an API seat from the run's
-# GenerateConfig (max_tokens as max_new_tokens; top_p None as 1.0, seed None as 0); its own
-# options (batch_size, device) have their defaults in TransformersClient's signature.
