@@ -12,8 +12,8 @@ checks read only small files and headers: a ``.safetensors`` file's header is re
 declared tensors checked against the file's size (a download cut short), and an adapter's config
 is checked field by field (PEFT accepts ``"r": "eight"`` and fails only when the model is built,
 after a base model may already have played) and against the ranks of its weights. Every command
-that seats adapters checks them all this way before the first game (:mod:`dilemmax.llm.seats`,
-``dilemmax finetune evaluate``).
+that seats adapters checks them all this way before the first game (the ``hf:`` seat,
+:mod:`dilemmax.llm.providers.hf`, and ``dilemmax finetune evaluate``).
 """
 
 from __future__ import annotations
