@@ -16,7 +16,7 @@ keeps the hash apart from the expressions around it (an unbarriered ``fold_in`` 
 slower than JAX's loop). The barrier does not survive into the CPU program's fusion, though:
 XLA still copies the ~100-operation hash into every fusion that reads it. Where several
 results depend on one draw, let one stored value sit between them (the consequence game's
-``_pick_uniform`` shows how; without it the step ran 1.8x slower).
+``dynamics.pick_uniform`` shows how; without it the step ran 1.8x slower).
 
 The unrolled hash was tuned on a CPU. :data:`HASH_BY_BACKEND` chooses per backend what these
 functions trace: ``"unrolled"`` (the default everywhere), ``"unbarriered"`` (the unrolled hash

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from dilemmax.envs import fastrandom, unrolled
 from dilemmax.envs.base import MultiAgentEnv, Rollout, SweepPart, typed_key
 from dilemmax.envs.consequence import constants as C
-from dilemmax.envs.consequence import generator, metrics, policies, rendering, text
+from dilemmax.envs.consequence import dynamics, generator, metrics, policies, rendering, text
 from dilemmax.envs.consequence.types import ConsequenceConfig, ConsequenceState
 from dilemmax.envs.guards import action_indices
 from dilemmax.envs.option_declaration import Option
@@ -303,15 +303,15 @@ class ConsequenceEnv(MultiAgentEnv):
         to_vote = failed & (config.rule == C.DV) & ~kill_all
         rule_acts = failed & ~kill_all & ~to_vote & (config.rule != C.AON)
 
-        victim = self._rule_victim(draw, config.rule, state.alive, resources)
+        victim = dynamics.rule_victim(draw, config.rule, state.alive, resources)
         victims = jnp.where(kill_all, state.alive, victim & rule_acts)
         mid = state.replace(
             resources=resources,
             fund=fund,
-            contributions=_set_row(state.contributions, state.round, amount),
+            contributions=dynamics.set_row(state.contributions, state.round, amount),
         )
-        event = self._elimination_event(mid, victims, rule_acts)
-        new = self._eliminate(mid, victims, kill_all)
+        event = dynamics.elimination_event(mid, victims, rule_acts)
+        new = dynamics.eliminate(mid, victims, kill_all)
         nobody_left = ~unrolled.any_(new.alive)
         done = success | kill_all | (rule_acts & final) | nobody_left
         advance = ~done & ~to_vote
@@ -321,7 +321,9 @@ class ConsequenceEnv(MultiAgentEnv):
             phase=jnp.where(to_vote & ~done, C.PHASE_VOTE, C.PHASE_CONTRIBUTE).astype(jnp.int32),
             round=state.round + advance.astype(jnp.int32),
         )
-        infos = self._infos(state, new, amount, jnp.full(self.num_agents, -1, jnp.int32), event)
+        infos = dynamics.step_infos(
+            state, new, amount, jnp.full(self.num_agents, -1, jnp.int32), event
+        )
         infos.update(success=success, failed_round=failed, endgame=kill_all)
         return new, infos
 
@@ -333,11 +335,11 @@ class ConsequenceEnv(MultiAgentEnv):
         # which XLA would write out (transposed) on every step under vmap.
         tally = jnp.stack([unrolled.total(counted & (chosen == j)) for j in range(n)])
         top = unrolled.maximum(jnp.where(state.alive, tally, -1))
-        victim = _pick_uniform(draw, state.alive & (tally == top))
+        victim = dynamics.pick_uniform(draw, state.alive & (tally == top))
         votes = jnp.where(counted, chosen, -1)
-        mid = state.replace(votes=_set_row(state.votes, state.round, votes))
-        event = self._elimination_event(mid, victim, jnp.bool_(True))
-        new = self._eliminate(mid, victim, jnp.bool_(False))
+        mid = state.replace(votes=dynamics.set_row(state.votes, state.round, votes))
+        event = dynamics.elimination_event(mid, victim, jnp.bool_(True))
+        new = dynamics.eliminate(mid, victim, jnp.bool_(False))
         final = state.round == self.num_rounds - 1
         done = final | ~unrolled.any_(new.alive)
         new = new.replace(
@@ -345,63 +347,11 @@ class ConsequenceEnv(MultiAgentEnv):
             phase=jnp.int32(C.PHASE_CONTRIBUTE),
             round=state.round + (~done).astype(jnp.int32),
         )
-        infos = self._infos(state, new, jnp.zeros(n, jnp.int32), votes, event)
+        infos = dynamics.step_infos(state, new, jnp.zeros(n, jnp.int32), votes, event)
         infos.update(
             success=jnp.bool_(False), failed_round=jnp.bool_(False), endgame=jnp.bool_(False)
         )
         return new, infos
-
-    def _rule_victim(self, draw, rule, alive, resources) -> jax.Array:
-        """bool[n]: the survivor RE, RP or PP would eliminate (ties and RE drawn uniformly by
-        ``draw``, the step's float32[] uniform)."""
-        lowest = unrolled.minimum(jnp.where(alive, resources, jnp.iinfo(jnp.int32).max))
-        highest = unrolled.maximum(jnp.where(alive, resources, -1))
-        candidates = jnp.select(
-            [rule == C.RP, rule == C.PP], [resources == lowest, resources == highest], True
-        )
-        return _pick_uniform(draw, alive & candidates)
-
-    def _elimination_event(self, state: ConsequenceState, victims, by_rule) -> dict:
-        """What metrics need about a rule elimination, judged before the victim leaves.
-
-        A victim is rank-identified when it held the least or the most remaining resources among
-        the survivors; the survivors could cover when what they keep reaches the shortfall.
-        """
-        alive = state.alive
-        by_rule = by_rule & unrolled.any_(victims)
-        lowest = unrolled.minimum(jnp.where(alive, state.resources, jnp.iinfo(jnp.int32).max))
-        highest = unrolled.maximum(jnp.where(alive, state.resources, -1))
-        kept = unrolled.total(jnp.where(alive & ~victims, state.resources, 0))
-        shortfall = state.config.threshold - state.fund
-        return {
-            "rule_elimination": by_rule,
-            "victim_poorest": by_rule & unrolled.any_(victims & (state.resources == lowest)),
-            "victim_richest": by_rule & unrolled.any_(victims & (state.resources == highest)),
-            "survivors_could_cover": by_rule & (kept >= shortfall),
-        }
-
-    def _eliminate(self, state: ConsequenceState, victims, endgame) -> ConsequenceState:
-        """Removes ``victims`` (bool[n]); their remaining resources are forfeited."""
-        return state.replace(
-            alive=state.alive & ~victims,
-            resources=jnp.where(victims, 0, state.resources),
-            forfeited=jnp.where(victims, state.resources, state.forfeited),
-            eliminated_round=jnp.where(victims, state.round, state.eliminated_round),
-            endgame=state.endgame | (victims & endgame),
-        )
-
-    def _infos(self, old, new, contributions, votes, event) -> dict:
-        """The fixed-structure events of one step (see ``metrics`` for how they are used)."""
-        return {
-            "round": old.round,
-            "phase": old.phase,
-            "contributions": contributions,
-            "votes": votes,
-            "fund": new.fund,
-            "eliminated": old.alive & ~new.alive,
-            "resources": new.resources,
-            **event,
-        }
 
     def _rewards(self, old: ConsequenceState, new: ConsequenceState) -> dict[str, jax.Array]:
         ended = new.done & ~old.done
@@ -513,26 +463,3 @@ class ConsequenceEnv(MultiAgentEnv):
             f"ConsequenceEnv(num_agents={self.num_agents}, num_rounds={self.num_rounds}, "
             f"total_resources={self.total_resources}, endgame={self.endgame!r})"
         )
-
-
-def _pick_uniform(u: jax.Array, candidates: jax.Array) -> jax.Array:
-    """bool[n]: one of the True entries of ``candidates``, uniformly (all False if none), picked
-    by ``u``, a float32[] uniform in [0, 1)."""
-    count = unrolled.total(candidates)
-    # The draw picks the k-th candidate, k uniform in 0..count - 1.
-    k = jnp.floor(u * count).astype(jnp.int32)  # 0..count
-    # An identity (0 <= k <= count) that makes XLA compute k once. Its CPU fusion copies cheap
-    # elementwise work into every consumer, so the hash behind ``u`` and the tally behind
-    # ``count`` were recomputed in each of the dozen state leaves the victim reaches; an integer
-    # remainder by a traced divisor is an op it rates expensive and never duplicates, so k is
-    # stored once. (+17% for vmap(env.step) at 65,536 envs; benchmarks/results/fast_envs.md.)
-    k = jax.lax.rem(k, count + 1)
-    k = jnp.minimum(k, count - 1)
-    return candidates & (unrolled.cumsum(candidates) - 1 == k)
-
-
-def _set_row(table: jax.Array, row: jax.Array, values: jax.Array) -> jax.Array:
-    """``table.at[row].set(values)`` as a select (no scatter under vmap; an out-of-range row
-    changes nothing, as the scatter drops it)."""
-    hit = jnp.arange(table.shape[0])[:, None] == row
-    return jnp.where(hit, values[None, :], table)
