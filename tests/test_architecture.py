@@ -284,3 +284,35 @@ def test_the_leak_scan_sees_an_import_a_namespace_parameter_and_an_annotation():
         "plan() takes args",
         "run() takes ns",
     ]
+
+
+# ------------------------------------------------------------------ modules stay small
+MAX_LINES = 500  # the project's standard: every module at or under 500 lines
+
+
+def long_modules(modules, limit: int = MAX_LINES) -> list[str]:
+    """``path (N lines)`` for each ``(path, text)`` of a module under dilemmax/ longer than
+    ``limit`` lines."""
+    found = []
+    for path, text in modules:
+        lines = len(text.splitlines())
+        if lines > limit:
+            found.append(f"{path.relative_to(ROOT.parent)} ({lines} lines)")
+    return found
+
+
+def test_the_length_scan_sees_a_long_module():
+    planted = ROOT / "envs" / "planted.py"
+    assert long_modules([(planted, "x = 1\n" * (MAX_LINES + 1))]) == [
+        f"dilemmax/envs/planted.py ({MAX_LINES + 1} lines)"
+    ]
+    assert long_modules([(planted, "x = 1\n" * MAX_LINES)]) == []
+
+
+def test_every_module_is_at_most_500_lines():
+    """Test modules under dilemmax/ too: a long one is as hard to read."""
+    found = long_modules((path, path.read_text()) for path in sorted(ROOT.rglob("*.py")))
+    assert not found, (
+        f"modules over {MAX_LINES} lines: split each along a seam (a module that does one thing, "
+        "with its docstring), importers pointing at the new home:\n  " + "\n  ".join(found)
+    )
