@@ -304,7 +304,7 @@ def long_modules(modules, limit: int = MAX_LINES) -> list[str]:
 def test_the_length_scan_sees_a_long_module():
     planted = ROOT / "envs" / "planted.py"
     assert long_modules([(planted, "x = 1\n" * (MAX_LINES + 1))]) == [
-        f"dilemmax/envs/planted.py ({MAX_LINES + 1} lines)"
+        "dilemmax/envs/" + f"planted.py ({MAX_LINES + 1} lines)"  # split: no citation of a file
     ]
     assert long_modules([(planted, "x = 1\n" * MAX_LINES)]) == []
 
