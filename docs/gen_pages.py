@@ -49,16 +49,18 @@ def own_games() -> list[str]:
     return [g for g in documented_games() if env_spec(g).entry_point.startswith("dilemmax.")]
 
 
-def with_games(nav: list) -> list:
-    """mkdocs.yml's navigation with a page for each documented game after "The games"
-    (games/index.md), in registration order: the games' entries are not written by hand."""
+def with_games(nav: list, games: list[str] | None = None) -> list:
+    """mkdocs.yml's navigation with a page for each of ``games`` (default: every documented
+    game) after "The games" (games/index.md), in registration order: the games' entries are not
+    written by hand."""
+    games = documented_games() if games is None else games
     out = []
     for entry in nav:
         ((section, value),) = entry.items()
         if isinstance(value, list) and {"The games": "games/index.md"} in value:
             at = value.index({"The games": "games/index.md"}) + 1
-            games = [{g: f"games/{g}.md"} for g in documented_games()]
-            value = [*value[:at], *games, *value[at:]]
+            entries = [{g: f"games/{g}.md"} for g in games]
+            value = [*value[:at], *entries, *value[at:]]
         out.append({section: value})
     return out
 
@@ -647,7 +649,8 @@ def llms_txt() -> str:
         "Every page below is markdown in the repository's docs/ folder; README.md is the overview.",
         "",
     ]
-    for section, pages in _nav(with_games(config["nav"])):
+    # The committed file lists the games dilemmax ships, whatever else this process registered.
+    for section, pages in _nav(with_games(config["nav"], own_games())):
         out += [f"## {section}", ""]
         for title, page in pages:
             source = ROOT / "CHANGELOG.md" if page == "changes.md" else DOCS / page

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import dilemmax
 from dilemmax.agents.arena import Arena
 from dilemmax.cli import main
+from dilemmax.envs.option_declaration import setting
 from dilemmax.envs.rollout import is_jittable
 from dilemmax.envs.seat_spec import (
     SeatSpec,
@@ -36,7 +37,7 @@ from dilemmax.envs.seat_spec import (
 )
 from dilemmax.errors import UsageError
 from dilemmax.experiments import catalogue, registry
-from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report, param
+from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_cli import fake_trained_run
 from dilemmax.scenarios.spec import Scenario, ScenarioSet
@@ -238,7 +239,7 @@ def test_play_seats_every_spelling(env, spellings, capsys, tmp_path):
 
 @dataclass(frozen=True)
 class OneEpisode(DesignParams):
-    episodes: int = param(1, "episodes of its one part")
+    episodes: int = setting(1, "episodes of its one part")
 
 
 @pytest.mark.slow

@@ -128,7 +128,7 @@ def test_evaluate_refuses_what_it_cannot_play(tmp_path, capsys):
 
     out = ["--out", str(tmp_path / "o")]
     cases = {
-        "evaluate plays model seats (openai:, inspect:, hf:)": ["--method", "t=scripted:teacher"],
+        "evaluate plays model seats (hf:, inspect:, openai:)": ["--method", "t=scripted:teacher"],
         "--adapter needs --model": ["--adapter", f"a={tmp_path}"],
         "give --model (with any --adapter) or --method": [],
         "expects NAME=<kind>:<target>": ["--method", "openai:m"],

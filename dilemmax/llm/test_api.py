@@ -117,7 +117,8 @@ def test_the_command_builds_the_session_options_once_and_hands_them_on(monkeypat
 
 
 def test_play_session_takes_the_options_object_or_the_keywords_not_both():
-    with pytest.raises(UsageError, match=r"^play_session\(\): give options= or envs, seed, not both$"):
+    both = r"^play_session\(\): give options= or envs, seed, not both$"
+    with pytest.raises(UsageError, match=both):
         dilemmax.llm.play_session(
             "moral_hazard", options=SessionOptions(), seed=3, envs=2, episodes=2
         )
