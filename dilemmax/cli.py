@@ -46,7 +46,7 @@ from dilemmax.envs.memory import (
 )
 from dilemmax.envs.options import OptionSpec
 from dilemmax.envs.registry import env_spec, plugin_errors, registered_envs
-from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat
+from dilemmax.envs.seat_spec import SeatContext, check_seat, resolve_seat, seat_kind_problems
 from dilemmax.errors import UsageError
 from dilemmax.runlock import refuse_run_file
 
@@ -94,6 +94,8 @@ def _cmd_list(args) -> int:
     for env_id in registered_envs():
         print(f"{env_id:14s} {env_spec(env_id).summary}")
     for line in plugin_errors().values():  # a plug-in that failed to load: named, left out
+        print(f"(plug-in {line})")
+    for line in seat_kind_problems(plugins_only=True).values():
         print(f"(plug-in {line})")
     return 0
 

@@ -455,6 +455,8 @@ def test_broken_plugins_are_named_in_one_line_and_the_rest_works(broken, tmp_pat
     assert not {"raising_game", "invalid_game"} & listed
     one_line_each(err, "raising_game", "invalid_game")
     assert "broken on purpose at import" in err and "GameDeclaration" in err
+    # The broken seat kinds are named by the listing too, one line each.
+    one_line_each(out, "raisingseat", "invalidseat")
     # Built-in games, seats and the good plug-in keep working.
     ok("rollout", "moral_hazard", "--policy", "teacher", "--episodes", "1")
     ok("rollout", GAME, "--policy", "greedy", "--episodes", "1", *WELL)

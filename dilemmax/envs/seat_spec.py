@@ -181,10 +181,14 @@ def seat_kind(name: str) -> SeatKind:
     return _KINDS[name]
 
 
-def seat_kind_problems() -> dict[str, str]:
+def seat_kind_problems(plugins_only: bool = False) -> dict[str, str]:
     """kind -> the one line saying why it cannot be used, for every declared kind that does
-    not load or declares something invalid (each kind is loaded to find out)."""
-    for name in _declared():
+    not load or declares something invalid (each kind is loaded to find out). With
+    ``plugins_only`` only the kinds other packages declare are loaded: ``dilemmax list`` names
+    a broken plug-in without importing the model stack behind dilemmax's own kinds."""
+    for name, point in _declared().items():
+        if plugins_only and point.value.startswith("dilemmax."):
+            continue
         with contextlib.suppress(SeatSpecError):
             seat_kind(name)
     return dict(_PROBLEMS)
