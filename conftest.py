@@ -8,7 +8,11 @@ import os
 #   key's whole reset, a closure's configuration) in its slow interpreter, at compile time. A test
 #   compiles a sweep whose every input is a constant (moral_hazard's Holmstrom grid: 25 s to
 #   compile, 0.4 s without folding) where a user's program takes its inputs as arguments; the
-#   moral_hazard policy tests take 90 s instead of 435 s (one loaded run each).
+#   moral_hazard policy tests take 90 s instead of 435 s (one loaded run each);
+# - XLA:CPU's older loop emitters for fusions instead of its MLIR fusion emitters, whose
+#   compile is the larger share of a big program's: the contract, open_cleanup env, PPO and
+#   moral_hazard policy tests compile in 112 s instead of 186 s (273 s -> 204 s of test time,
+#   one quiet run each, benchmarks/results/suite_cost.md), with the same results.
 # Every exact comparison of the suite (jit against eager, resumes, replays, two processes against
 # one) holds as it does with XLA's defaults. Set before JAX starts a backend, and inherited by
 # the commands, kernels and processes the tests start; a flag already in XLA_FLAGS is left as it
@@ -17,6 +21,7 @@ _TEST_XLA_FLAGS = {
     "xla_backend_optimization_level": "0",
     "xla_llvm_disable_expensive_passes": "true",
     "xla_disable_hlo_passes": "constant_folding",
+    "xla_cpu_use_fusion_emitters": "false",
 }
 _given = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join(

@@ -32,6 +32,11 @@ from dilemmax.train.watchdog import EXIT_STALLED, StallWatchdog
 
 FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 FORCE_4 = "--xla_force_host_platform_device_count=4"
+# The suite's cheap-compile flags (conftest.py) without the scheduler flag this process's own
+# `import dilemmax` added: each training's `import dilemmax` must add it again.
+SUITE_XLA_FLAGS = " ".join(
+    flag for flag in os.environ.get("XLA_FLAGS", "").split() if FLAG[2:] not in flag
+)
 # Subprocesses compile through the suite's cache (JAX_COMPILATION_CACHE_DIR, set by conftest.py),
 # so a warm run compiles nothing.
 CACHED = dict(os.environ)
@@ -220,7 +225,10 @@ STALLED_BEFORE = {
 def test_configurations_that_stalled_train_to_the_end(case, tmp_path):
     args, xla_flags = STALLED_BEFORE[case]
     sets = [x for pair in TINY for x in ("--set", pair)]
-    env = dict(CACHED, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags)
+    # The suite's cheap-compile flags (conftest.py) plus the case's own: the stall needs no
+    # optimised program (benchmarks/xla_stall/repro.py stalls under them too without
+    # dilemmax's scheduler flag), and the three trainings compile in a fraction of the time.
+    env = dict(CACHED, JAX_PLATFORMS="cpu", XLA_FLAGS=f"{SUITE_XLA_FLAGS} {xla_flags}".strip())
     proc = subprocess.run(
         [sys.executable, "-m", "dilemmax.cli", "train", *args, *sets, "--no-progress",
          "--stall-timeout", "120", "--out", str(tmp_path / case)],
