@@ -28,6 +28,7 @@ def test_parallel_api(env_id):
     parallel_api_test(parallel_env(env_id), num_cycles=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_aec_api(env_id):
     api_test(aec_env(env_id), num_cycles=60)

@@ -447,6 +447,7 @@ def one_line_each(err: str, *names: str) -> None:
         assert len([line for line in err.splitlines() if name in line]) == 1, (name, err)
 
 
+@pytest.mark.slow
 def test_broken_plugins_are_named_in_one_line_and_the_rest_works(broken, tmp_path):
     status, out, err = run("list")
     assert status == 0

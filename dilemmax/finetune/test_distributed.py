@@ -178,6 +178,7 @@ def test_two_processes_train_the_adapter_of_one_with_the_same_global_batch(
     assert [h["step"] for h in logged["log_history"] if "loss" in h] == [1, 2]
 
 
+@pytest.mark.slow
 def test_only_the_main_process_writes_and_prints(launched):
     root, done, _ = launched
     settings = json.loads((root / "sft" / "settings.json").read_text())

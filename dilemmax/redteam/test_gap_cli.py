@@ -73,6 +73,7 @@ def test_gap_report_and_figures(tmp_path, small_reference):
     assert len(rows) == 1 + 24 * 5 and rows[0].startswith("resources,T,rule,episodes,fatality")
 
 
+@pytest.mark.slow
 def test_reference_save_load(tmp_path, small_reference):
     R.save_reference(small_reference, tmp_path / "ref.npz")
     back = R.load_reference(tmp_path / "ref.npz")

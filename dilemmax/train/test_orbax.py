@@ -54,6 +54,7 @@ def test_orbax_resume_is_bit_exact_and_keeps_the_newest(orbax_runs):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_a_damaged_orbax_checkpoint_is_named_and_the_previous_one_used(orbax_runs, tmp_path):
     run, root, _ = orbax_runs
     shutil.copytree(root / "full", tmp_path / "run")

@@ -396,6 +396,7 @@ OLD_CALL = {
 NEW_FIELDS = ("output", "output_refused", "reasoning_tokens", "cached_tokens")
 
 
+@pytest.mark.slow
 def test_a_transcript_written_before_output_modes_resumes(capsys, tmp_path):
     from dilemmax.llm.model_seats import _completion_from_row
 

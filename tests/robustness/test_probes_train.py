@@ -183,6 +183,7 @@ def test_a_config_edited_below_its_checkpoint_is_refused_on_resume(runs, tmp_pat
             )
 
 
+@pytest.mark.slow
 def test_a_trained_seat_is_checked_against_the_game_it_plays(runs):
     mh = runs / "moral_hazard"
     assert TrainedPolicy.load(mh, env=dilemmax.make("moral_hazard")).env_id == "moral_hazard"

@@ -44,6 +44,7 @@ def test_view_turns_with_the_agent(env, facing, marker):
     assert (obs[..., 0] == C.APPLE).sum() == 1
 
 
+@pytest.mark.slow
 def test_self_other_agents_window_and_edges(env):
     positions = bottom_row(env, (6, 8))
     positions[1] = [5, 8]  # one cell north of agent 0
@@ -275,6 +276,7 @@ def test_rendering(env):
     assert all(letter in text for letter in "ABCDE") and len(text.splitlines()) == H + 1
 
 
+@pytest.mark.slow
 def test_zap_option(env):
     zap = OpenCleanupEnv(zap=True, **SMALL)
     assert zap.action_space("agent_0").n == 10

@@ -108,6 +108,7 @@ def test_the_reported_case_credits_no_other_agents_work(informed_team):
     assert "turned" not in a_line
 
 
+@pytest.mark.slow
 def test_every_ledger_adds_up_to_the_envs_own_counts(informed_team):
     env, hook = informed_team
     for i, agent in enumerate(env.agents):

@@ -78,6 +78,7 @@ def test_clean_reward_shaping_pays_each_shade_removed_but_apples_stay_the_payoff
     assert new.trial_return.tolist()[:2] == [0.0, 1.0]  # the bonus is not a payoff
 
 
+@pytest.mark.slow
 def test_mid_to_light_and_hue_cleaner(env):
     grid = ground()
     grid[4, 5] = waste(GREEN, C.MID)  # agent (5, 5) faces north: (4, 5) faced

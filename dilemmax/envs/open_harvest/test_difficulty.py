@@ -148,6 +148,7 @@ def test_eating_at_each_stage_pays_the_configured_level(costly_env, costly_step)
     assert LEVELS[int(c.STAGE_PERMUTATIONS[5, c.OVERRIPE])] == 1.0  # yellow's best is over-ripe
 
 
+@pytest.mark.slow
 def test_text_protocol_states_costs_and_signs_the_pay(costly_env, costly_step):
     protocol = costly_env.text_protocol()
     assert "COST points" in protocol.system_prompt("agent_0")
