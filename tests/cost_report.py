@@ -59,6 +59,11 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
+# Their memoised functions are the entry points read, not compiled work: a test that put a
+# plug-in on the path reads them again itself (reload_plugins, reload_seat_kinds).
+REGISTRY_MODULES = ("dilemmax.envs.registry", "dilemmax.envs.seat_spec")
+
+
 def forget_compiled_work() -> None:
     """As a fresh process would start: JAX's in-memory caches, and dilemmax's own memoised
     functions (pools, grids, jitted helpers), whose results would otherwise hide the programs
@@ -70,9 +75,12 @@ def forget_compiled_work() -> None:
 
     jax.clear_caches()
     for obj in gc.get_objects():
-        if isinstance(obj, functools._lru_cache_wrapper) and getattr(
-            obj, "__module__", ""
-        ).startswith("dilemmax"):
+        module = getattr(obj, "__module__", "") if callable(obj) else ""
+        if (
+            isinstance(obj, functools._lru_cache_wrapper)
+            and module.startswith("dilemmax")
+            and module not in REGISTRY_MODULES
+        ):
             obj.cache_clear()
 
 
