@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from dilemmax.envs import seat_spec
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 RL_LIBRARIES_SECTION = ("rl_libraries.md", "## Use it from your RL code")
@@ -148,6 +150,10 @@ def test_the_page_code_runs(page, tmp_path, monkeypatch):
         pytest.skip("no block of this page runs (each skipped one says why)")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    # A page may register a seat kind of its own (docs/seats.md's `constant:`): it must not
+    # outlive the page, or a later test of this worker meets it under the same name.
+    monkeypatch.setattr(seat_spec, "_KINDS", dict(seat_spec._KINDS))
+    monkeypatch.setattr(seat_spec, "_LOADED", set(seat_spec._LOADED))
     namespace = {"__name__": "docs_snippet"}
     for block in blocks:
         code = block.runnable_code()
