@@ -2,8 +2,11 @@
 registered env.
 
 Parametrised over ``dilemmax.registered_envs()`` so a newly registered game is covered with no new
-test code.
+test code. Each env is made once per module (:func:`game`), with its jitted reset and step: the
+tests that play it jitted share those programs instead of compiling their own.
 """
+
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +19,23 @@ from dilemmax.envs.rollout import run_episode, run_episodes
 from dilemmax.wrappers.log import LogWrapper
 
 ENV_IDS = dilemmax.registered_envs()
+
+
+@dataclass(frozen=True)
+class Game:
+    """One registered env and its jitted ``reset`` and ``step``, shared by this module's tests."""
+
+    env_id: str
+    env: object
+    reset: object
+    step: object
+
+
+@pytest.fixture(scope="module", params=ENV_IDS)
+def game(request) -> Game:
+    """Module-scoped, so pytest runs every test of one env before making the next one."""
+    env = dilemmax.make(request.param)
+    return Game(request.param, env, jax.jit(env.reset), jax.jit(env.step))
 
 
 def _random_actions(env, key, state):
@@ -48,10 +68,9 @@ def test_unknown_env_and_option_errors_list_the_valid_ones():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_spaces_masks_and_observations(env_id):
-    env = dilemmax.make(env_id)
-    obs, state = jax.jit(env.reset)(jax.random.key(0))
+def test_spaces_masks_and_observations(game):
+    env = game.env
+    obs, state = game.reset(jax.random.key(0))
     masks = env.action_mask(state)
     assert list(obs) == env.agents
     for agent in env.agents:
@@ -67,26 +86,29 @@ def test_spaces_masks_and_observations(env_id):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_same_key_same_trajectory_jitted_or_not(env_id):
-    env = dilemmax.make(env_id)
+def test_same_key_same_trajectory_jitted_or_not(game):
+    env = game.env
     steps = 3  # eager dispatch is slow; three steps cover reset and transitions
     eager = _play(env, jax.random.key(3), steps, env.reset, env.step)
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
-    jitted = _play(env, jax.random.key(3), steps, reset, step)
-    again = _play(env, jax.random.key(3), steps, reset, step)  # same key, same trajectory
+    jitted = _play(env, jax.random.key(3), steps, game.reset, game.step)
+    again = _play(env, jax.random.key(3), steps, game.reset, game.step)  # same key, same result
     for a, b, c in zip(jitted, again, eager, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, c)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
-    env = dilemmax.make(env_id)
+def test_reset_to_a_config_is_reproducible_and_vmaps(game):
+    env = game.env
+
     # Jitted: eager dispatch of a grid reset costs seconds per call, and vmap is what is tested.
-    configs = jax.jit(jax.vmap(env.sample_config))(jax.random.split(jax.random.key(4), 3))
-    obs, _ = jax.jit(jax.vmap(env.reset_to))(jax.random.split(jax.random.key(5), 3), configs)
+    # Sampling and the batched reset are one program; the single reset is another.
+    def sample_and_reset(key_config, key_reset):
+        config = env.sample_config(key_config)
+        return config, env.reset_to(key_reset, config)[0]
+
+    keys = jax.random.split(jax.random.key(4), 3), jax.random.split(jax.random.key(5), 3)
+    configs, obs = jax.jit(jax.vmap(sample_and_reset))(*keys)
     one = jax.tree.map(lambda x: x[1], configs)
     obs1, _ = jax.jit(env.reset_to)(jax.random.split(jax.random.key(5), 3)[1], one)
     for agent in env.agents:
@@ -94,10 +116,8 @@ def test_reset_to_a_config_is_reproducible_and_vmaps(env_id):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_random_episodes_end_and_report_metrics(env_id):
-    env = dilemmax.make(env_id)
-    rollouts, metrics = run_episodes(env, random_policy, jax.random.key(6), num_episodes=2)
+def test_random_episodes_end_and_report_metrics(game):
+    rollouts, metrics = run_episodes(game.env, random_policy, jax.random.key(6), num_episodes=2)
     assert bool(rollouts.valid[:, 0].all())
     ended = rollouts.dones["__all__"] & rollouts.valid
     assert np.asarray(ended.sum(axis=1)).tolist() == [1, 1], "every episode ends exactly once"
@@ -107,9 +127,10 @@ def test_random_episodes_end_and_report_metrics(env_id):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_scripted_policies_play(env_id):
-    env = dilemmax.make(env_id)
+def test_scripted_policies_play(game):
+    # Two seats: each seat inlines every policy into the program (a seat is a switch over them
+    # all), so its size grows with the seats; the default size plays in the tests above.
+    env = dilemmax.make(game.env_id, num_agents=2) if game.env.num_agents > 2 else game.env
     policies = list(env.scripted_policies().values())
     if not policies:
         pytest.skip("no scripted policies")
@@ -129,14 +150,14 @@ def test_scripted_policies_play(env_id):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_log_wrapper_under_vmap(env_id):
-    env = LogWrapper(dilemmax.make(env_id))
+def test_log_wrapper_under_vmap(game):
+    env = LogWrapper(game.env)
     keys = jax.random.split(jax.random.key(9), 2)
     obs, state = jax.jit(jax.vmap(env.reset))(keys)
-    actions = jax.jit(jax.vmap(lambda s: _random_actions(env, jax.random.key(0), s.env_state)))(
-        state
-    )
-    _, state, _, _, infos = jax.jit(jax.vmap(env.step))(keys, state, actions)
+
+    def act_and_step(key, state):  # one program: the actions and the step
+        return env.step(key, state, _random_actions(env, jax.random.key(0), state.env_state))
+
+    _, state, _, _, infos = jax.jit(jax.vmap(act_and_step))(keys, state)
     assert infos["returned_episode_returns"].shape == (2, env.num_agents)
     assert infos["returned_episode"].dtype == bool
