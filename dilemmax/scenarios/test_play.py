@@ -25,6 +25,7 @@ from dilemmax.scenarios import play as P
 from dilemmax.scenarios.api import evaluate_scenarios
 from dilemmax.scenarios.env import game_reset_keys
 from dilemmax.scenarios.registry import SETS
+from dilemmax.scenarios.spec import ScenarioSet
 
 
 def planted(body) -> str:
@@ -43,6 +44,28 @@ def local_b_final_d(key, observation):
     view = decode(observation.array)
     return by_stage(view, jnp.int32(c.LOCAL_BASE + 1), jnp.int32(c.NO_NOTE),
                     jnp.int32(c.FINAL_BASE + 3))  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_env_per_set(built):
+    """Every evaluation here plays the set's env that ``built`` holds. An evaluation builds its
+    set's env afresh, and batched play keeps its compiled loop per env, so the command, its
+    resume and the two Python runs would each compile that loop again; with one env they share
+    it (and ``score_policy`` below plays the same env)."""
+    build, building = ScenarioSet.build, set()
+
+    def build_once(self, resolve_zoo=None):
+        if resolve_zoo is not None or SETS.get(self.name) is not self or self.name in building:
+            return build(self, resolve_zoo)
+        building.add(self.name)  # built() builds it with this same method the first time
+        try:
+            return built(self.name)
+        finally:
+            building.discard(self.name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ScenarioSet, "build", build_once)
+        yield
 
 
 def evaluate(argv: list[str]) -> int:
