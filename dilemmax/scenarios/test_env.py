@@ -38,21 +38,22 @@ def _full_game_episode(scenario_env: ScenarioEnv, scenario: int, focal_policy, k
     playing = Playing(obs, state, jnp.bool_(False), initial_carries(seats))
     returns = np.zeros(game.num_agents)
     actions_seen = []
+    # Jitted once per episode (the background seats are this scenario's), run at every step.
+    act = jax.jit(lambda k, p: act_seats(game, seats, k, p))
+    step = jax.jit(lambda k, p, a, c: advance(game, seats, k, p, a, c))
     for step_key in step_keys(key_run, num_steps):
         # The scenario env's run_episode gives step_env the second half of each step key; the
         # full game's step key is that half.
         key_act_focal, game_step_key = step_parts(step_key)
         focal_keys = seat_keys(key_act_focal, scenario_env.num_agents)
         masks = game.action_mask(playing.state)
-        actions, acted = jax.jit(lambda k, p: act_seats(game, seats, k, p))(game_step_key, playing)
+        actions, acted = act(game_step_key, playing)
         for j, seat in enumerate(scenario_env.focal):
             agent = game.agents[seat]
             view = dataclasses.replace(_view(game, playing, seat), mask=masks[agent])
             actions[agent] = jnp.int32(focal_policy(focal_keys[j], view))
         was_finished = bool(playing.finished)
-        playing, (rewards, _, _) = jax.jit(lambda k, p, a, c: advance(game, seats, k, p, a, c))(
-            game_step_key, playing, actions, acted
-        )
+        playing, (rewards, _, _) = step(game_step_key, playing, actions, acted)
         if not was_finished:
             returns += np.array([float(rewards[a]) for a in game.agents])
             actions_seen.append([int(actions[a]) for a in game.agents])
@@ -67,9 +68,11 @@ def _view(game, playing, seat):
 def test_focal_only_env_is_the_full_game_with_the_background_seated(built):
     env = built("consequence/test")
     key = jax.random.key(7)
+    # One program for every scenario: the scenario is data (the config), as in a vmapped set.
+    episode = jax.jit(lambda k, c: run_episode(env, random_policy, k, c))
     for scenario in range(env.num_scenarios):
         config = ScenarioConfig(jnp.int32(scenario))
-        rollout = run_episode(env, random_policy, key, config)
+        rollout = episode(key, config)
         want_returns, want_actions = _full_game_episode(
             env, scenario, random_policy, key, env.max_steps
         )
@@ -155,7 +158,10 @@ def test_background_sees_the_game_not_the_wrapper(built):
 
     game = built("moral_hazard/test").game
     env = ScenarioEnv(game, (0,), [[None, spy]])
-    run_episode(env, random_policy, jax.random.key(0), ScenarioConfig(jnp.int32(0)))
+    # What the background is handed is fixed when the episode is traced: nothing to compile.
+    jax.make_jaxpr(lambda k: run_episode(env, random_policy, k, ScenarioConfig(jnp.int32(0))))(
+        jax.random.key(0)
+    )
     assert seen and all(name != "ScenarioState" for name in seen)
 
 

@@ -24,23 +24,45 @@ def test_t_interval_and_normalised_score_by_hand():
     assert E.normalised(1.0, 1.0, 1.0) is None
 
 
+@pytest.fixture(scope="module")
+def moral_hazard_scores(built):
+    """population -> its scores on moral_hazard/test (16 episodes, key 0), each scored once for
+    the module when a test first asks for it: one compiled program per population."""
+    env = built("moral_hazard/test")
+    choices = policies_for(env.game)
+    policies = {
+        "teacher": choices["teacher"],
+        "random_control": choices["random_control"],
+        "random": E.random_policy,
+    }
+    scores = {}
+
+    def get(name):
+        if name not in scores:
+            scores[name] = E.score_policy(
+                SETS["moral_hazard/test"], policies[name], jax.random.key(0), 16, env
+            )
+        return scores[name]
+
+    return get
+
+
 @pytest.mark.slow
-def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agent(built):
+def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agent(
+    built, moral_hazard_scores
+):
     """Against a partner who never queries, only the focal agent's own query can warn anyone:
     the teacher (queries, warns, reads the board) beats the random control there. As the only
     reference population the teacher scores exactly 1 and random exactly 0."""
-    scenarios = SETS["moral_hazard/test"]
     env = built("moral_hazard/test")
-    choices = policies_for(env.game)
-    key = jax.random.key(0)
-    teacher = E.score_policy(scenarios, choices["teacher"], key, 16, env)
-    control = E.score_policy(scenarios, choices["random_control"], key, 16, env)
+    teacher = moral_hazard_scores("teacher")
+    control = moral_hazard_scores("random_control")
     assert [r.scenario for r in teacher] == list(env.names)
     for t, c in zip(teacher, control, strict=True):
         assert t.episodes == 16 and t.digest == c.digest and t.ci_low <= t.mean <= t.ci_high
     assert teacher[0].scenario == "moral_hazard/never_queries" and teacher[0].mean > control[0].mean
     # The references from the scores already computed (E.references would score both again).
-    uniform = E.score_policy(scenarios, E.random_policy, key, 16, env)
+    uniform = moral_hazard_scores("random")
     refs = E.references_from({"random": uniform, "teacher": teacher})
     rows = E.summary_rows(teacher, refs)
     assert rows[0]["best_population"] == "teacher" and rows[0]["normalised"] == pytest.approx(1.0)
@@ -55,11 +77,8 @@ def test_moral_hazard_partner_who_never_queries_costs_the_cooperative_focal_agen
 
 
 @pytest.mark.slow
-def test_references_of_a_changed_scenario_are_refused(tmp_path, built):
-    scenarios = SETS["moral_hazard/test"]
-    env = built("moral_hazard/test")
-    key = jax.random.key(1)
-    rows = E.score_policy(scenarios, E.random_policy, key, 2, env)
+def test_references_of_a_changed_scenario_are_refused(tmp_path, moral_hazard_scores):
+    rows = moral_hazard_scores("random")  # the uniform scores the test above reads too
     refs = {rows[0].scenario: {"random": 0.0, "best": 1.0, "best_population": "x", "digest": "old"}}
     with pytest.raises(ValueError, match="another version"):
         E.summary_rows(rows, refs)
@@ -102,8 +121,9 @@ def test_every_shipped_zoo_population_loads_and_plays(game):
 
     env = make(game)
     names = [n for n, e in sorted(zoo.manifest().items()) if e["game"] == game]
-    obs, state = env.reset(jax.random.key(0))
-    views = observations_for(env, obs, state)
+    # One program for the first observations (run op by op, a grid game's reset compiles a
+    # hundred small ones).
+    views = jax.jit(lambda k: observations_for(env, *env.reset(k)))(jax.random.key(0))
     for name in names:
         policy = zoo.load(name, env=env, greedy=True)
         act = jax.jit(lambda k, v, p=policy: _act(p, k, v))
