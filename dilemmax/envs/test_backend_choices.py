@@ -21,15 +21,17 @@ def test_every_hash_choice_draws_jax_randoms_numbers(choice):
     keys = jax.random.split(jax.random.key(7), 5)
     with fastrandom.using_hash(choice):
         assert fastrandom.hash_choice() == choice
+        # Fresh functions under each choice: jax.jit of a module function reuses its first
+        # trace, whatever the choice then, so jax.jit(fastrandom.uniform) would test one hash.
+        # Each is traced once and run on every key.
+        bits = jax.jit(lambda k: fastrandom.bits(k, (3, 4)))
+        uniform = jax.jit(lambda k: fastrandom.uniform(k))
+        second = jax.jit(lambda k: subkey(k, 1))
         for key in keys:
+            np.testing.assert_array_equal(bits(key), jax.random.bits(key, (3, 4), jnp.uint32))
+            assert uniform(key) == jax.random.uniform(key)
             np.testing.assert_array_equal(
-                jax.jit(lambda k: fastrandom.bits(k, (3, 4)))(key),
-                jax.random.bits(key, (3, 4), jnp.uint32),
-            )
-            assert jax.jit(fastrandom.uniform)(key) == jax.random.uniform(key)
-            got = jax.jit(lambda k: subkey(k, 1))(key)
-            np.testing.assert_array_equal(
-                jax.random.key_data(got), jax.random.key_data(jax.random.split(key)[1])
+                jax.random.key_data(second(key)), jax.random.key_data(jax.random.split(key)[1])
             )
 
 
@@ -88,33 +90,48 @@ def _steps(env, num_envs: int, num_steps: int, stagger: bool):
     return jax.jit(run)(jax.random.key(3))
 
 
+# env id -> (options, envs, steps, stagger): the consequence game's step draws through
+# fastrandom.uniform; open_harvest's envs end trials and episodes on different steps, gathered.
+_CASES = {
+    "moral_hazard": ({}, 8, 5, False),
+    "consequence": ({}, 8, 5, False),
+    "open_harvest": ({"num_trials": 2, "trial_steps": 2}, 16, 5, True),
+}
+
+
 @pytest.fixture(scope="module")
-def default_steps():
+def case():
+    """env id -> (env, envs, steps, stagger), each env built once, when a test first needs it
+    (not at import: building compiles, and every worker of a run imports every test file)."""
+    envs = {}
+
+    def get(env_id):
+        options, num_envs, num_steps, stagger = _CASES[env_id]
+        if env_id not in envs:
+            envs[env_id] = dilemmax.make(env_id, **options)
+        return envs[env_id], num_envs, num_steps, stagger
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def default_steps(case):
     """The steps under the default choices, computed once: env id -> outputs."""
     cache = {}
 
     def get(env_id):
         if env_id not in cache:
-            cache[env_id] = _steps(*_CASES[env_id])
+            cache[env_id] = _steps(*case(env_id))
         return cache[env_id]
 
     return get
 
 
-# env id -> (env, envs, steps, stagger): the consequence game's step draws through
-# fastrandom.uniform; open_harvest's envs end trials and episodes on different steps, gathered.
-_CASES = {
-    "moral_hazard": (dilemmax.make("moral_hazard"), 8, 5, False),
-    "consequence": (dilemmax.make("consequence"), 8, 5, False),
-    "open_harvest": (dilemmax.make("open_harvest", num_trials=2, trial_steps=2), 16, 5, True),
-}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["moral_hazard", "consequence"])
-def test_jax_random_gives_the_unrolled_hashs_episodes(env_id, default_steps):
+def test_jax_random_gives_the_unrolled_hashs_episodes(env_id, case, default_steps):
     with fastrandom.using_hash("jax"):
-        got = _steps(*_CASES[env_id])
+        got = _steps(*case(env_id))
     jax.tree.map(np.testing.assert_array_equal, got, default_steps(env_id))
 
 
@@ -127,12 +144,12 @@ def test_jax_random_gives_the_unrolled_hashs_episodes(env_id, default_steps):
     ],
     ids=["select", "gather_half"],
 )
-def test_branch_policies_give_identical_episodes(policy, env_ids, default_steps):
+def test_branch_policies_give_identical_episodes(policy, env_ids, case, default_steps):
     """Staggered grid envs (re-lays and resets on different steps, gathered) and the 3-step
     moral_hazard (obs built after the reset): the same steps under every policy."""
     for env_id in env_ids:
         want = default_steps(env_id)
         assert int(want[1][3]["__all__"].sum()) >= 8  # the reset branch ran
         with rare.using_branch(policy):
-            got = _steps(*_CASES[env_id])
+            got = _steps(*case(env_id))
         jax.tree.map(np.testing.assert_array_equal, got, want)

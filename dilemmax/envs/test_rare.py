@@ -29,13 +29,21 @@ def test_unbatched_rare_cond_is_lax_cond():
         jax.tree.map(np.testing.assert_array_equal, got, want)
 
 
+# Jitted once for the module: every parametrization below has the same shapes, so each runs
+# the programs the first one compiled.
+_vmapped = jax.jit(jax.vmap(_double_or_negate))
+_gathered = functools.partial(_double_or_negate, gathered=True)
+_vmapped_gathered = jax.jit(jax.vmap(_gathered))
+_nested_gathered = jax.jit(jax.vmap(jax.vmap(_gathered)))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preds", [[True, False, True, False], [False] * 4, [True] * 4])
 def test_vmapped_rare_cond_matches_each_element(preds):
     pred = jnp.asarray(preds)
     x = jnp.arange(8.0).reshape(4, 2)
     y = jnp.arange(4, dtype=jnp.int32)
-    got = jax.jit(jax.vmap(_double_or_negate))(pred, x, y)
+    got = _vmapped(pred, x, y)
     want = jax.vmap(_plain)(pred, x, y)
     jax.tree.map(np.testing.assert_array_equal, got, want)
     # Unbatched operands are broadcast; nested vmap (seeds x envs) gives the same values.
@@ -60,15 +68,32 @@ def test_gathered_rare_cond_matches_each_element(count):
     pred = jnp.zeros(num, bool).at[order[:count]].set(True)
     x = jnp.arange(2.0 * num).reshape(num, 2)
     y = jnp.arange(num, dtype=jnp.int32)
-    got = jax.jit(jax.vmap(functools.partial(_double_or_negate, gathered=True)))(pred, x, y)
+    got = _vmapped_gathered(pred, x, y)
     want = jax.vmap(_plain)(pred, x, y)
     jax.tree.map(np.testing.assert_array_equal, got, want)
     few = jnp.zeros(num, bool).at[order[-2:]].set(True)
     seeds = (jnp.stack([pred, few, ~few]), jnp.stack([x, -x, x]), jnp.stack([y] * 3))
-    nested = jax.jit(jax.vmap(jax.vmap(functools.partial(_double_or_negate, gathered=True))))(
-        *seeds
-    )
+    nested = _nested_gathered(*seeds)
     jax.tree.map(np.testing.assert_array_equal, nested, jax.vmap(jax.vmap(_plain))(*seeds))
+
+
+_RARE_CALLS: list[int] = []  # one entry per element the rare branch ran for
+
+
+def _counted_true_fn(x):
+    jax.debug.callback(lambda value: _RARE_CALLS.append(1), x[0])
+    return x + 1.0
+
+
+# One program per setting of ``gathered``, shared by every case below (pred is an argument).
+_COUNTED = {
+    gathered: jax.jit(
+        jax.vmap(
+            lambda p, x, g=gathered: rare_cond(p, _counted_true_fn, lambda x: x, x, gathered=g)
+        )
+    )
+    for gathered in (True, False)
+}
 
 
 @pytest.mark.slow
@@ -77,19 +102,13 @@ def test_gathered_rare_branch_runs_only_for_the_elements_that_take_it(taken, run
     """vmap over 64 elements, gathered 8 at a time: the rare branch runs for as many batches
     of 8 as the elements taking it need (counted at run time, one callback per element it
     runs for); without ``gathered`` it runs for all 64 or none."""
-    calls = []
-
-    def true_fn(x):
-        jax.debug.callback(lambda value: calls.append(1), x[0])
-        return x + 1.0
 
     def count_calls(gathered, pred):
-        calls.clear()
-        fn = lambda p, x: rare_cond(p, true_fn, lambda x: x, x, gathered=gathered)  # noqa: E731
-        out = jax.block_until_ready(jax.jit(jax.vmap(fn))(pred, jnp.zeros((64, 3))))
+        _RARE_CALLS.clear()
+        out = jax.block_until_ready(_COUNTED[gathered](pred, jnp.zeros((64, 3))))
         jax.effects_barrier()
         np.testing.assert_array_equal(out[:, 0], pred.astype(jnp.float32))
-        return len(calls)
+        return len(_RARE_CALLS)
 
     pred = jnp.arange(64) >= 64 - taken
     assert count_calls(True, pred) == runs
