@@ -17,6 +17,7 @@ import string
 from dataclasses import dataclass
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -330,12 +331,15 @@ def test_training_partners_take_every_jax_spelling(env, spellings):
 
     for spec in jax_seats(spellings).values():
         assert callable(seats(spec).partner_fn)
-    key = jax.random.key(0)  # a trained partner acts in the trainer's batched step
-    obs, state = jax.vmap(env.reset)(jax.random.split(key, 2))
-    masks = jax.vmap(env.action_mask)(state)
     partner = seats(spellings["zoo_greedy"])
-    actions, _ = partner.actions(key, np.zeros((1, 2), np.int32), obs, masks, state)
-    assert actions["agent_1"].shape == (2,)
+
+    @jax.jit  # a trained partner acts in the trainer's batched step (one program, not eagerly)
+    def batched_step(key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, 2))
+        masks = jax.vmap(env.action_mask)(state)
+        return partner.actions(key, jnp.zeros((1, 2), jnp.int32), obs, masks, state)[0]
+
+    assert batched_step(jax.random.key(0))["agent_1"].shape == (2,)
     with pytest.raises(UsageError, match="training partners play inside JAX"):
         seats(spellings["openai"])
     with pytest.raises(UsageError, match="keeps a memory"):  # a recurrent run: refused

@@ -215,8 +215,9 @@ def test_recurrent_update_is_deterministic_and_jit_equals_no_jit():
     config = bandit_config(num_envs=8, num_steps=8, num_minibatches=2)
     trainer = Trainer(config, env=TwoTrialBandit())
     state = trainer.init(jax.random.PRNGKey(3))
-    a, _ = jax.jit(trainer.update)(state)
-    b, _ = jax.jit(trainer.update)(state)
+    update = jax.jit(trainer.update)  # one program, run twice: the same state, the same result
+    a, _ = update(state)
+    b, _ = update(state)
     c, _ = trainer.update(state)
     for x, y, z in zip(*(jax.tree.leaves((s.params, s.memory)) for s in (a, b, c)), strict=True):
         np.testing.assert_array_equal(x, y)
