@@ -10,14 +10,17 @@ from dilemmax.envs.consequence.generator import context_table
 from dilemmax.redteam import gap, inputs
 from dilemmax.redteam import reference as R
 from dilemmax.redteam import statistics as S
+from dilemmax.redteam.reference import tables as reference_tables
 
 
 @pytest.fixture(scope="module")
 def small_reference():
-    """Exact reference on 24 contexts: splits (0, 1, 11) and (1, 5, 6), T = 1..12."""
+    """Exact reference on 24 contexts: splits (0, 1, 11) and (1, 5, 6), T = 1..12, over two
+    rounds (the game's three cost twice the solving, and the report reads no round count; one
+    round would make every rule's UR_ref the same)."""
     resources, thresholds = context_table(12, 3)
     keep = np.isin(np.arange(len(thresholds)) // 12, [1, 11])  # (0,1,11) and (1,5,6)
-    return R.reference_grid(resources[keep], thresholds[keep], epsilons=(0.0, 0.1))
+    return R.reference_grid(resources[keep], thresholds[keep], epsilons=(0.0, 0.1), num_rounds=2)
 
 
 def population_over(reference, name, shift, seed):
@@ -143,12 +146,18 @@ def test_certify_command_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_reference_command_creates_the_output_folder(tmp_path, capsys):
+def test_reference_command_creates_the_output_folder(tmp_path, capsys, monkeypatch):
+    # The command solves the whole grid; its first split (12 contexts) is enough to write.
+    whole = reference_tables.context_table
+    monkeypatch.setattr(
+        reference_tables, "context_table", lambda *a: tuple(x[:12] for x in whole(*a))
+    )
     out = tmp_path / "new" / "folder" / "ref.npz"  # nothing of this exists yet
     args = ["redteam", "reference", "--epsilons", "0", "--rounds", "1", "--out", str(out)]
     assert main(args) == 0
     back = R.load_reference(out)
     assert back.epsilons == (0.0,) and (out.parent / "ref.md").exists()
+    assert back.thresholds.tolist() == list(range(1, 13))  # what was solved is what was written
 
 
 @pytest.mark.parametrize("command", ["play", "ablate"])
