@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import inspect
 import json
 import math
@@ -19,10 +20,6 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from inspect_ai import eval as inspect_eval
-from inspect_ai._util.registry import registry_lookup
-from inspect_ai.log import list_eval_logs, read_eval_log
-from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from dilemmax.cli import main
 from dilemmax.commandline import add_config_arguments
@@ -30,9 +27,6 @@ from dilemmax.envs.moral_hazard.env import MoralHazardEnv
 from dilemmax.envs.option_declaration import setting
 from dilemmax.errors import UsageError
 from dilemmax.evals import plans
-from dilemmax.evals._registry import REQUIRED, RUN_DEFAULTS, TASKS
-from dilemmax.evals.scoring import score_values
-from dilemmax.evals.tasks import plan_task
 from dilemmax.experiments.design import Design, DesignParams, Part, Plan, Report
 from dilemmax.llm.client import ChatRequest, ScriptedClient
 from dilemmax.llm.play import BatchedPlay, Seat
@@ -41,6 +35,12 @@ from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_play import RecordingProtocol, reply_for
 
 ROOT = Path(__file__).resolve().parents[2]
+# Inspect (the optional inspect extra, installed with dev) and this package's modules built on it
+# are imported where a test uses them, not when the suite is collected
+# (tests/test_collection_imports.py): only dilemmax.evals.plans imports no Inspect.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("inspect_ai") is None, reason="needs the inspect extra (inspect_ai)"
+)
 
 
 def moral_hazard_reply(model: str, text: str) -> str:
@@ -61,6 +61,7 @@ def consequence_reply(text: str) -> str:
 def mock(name: str, reply) -> object:
     """Inspect's mock model answering ``reply(name, last message)``; usage is set, so the mock
     counts no tokens (its tokenizer would be downloaded)."""
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
     def outputs(messages, tools, tool_choice, config):
         output = ModelOutput.from_content(f"mockllm/{name}", reply(name, messages[-1].text))
@@ -78,6 +79,8 @@ def play_json(tmp_path, name: str, argv: list[str]) -> dict:
 
 def play_values(episode: dict, metric_axes) -> dict[str, float]:
     """The score keys of one ``dilemmax play`` episode (the game's metrics only)."""
+    from dilemmax.evals.scoring import score_values
+
     record = {"metrics": episode["metrics"], "steps": episode["steps"],
               "metric_axes": metric_axes, "agents": list(episode["seats"])}  # fmt: skip
     values = score_values(record)
@@ -97,6 +100,10 @@ def assert_same_scores(samples, episodes, metric_axes=MoralHazardEnv.metric_axes
 
 # --------------------------------------------------------------------------- registry
 def test_the_registry_lists_every_task():
+    from inspect_ai._util.registry import registry_lookup
+
+    from dilemmax.evals._registry import REQUIRED, TASKS
+
     (point,) = [p for p in entry_points(group="inspect_ai") if p.name == "dilemmax"]
     assert point.value == "dilemmax.evals._registry"
     expected = {*plans.games()} | {n.replace("/", "_") for n in plans.designs()}
@@ -111,6 +118,10 @@ def test_the_registry_lists_every_task():
 def test_a_design_s_options_and_its_task_parameters_are_one_declaration():
     """Every design's ``dilemmax experiment`` options and its Inspect task's parameters are
     generated from its ``Design.params`` fields: the same names and the same defaults."""
+    from inspect_ai._util.registry import registry_lookup
+
+    from dilemmax.evals._registry import RUN_DEFAULTS
+
     for name, design in plans.designs().items():
         fields = {f.name: f.default for f in dataclasses.fields(design.params)}
         assert fields, name
@@ -129,6 +140,8 @@ def test_scores_name_each_entry_by_the_axes_the_game_declares():
     """Three trials and two agents: each trial's Gini under its trial, each agent's return under
     its agent; a per-trial-and-agent table gives its mean. (They were ``gini[0]`` and
     ``return[0]``, one index for either axis.)"""
+    from dilemmax.evals.scoring import score_values
+
     record = {
         "metrics": {"gini": [0.6, 0.8, 0.0], "return": [3.0, 1.0], "length": 6,
                     "recipes_known": [[1, 0], [2, 1], [2, 2]]},
@@ -151,6 +164,11 @@ def test_scores_name_each_entry_by_the_axes_the_game_declares():
 # --------------------------------------------------------------------------- mock model
 @pytest.mark.slow
 def test_mockllm_run_scores_like_play_with_a_second_model_on_seat_1(tmp_path):
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    from dilemmax.evals._registry import TASKS
+
     with LocalChatServer(
         lambda body: moral_hazard_reply(body["model"], body["messages"][-1]["content"])
     ) as server:
@@ -210,6 +228,10 @@ class ReflectingGame(MoralHazardEnv):
 
 @pytest.mark.slow
 def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
+    from inspect_ai import eval as inspect_eval
+
+    from dilemmax.evals.tasks import plan_task
+
     env = ReflectingGame()
     client = ScriptedClient(reply_for)
     model = LLMPolicy(client, "model")
@@ -244,6 +266,8 @@ def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
 def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_play(tmp_path):
     """``inspect eval dilemmax/consequence`` (the entry point, Inspect's command line and its
     OpenAI-compatible provider) against the local server, beside ``dilemmax play``."""
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
     with LocalChatServer(lambda body: consequence_reply(body["messages"][-1]["content"])) as srv:
         played = play_json(tmp_path, "ca", [
             "consequence", "--seats", "openai:tiny", "--episodes", "2", "--base-url", srv.base_url,
@@ -285,6 +309,9 @@ def _toy_design() -> Design:
 
 
 def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
+    from dilemmax.evals._registry import TASKS
+    from dilemmax.evals.tasks import plan_task
+
     design = _toy_design()
     plan, args, run = plans.design_plan(design, {"episodes": 2, "partner": "always_local"})
     assert run.seed == 0 and plan.parts[0].episodes == 2 and not args.quick
@@ -320,6 +347,10 @@ def test_design_parameters_shrink_a_design_and_bad_ones_are_named():
 
 @pytest.mark.slow
 def test_a_design_task_plays_the_episodes_of_dilemmax_experiment(tmp_path):
+    from inspect_ai import eval as inspect_eval
+
+    from dilemmax.evals._registry import TASKS
+
     sizes = {"costs": "0.1", "shares": "0.5", "replicates": 1, "episodes": 3, "no_probes": True}
     with LocalChatServer(
         lambda body: moral_hazard_reply(body["model"], body["messages"][-1]["content"])

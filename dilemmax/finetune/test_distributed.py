@@ -23,18 +23,18 @@ from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("trl")
-pytest.importorskip("accelerate")
+from dilemmax.cli import main
+from dilemmax.errors import UsageError
+from dilemmax.finetune import processes
+from dilemmax.finetune.common import LoraSettings, check_world
+from dilemmax.finetune.sft import SFTSettings, train_sft
 
-import torch  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
-
-from dilemmax.cli import main  # noqa: E402
-from dilemmax.errors import UsageError  # noqa: E402
-from dilemmax.finetune import processes  # noqa: E402
-from dilemmax.finetune.common import LoraSettings, check_world  # noqa: E402
-from dilemmax.finetune.sft import SFTSettings, train_sft  # noqa: E402
+# trl, accelerate, transformers and torch (the optional llm extra) are imported when a test or
+# the launched script runs, not when the suite is collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("trl", "accelerate")),
+    reason="needs the llm extra (trl, accelerate)",
+)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 EXAMPLES = REPOSITORY / "examples" / "accelerate"
@@ -54,15 +54,20 @@ SFT_FLAGS += ("--lora-dropout", "0", "--threads", "1")
 ADAPTER_ATOL = 1e-6
 
 
-class StepFile(TrainerCallback):
-    """Writes how many optimiser steps this process took in this run (not the ones restored)."""
+def step_file(path: Path):
+    """A callback that writes to ``path`` how many optimiser steps this process took in this run
+    (not the ones restored)."""
+    from transformers import TrainerCallback
 
-    def __init__(self, path: Path):
-        self.path, self.steps = path, 0
+    class StepFile(TrainerCallback):
+        def __init__(self):
+            self.steps = 0
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.steps += 1
-        self.path.write_text(str(self.steps))
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps += 1
+            path.write_text(str(self.steps))
+
+    return StepFile()
 
 
 def drive(root: Path, model: str, data: str) -> int:
@@ -78,7 +83,7 @@ def drive(root: Path, model: str, data: str) -> int:
 
         def counted(trainer, settings, tokenizer, original=original):
             name = f"{phase['name']}-{Path(settings.out).name}.{rank}.steps"
-            trainer.add_callback(StepFile(root / name))
+            trainer.add_callback(step_file(root / name))
             return original(trainer, settings, tokenizer)
 
         module.run_trainer = counted
@@ -152,6 +157,9 @@ def phase_codes(root: Path, name: str) -> list[str | None]:
 def test_two_processes_train_the_adapter_of_one_with_the_same_global_batch(
     launched, tiny_model_dir, small_data_dir, tmp_path
 ):
+    import torch
+    from safetensors.torch import load_file
+
     root, done, _ = launched
     assert phase_codes(root, "sft2") == ["0", "0"], done.stderr[-3000:]
     one = SFTSettings(

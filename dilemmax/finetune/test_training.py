@@ -3,36 +3,43 @@ outputs, and a resumed run that continues from the saved step."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import pytest
 
-pytest.importorskip("trl")
+from dilemmax.finetune.common import load_model, run_trainer
+from dilemmax.finetune.rloo import RLOOSettings
+from dilemmax.finetune.rloo import build_trainer as build_rloo
+from dilemmax.finetune.sft import SFTSettings
+from dilemmax.finetune.sft import build_trainer as build_sft
 
-import torch  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
-
-from dilemmax.finetune.common import load_model, run_trainer  # noqa: E402
-from dilemmax.finetune.rloo import RLOOSettings  # noqa: E402
-from dilemmax.finetune.rloo import build_trainer as build_rloo  # noqa: E402
-from dilemmax.finetune.sft import SFTSettings  # noqa: E402
-from dilemmax.finetune.sft import build_trainer as build_sft  # noqa: E402
+# trl, transformers and torch (the optional llm extra) are imported when a test runs, not when
+# the suite is collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="needs the llm extra (trl)"
+)
 
 
-class CountSteps(TrainerCallback):
-    """Counts the optimiser steps a run actually takes (not the ones restored)."""
+def count_steps():
+    """A callback that counts the optimiser steps a run actually takes (not the ones
+    restored)."""
+    from transformers import TrainerCallback
 
-    def __init__(self):
-        self.steps = 0
+    class CountSteps(TrainerCallback):
+        def __init__(self):
+            self.steps = 0
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.steps += 1
+        def on_step_end(self, args, state, control, **kwargs):
+            self.steps += 1
+
+    return CountSteps()
 
 
 def train(build, settings):
     """(adapter dir, trainer, steps taken in this run)."""
     trainer, tokenizer = build(settings)
-    counter = CountSteps()
+    counter = count_steps()
     trainer.add_callback(counter)
     return run_trainer(trainer, settings, tokenizer), trainer, counter.steps
 
@@ -42,6 +49,8 @@ def losses(trainer):
 
 
 def logits(model, tokenizer, text="FINAL A\nSTEP 1: the board"):
+    import torch
+
     model.eval()
     with torch.no_grad():
         ids = tokenizer(text, return_tensors="pt")
@@ -50,6 +59,8 @@ def logits(model, tokenizer, text="FINAL A\nSTEP 1: the board"):
 
 @pytest.fixture(scope="module")
 def sft_run(tiny_model_dir, small_data_dir, tmp_path_factory):
+    import torch
+
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("sft")
     settings = SFTSettings(
@@ -68,6 +79,8 @@ def sft_run(tiny_model_dir, small_data_dir, tmp_path_factory):
 
 
 def test_sft_loss_is_finite_and_adapter_reloads(sft_run, tiny_model_dir):
+    import torch
+
     settings, adapter, trainer, steps = sft_run
     assert steps == 2
     assert len(losses(trainer)) == 2 and all(math.isfinite(x) for x in losses(trainer))

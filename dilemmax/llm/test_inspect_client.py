@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 
 import jax
 import numpy as np
@@ -25,7 +26,11 @@ from dilemmax.llm.seats import build_seat
 from dilemmax.llm.server import LocalChatServer
 from dilemmax.llm.test_resume import reply  # planted moral-hazard replies (query, note, final)
 
-pytest.importorskip("inspect_ai")  # the optional inspect extra (installed with dev)
+# The optional inspect extra (installed with dev), imported where a test uses it, not when the
+# suite is collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("inspect_ai") is None, reason="needs the inspect extra (inspect_ai)"
+)
 QUICK_RETRY = RetryPolicy(backoff=0.01, max_backoff=0.02)
 
 

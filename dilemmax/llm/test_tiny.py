@@ -1,13 +1,17 @@
 """The tiny model loads through the ordinary transformers path and generates with its template."""
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+from dilemmax.llm.tiny import build_tiny_model
 
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-
-from dilemmax.llm.tiny import build_tiny_model  # noqa: E402
+# transformers and torch (the optional llm extra) are imported by the tests that run, not when
+# the suite is collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("transformers", "torch")),
+    reason="needs the llm extra (transformers, torch)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -16,6 +20,8 @@ def tiny_path(tmp_path_factory):
 
 
 def test_round_trip_and_template(tiny_path):
+    from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(tiny_path)
     text = 'ACTION LOCAL B\nsome unseen bytes: é ³ {"a": 1}'
     assert tok.decode(tok(text)["input_ids"]) == text  # byte-level: nothing is lost
@@ -30,6 +36,9 @@ def test_round_trip_and_template(tiny_path):
 
 
 def test_same_seed_same_model_and_batched_generate(tiny_path, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     again = build_tiny_model(tmp_path / "again", texts=["FINAL B because"])
     a = AutoModelForCausalLM.from_pretrained(tiny_path)
     b = AutoModelForCausalLM.from_pretrained(again)

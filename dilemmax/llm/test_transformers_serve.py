@@ -15,6 +15,7 @@ Skipped only where ``transformers serve`` cannot start: transformers or its serv
 from __future__ import annotations
 
 import faulthandler
+import importlib.util
 import json
 import os
 import socket
@@ -26,16 +27,20 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
+from dilemmax.cli import main
+from dilemmax.llm.api import play_session
+from dilemmax.llm.client import ChatRequest
+from dilemmax.llm.config import GenerateConfig
+from dilemmax.llm.openai_client import OpenAIClient
+from dilemmax.llm.server import LocalChatServer
+from dilemmax.llm.tiny import build_tiny_model
+from dilemmax.llm.transcript import read_lines
 
-from dilemmax.cli import main  # noqa: E402 (after the skip: the llm extra may be missing)
-from dilemmax.llm.api import play_session  # noqa: E402
-from dilemmax.llm.client import ChatRequest  # noqa: E402
-from dilemmax.llm.config import GenerateConfig  # noqa: E402
-from dilemmax.llm.openai_client import OpenAIClient  # noqa: E402
-from dilemmax.llm.server import LocalChatServer  # noqa: E402
-from dilemmax.llm.tiny import build_tiny_model  # noqa: E402
-from dilemmax.llm.transcript import read_lines  # noqa: E402
+# transformers (the optional llm extra) is imported where the tests use it, not when the suite is
+# collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="needs the llm extra (transformers)"
+)
 
 TIMEOUT = 300  # seconds the whole file may take on a loaded 2-core machine before it is dumped
 STARTUP = 180  # seconds the server may take to import torch, load the model and listen

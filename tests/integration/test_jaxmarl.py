@@ -12,16 +12,22 @@ and every info leaf reshaped to ``num_agents * num_envs``. The Q-learning baseli
 
 from __future__ import annotations
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration  # CI may deselect: -m 'not integration'
+import dilemmax
 
-jaxmarl_baselines = pytest.importorskip("jaxmarl.wrappers.baselines")
-
-import dilemmax  # noqa: E402
+# JaxMARL (4 s to import, with gymnax and what that pulls in) is imported by the fixture below
+# when a test runs, not when the suite is collected (tests/test_collection_imports.py). Only its
+# top-level package is looked up here: finding jaxmarl.wrappers.baselines would import jaxmarl.
+pytestmark = [
+    pytest.mark.integration,  # CI may deselect: -m 'not integration'
+    pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None, reason="needs jaxmarl"),
+]
 
 ENV_IDS = ["consequence", "moral_hazard", "open_cleanup", "open_harvest"]
 NUM_ENVS, NUM_STEPS, NUM_UPDATES = 2, 8, 2
@@ -92,6 +98,12 @@ def _ippo_ff(env, key):
     return infos
 
 
+@pytest.fixture(scope="module")
+def jaxmarl_baselines():
+    """JaxMARL's baseline wrappers (skipped, as before, where they do not import)."""
+    return pytest.importorskip("jaxmarl.wrappers.baselines")
+
+
 @pytest.fixture(scope="module", params=ENV_IDS)
 def env_id(request):
     return request.param
@@ -99,7 +111,7 @@ def env_id(request):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("log_wrapper", ["LogWrapper", "MPELogWrapper"])
-def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper):
+def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper, jaxmarl_baselines):
     if log_wrapper == "MPELogWrapper" and env_id != "moral_hazard":
         pytest.skip("one env is enough for the reward-scaling variant")
     env = getattr(jaxmarl_baselines, log_wrapper)(dilemmax.make(env_id))
@@ -111,7 +123,9 @@ def test_ippo_ff_runs_under_jaxmarls_log_wrapper(env_id, log_wrapper):
 
 
 @pytest.mark.slow
-def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrapper():
+def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrapper(
+    jaxmarl_baselines,
+):
     """A scenario set is an env like the games: JaxMARL's wrapper and batching drive its focal
     seats while the background plays inside the step."""
     env = jaxmarl_baselines.LogWrapper(
@@ -124,7 +138,7 @@ def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrappe
 
 
 @pytest.mark.slow
-def test_episode_returns_logged_by_jaxmarl_match_the_rewards():
+def test_episode_returns_logged_by_jaxmarl_match_the_rewards(jaxmarl_baselines):
     """moral_hazard ends every 3 steps: JaxMARL's LogWrapper reports the summed rewards."""
     env = jaxmarl_baselines.LogWrapper(dilemmax.make("moral_hazard"))
     obs, state = env.reset(jax.random.PRNGKey(1))
@@ -141,7 +155,7 @@ def test_episode_returns_logged_by_jaxmarl_match_the_rewards():
 
 
 @pytest.mark.slow
-def test_ct_rollout_manager(env_id):
+def test_ct_rollout_manager(env_id, jaxmarl_baselines):
     """The rollout manager of JaxMARL's Q-learning baselines, unchanged, on every env."""
     env = dilemmax.make(env_id)
     manager = jaxmarl_baselines.CTRolloutManager(env, batch_size=2)

@@ -5,6 +5,7 @@ traceback, and never after a base model has already played."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -12,12 +13,16 @@ import shutil
 import pytest
 from test_cli_errors import _fails_cleanly
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+from dilemmax.llm import hf_client
+from dilemmax.llm.hf_client import ModelFolderError, check_adapter_folder
+from dilemmax.llm.tiny import build_tiny_model
 
-from dilemmax.llm import hf_client  # noqa: E402
-from dilemmax.llm.hf_client import ModelFolderError, check_adapter_folder  # noqa: E402
-from dilemmax.llm.tiny import build_tiny_model  # noqa: E402
+# transformers and peft (the optional llm extra) are imported by the fixture and the commands
+# when a test runs, not when the suite is collected (tests/test_collection_imports.py).
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("transformers", "peft")),
+    reason="needs the llm extra (transformers, peft)",
+)
 
 WEIGHTS = "adapter_model.safetensors"
 
