@@ -3,8 +3,11 @@
 A page's ```python blocks run in order in one namespace (a later block may use an earlier one's
 names), in a fresh folder. Its ```bash blocks run line by line there too: each command is a
 `dilemmax ...` or `python ...` line (a trailing backslash joins lines; `#` starts a comment); a
-`dilemmax` line runs in this process through the command's own entry point, ``dilemmax.cli.main``.
-An HTML comment just before a block changes how it runs:
+`dilemmax` line runs in this process through the command's own entry point, ``dilemmax.cli.main``,
+and so does a `dilemmax` command a python block starts with ``subprocess.run`` (docs/play.md's
+stand-in server): the page shows the command, not a second interpreter, and a fresh one would
+import the stack and compile again what this process holds. An HTML comment just before a
+block changes how it runs:
 
     <!-- docs-test: skip <reason> -->            the block is not run; the reason is required
     <!-- docs-test: replace <old> => <new> -->   run with <old> replaced (a smaller size, say)
@@ -27,6 +30,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -106,20 +110,53 @@ def _run_command(line: str, cwd: Path, where: str) -> None:
 
 
 def _run_in_process(argv: list[str], where: str, line: str) -> None:
+    status, _, errors = _main_in_process(argv)
+    assert status == 0, f"{where}: `{line}` failed ({status}):\n{errors[-3000:]}"
+
+
+def _main_in_process(argv: list[str]) -> tuple[int, str, str]:
+    """``dilemmax ARGV`` through ``dilemmax.cli.main``: its exit status, stdout and stderr."""
     from dilemmax.cli import main
 
-    errors = io.StringIO()
+    output, errors = io.StringIO(), io.StringIO()
     # A command that hangs ends this worker with every thread's stack, so the test fails
     # (pytest-xdist reports the lost worker) instead of holding CI.
     faulthandler.dump_traceback_later(COMMAND_TIMEOUT, exit=True)
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors):
             status = main(argv)
     except SystemExit as exit_:  # argparse exits on a usage error
         status = exit_.code
     finally:
         faulthandler.cancel_dump_traceback_later()
-    assert status in (0, None), f"{where}: `{line}` failed ({status}):\n{errors.getvalue()[-3000:]}"
+    return status or 0, output.getvalue(), errors.getvalue()
+
+
+def _dilemmax_runs_in_process(real_run):
+    """``subprocess.run`` for a page's python blocks: a `dilemmax ...` command (a list or a
+    string) runs through :func:`_main_in_process` with the ``env`` it was given; any other
+    command, or one asking for more than ``check``, ``env``, ``capture_output`` and ``text``,
+    starts a process as it would for a reader."""
+
+    def run(args, *rest, **kwargs):
+        words = shlex.split(args) if isinstance(args, str) else [str(word) for word in args]
+        handled = {"check", "env", "capture_output", "text"}
+        if rest or set(kwargs) - handled or not words or words[0] != "dilemmax":
+            return real_run(args, *rest, **kwargs)
+        env = kwargs.get("env")
+        with mock.patch.dict(os.environ, env or {}, clear=env is not None):
+            status, out, err = _main_in_process(words[1:])
+        if kwargs.get("check") and status != 0:
+            raise subprocess.CalledProcessError(status, args, out, err)
+        if not kwargs.get("capture_output"):
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            return subprocess.CompletedProcess(args, status)
+        if not kwargs.get("text"):
+            out, err = out.encode(), err.encode()
+        return subprocess.CompletedProcess(args, status, out, err)
+
+    return run
 
 
 def _run_subprocess(words: list[str], cwd: Path, where: str, line: str) -> None:
@@ -154,6 +191,7 @@ def test_the_page_code_runs(page, tmp_path, monkeypatch):
     # outlive the page, or a later test of this worker meets it under the same name.
     monkeypatch.setattr(seat_spec, "_KINDS", dict(seat_spec._KINDS))
     monkeypatch.setattr(seat_spec, "_LOADED", set(seat_spec._LOADED))
+    monkeypatch.setattr(subprocess, "run", _dilemmax_runs_in_process(subprocess.run))
     namespace = {"__name__": "docs_snippet"}
     for block in blocks:
         code = block.runnable_code()
@@ -162,3 +200,18 @@ def test_the_page_code_runs(page, tmp_path, monkeypatch):
         else:
             for line in _commands(code):
                 _run_command(line, tmp_path, block.where)
+
+
+def test_a_dilemmax_command_a_block_starts_runs_in_this_process(tmp_path):
+    """A page's ``subprocess.run(["dilemmax", ...])`` is the command's entry point in this
+    process, with the process's exit status, output and ``check``; other commands start one."""
+    started = []
+    run = _dilemmax_runs_in_process(lambda *args, **kwargs: started.append(args[0]))
+    missing = ["dilemmax", "view", str(tmp_path / "missing")]
+    done = run(missing, capture_output=True, text=True)
+    assert done.returncode == 2 and "no such file or folder" in done.stderr and started == []
+    with pytest.raises(subprocess.CalledProcessError):
+        run(missing, check=True, env={**os.environ, "DOCS_SNIPPET_ONLY": "1"})
+    assert "DOCS_SNIPPET_ONLY" not in os.environ and started == []
+    run(["python", "-c", "pass"], check=True)
+    assert started == [["python", "-c", "pass"]]

@@ -28,13 +28,16 @@ from dilemmax.llm.server import LocalChatServer
 from dilemmax.view.runs import read_run
 
 # Tiny options per game; the same options for a game's rollout and play run, so one compiled
-# replay serves both.
+# replay serves both (open_harvest's held-out split is the one a play run takes by default).
 # The recorded runs take a minute of play (built once: the suite hands out whole files), so
 # every test that reads them is marked slow; the fast tier checks the paths that are no run.
 
 GAMES = {
     "open_cleanup": ({"num_agents": 3, "trial_steps": 6, "num_trials": 2}, "greedy"),
-    "open_harvest": ({"num_agents": 2, "trial_steps": 5, "num_trials": 2}, "greedy"),
+    "open_harvest": (
+        {"num_agents": 2, "trial_steps": 5, "num_trials": 2, "split": "held_out"},
+        "greedy",
+    ),
     "moral_hazard": ({}, "teacher"),
     "consequence": ({}, "fair_share"),
 }
@@ -127,14 +130,24 @@ def test_the_replay_gives_back_every_recorded_reward_and_info(game, runs):
 
 
 @pytest.mark.slow
-def test_a_training_run_plays_its_checkpoint(tmp_path, capsys):
+def test_a_training_run_plays_its_checkpoint(tmp_path, capsys, monkeypatch):
     from dilemmax.llm.test_cli import fake_trained_run
+    from dilemmax.view import cli
 
     run_dir = fake_trained_run(tmp_path / "trained")
+    # The episodes the command played, kept as it read them (reading the run again would load
+    # the checkpoint and compile its play a second time).
+    played = []
+
+    def read_and_keep(*args, **kwargs):
+        played.append(read_run(*args, **kwargs))
+        return played[-1]
+
+    monkeypatch.setattr(cli, "read_run", read_and_keep)
     assert main(["view", str(run_dir), "--episodes", "2", "--seed", "5"]) == 0
     assert (run_dir / "view.html").is_file()
     assert str((run_dir / "view.html").resolve()) in capsys.readouterr().out
-    run = read_run(run_dir, episodes=2, seed=5)
+    [run] = played
     assert [e.seats["agent_0"] for e in run.episodes] == ["trained", "trained"]
     assert run.episodes[0].actions.shape == (3, 2)  # moral_hazard: work, note, final
 
