@@ -85,10 +85,12 @@ FULL = {
 }
 TINY = {
     "budget": 1200.0,  # tiny sizes end long before on an idle machine; a loaded one is slow
-    "env_sizes": {"grid": (16,), "other": (16,)},
-    "env_steps": {"grid": 3, "other": 3},
+    # The training part's envs and steps (train_envs, num_steps x log_every), so its env-alone
+    # program and the A/B's default variant are the env part's, read from the compile cache.
+    "env_sizes": {"grid": (4,), "other": (8,)},
+    "env_steps": {"grid": 4, "other": 4},
     "repeats": 1,
-    "ab_sizes": {"grid": (16,), "other": (16,)},
+    "ab_sizes": {"grid": (4,), "other": (8,)},
     "conv_layers": ((32, 4, 4),),
     "train_envs": {"grid": 4, "other": 8},
     "train": {"log_every": 1, "repeats": 1, "num_steps": 4, "num_minibatches": 2},
@@ -109,8 +111,9 @@ TINY = {
     ),
     "rl2_steps": (8, 8),
     # A CPU compiles the recurrent CNN's training program for minutes: the dry run stops the
-    # script after this many seconds, so it ends partial, through the same stop-and-collect path.
-    "rl2_cap_s": 15.0,
+    # script after this many seconds, so it ends partial, through the same stop-and-collect path
+    # (any longer would only wait: the script cannot finish a stage on a CPU in seconds).
+    "rl2_cap_s": 3.0,
 }
 
 
