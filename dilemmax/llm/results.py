@@ -10,6 +10,7 @@ the seat played, so a rotated arena reports each policy, not each chair.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -22,12 +23,20 @@ from dilemmax.llm.pricing import Price, format_cost, seat_price
 from dilemmax.statistics import bootstrap_ci
 
 
+@functools.lru_cache(maxsize=8)
+def _batched_ci(num_resamples: int, confidence: float):
+    """The jitted, vmapped masked bootstrap of one (resamples, confidence): every summary a
+    process writes with the same shapes runs the program the first one compiled, instead of
+    tracing and compiling its own."""
+    return jax.jit(jax.vmap(lambda k, x, m: bootstrap_ci(x, k, num_resamples, confidence, mask=m)))
+
+
 def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidence: float):
     """(mean, low, high) per row of ``samples`` float32[M, N] with a validity mask."""
     values = np.nan_to_num(samples, nan=0.0).astype(np.float32)
     mask = ~np.isnan(samples)
     keys = jax.random.split(key, samples.shape[0])
-    fn = jax.jit(jax.vmap(lambda k, x, m: bootstrap_ci(x, k, num_resamples, confidence, mask=m)))
+    fn = _batched_ci(num_resamples, confidence)
     mean, low, high = fn(keys, jnp.asarray(values), jnp.asarray(mask))
     return np.asarray(mean), np.asarray(low), np.asarray(high)
 

@@ -118,6 +118,26 @@ def test_the_summary_holds_each_trial_s_gini_with_fewer_trials_than_agents():
     assert summary["return_per_trial[trial_2][x]"][0] == pytest.approx((2 / 3 + 0) / 2)
 
 
+def test_a_second_summary_of_the_same_shapes_compiles_nothing():
+    """Every play run writes a summary; the bootstrap program is kept per (resamples,
+    confidence), so a process writing several (a sweep, a notebook) compiles it once."""
+    episodes = [{"id": e, "seats": {"agent_0": "x", "agent_1": "y"}} for e in range(3)]
+    metrics = {"gini": np.array([0.1, 0.2, 0.3])}
+    compiled = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, _, **__: (
+            compiled.append(event)
+            if event == "/jax/core/compile/backend_compile_duration"
+            else None
+        )
+    )
+    first = summarize([(metrics, episodes)], {"gini": ()}, num_resamples=17)
+    before = len(compiled)
+    again = summarize([(metrics, episodes)], {"gini": ()}, key=jax.random.key(1), num_resamples=17)
+    assert len(compiled) == before, "the second summary compiled again"
+    assert first["all"]["gini"][0] == pytest.approx(0.2) == again["all"]["gini"][0]
+
+
 def test_an_undeclared_or_misshapen_metric_is_named():
     episodes = [{"id": 0, "seats": {"agent_0": "x", "agent_1": "y"}}]
     with pytest.raises(M.MetricAxesError, match="'moon' declares no axes"):

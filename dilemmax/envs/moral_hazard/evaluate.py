@@ -7,6 +7,7 @@ also vmapped over conditions and outcomes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -56,6 +57,13 @@ def run_conditions(
     return {name: np.asarray(value) for name, value in metrics.items()}
 
 
+@functools.lru_cache(maxsize=8)
+def _condition_cis(num_resamples: int, confidence: float):
+    """The jitted bootstrap over conditions x outcomes of one (resamples, confidence), compiled
+    once per shape for every condition set and every later evaluation in the process."""
+    return jax.jit(jax.vmap(jax.vmap(lambda k, x: bootstrap_ci(x, k, num_resamples, confidence))))
+
+
 def evaluate(
     policy,
     configs,
@@ -93,8 +101,9 @@ def evaluate(
         keys = jax.random.split(key_boot, num_conditions * len(outcomes)).reshape(
             num_conditions, len(outcomes)
         )
-        ci = jax.jit(jax.vmap(jax.vmap(lambda k, x: bootstrap_ci(x, k, num_resamples, confidence))))
-        mean, low, high = (np.asarray(a) for a in ci(keys, samples))
+        mean, low, high = (
+            np.asarray(a) for a in _condition_cis(num_resamples, confidence)(keys, samples)
+        )
         for ci_index, name in enumerate(conditions.names):
             results[name] = {
                 outcome: Estimate(
