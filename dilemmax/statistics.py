@@ -30,6 +30,7 @@ permutation tests) is written here; the rest is scipy's: ``binomtest(...).propor
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -47,9 +48,8 @@ EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
 # Cluster indices :func:`cluster_share_ci` draws per block (int64: 8 MB; its counts the same).
 BOOTSTRAP_BLOCK = 1 << 20
 
-# Two-sided 95% Student t quantiles at the degrees of freedom of the printed tables, to their
-# three decimals (12.706 at 1, 2.228 at 10, 2.042 at 30); beyond 30, the normal's 1.96 is within
-# 4% of t's, and the table stops.
+# Two-sided 95% Student t quantiles at the printed tables' degrees of freedom, to three decimals
+# (12.706 at 1, 2.228 at 10, 2.042 at 30); beyond 30 the normal's 1.96 is within 4% of t's.
 T95_DOF = (*range(1, 11), 12, 15, 20, 25, 30)
 T95 = {dof: round(float(scipy_stats.t.ppf(0.975, dof)), 3) for dof in T95_DOF}
 
@@ -104,6 +104,14 @@ def bootstrap_ci(
     return _bootstrap_numpy(values, rng, num_resamples, confidence)
 
 
+@functools.lru_cache(maxsize=16)
+def bootstrap_ci_program(num_resamples: int, confidence: float, depth: int = 1):
+    """The JAX :func:`bootstrap_ci` over ``depth`` leading axes, jitted once per process and
+    (resamples, confidence, depth): (keys, values float32[..., N], mask bool[..., N])."""
+    fn = lambda key, x, mask: _bootstrap_jax(key, x, num_resamples, confidence, mask, 1_000)
+    return jax.jit(functools.reduce(lambda batched, _: jax.vmap(batched), range(depth), fn))
+
+
 def _bootstrap_jax(key, samples, num_resamples, confidence, mask, batch_size) -> Interval:
     x = jnp.asarray(samples, jnp.float32)
     size = x.shape[0]
@@ -134,8 +142,7 @@ def _bootstrap_numpy(values, rng, num_resamples, confidence) -> Interval:
     normal_quantile(confidence)  # checks the level
     values = np.atleast_1d(np.asarray(values, np.float64))
     if values.shape[-1] == 0:
-        nan = np.full(values.shape[:-1], np.nan)
-        return Interval(nan[()], nan[()], nan[()])
+        return Interval(*[np.full(values.shape[:-1], np.nan)[()]] * 3)
     rng = np.random.default_rng(rng) if isinstance(rng, int) else rng
     picks = rng.integers(0, values.shape[-1], size=(num_resamples, values.shape[-1]))
     resampled = np.nanmean(values[..., picks], axis=-1)  # [..., B]
@@ -176,18 +183,16 @@ def exact_bootstrap(values: Sequence[float], confidence: float = 0.95) -> dict[s
     """
     x = np.asarray(values, np.float64).reshape(-1)
     if x.size == 0:
-        nan = math.nan
-        return {"mean": nan, "low": nan, "high": nan, "p_positive": nan, "exact": True}
+        return dict.fromkeys(("mean", "low", "high", "p_positive"), math.nan) | {"exact": True}
     normal_quantile(confidence)  # checks the level
     tail = (1.0 - confidence) / 2.0
-    if x.size <= EXACT_BOOTSTRAP_MAX:
+    exact = x.size <= EXACT_BOOTSTRAP_MAX
+    if exact:
         means, weights = _resample_distribution(x)
-        exact = True
     else:
         rng = np.random.default_rng(0)
         means = x[rng.integers(0, x.size, size=(NUM_RESAMPLES, x.size))].mean(axis=1)
         weights = np.full(NUM_RESAMPLES, 1.0 / NUM_RESAMPLES)
-        exact = False
     order = np.argsort(means, kind="stable")
     means, cumulative = means[order], np.cumsum(weights[order])
     eps = 1e-12  # the weights' float sum can miss a quantile by a rounding error
@@ -261,8 +266,7 @@ def t95(dof: int) -> float:
     table entries: the next lower entry's)."""
     if dof < 1:
         return math.inf
-    known = [d for d in T95 if d <= dof]
-    return 1.96 if dof > 30 else T95[max(known)]
+    return 1.96 if dof > 30 else T95[max(d for d in T95 if d <= dof)]
 
 
 def t_interval(values) -> Interval:
@@ -419,8 +423,7 @@ def population_rule_test(
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (q-values), in the input order
-    (``scipy.stats.false_discovery_control``).
+    """Benjamini-Hochberg q-values, in the input order (``scipy.stats.false_discovery_control``).
 
     q_(i) = min over j >= i of m p_(j) / j, capped at 1, for the sorted p_(1) <= ... <= p_(m). A
     NaN p-value (a test that could not be run) stays NaN and is not counted among the m tests.

@@ -10,7 +10,6 @@ the seat played, so a rotated arena reports each policy, not each chair.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
@@ -20,15 +19,7 @@ import numpy as np
 from dilemmax.envs.metrics import AGENT, Axes, MetricAxesError, axes_of, entry_names
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, format_cost, seat_price
-from dilemmax.statistics import bootstrap_ci
-
-
-@functools.lru_cache(maxsize=8)
-def _batched_ci(num_resamples: int, confidence: float):
-    """The jitted, vmapped masked bootstrap of one (resamples, confidence): every summary a
-    process writes with the same shapes runs the program the first one compiled, instead of
-    tracing and compiling its own."""
-    return jax.jit(jax.vmap(lambda k, x, m: bootstrap_ci(x, k, num_resamples, confidence, mask=m)))
+from dilemmax.statistics import bootstrap_ci_program
 
 
 def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidence: float):
@@ -36,7 +27,7 @@ def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidenc
     values = np.nan_to_num(samples, nan=0.0).astype(np.float32)
     mask = ~np.isnan(samples)
     keys = jax.random.split(key, samples.shape[0])
-    fn = _batched_ci(num_resamples, confidence)
+    fn = bootstrap_ci_program(num_resamples, confidence)
     mean, low, high = fn(keys, jnp.asarray(values), jnp.asarray(mask))
     return np.asarray(mean), np.asarray(low), np.asarray(high)
 

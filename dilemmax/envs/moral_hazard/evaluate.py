@@ -7,7 +7,6 @@ also vmapped over conditions and outcomes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -21,7 +20,7 @@ from dilemmax.envs.moral_hazard.generator import ConditionSet, stack_configs
 from dilemmax.envs.moral_hazard.metrics import SCALAR_OUTCOMES
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
 from dilemmax.envs.rollout import run_episodes
-from dilemmax.statistics import bootstrap_ci
+from dilemmax.statistics import bootstrap_ci_program
 
 
 class Estimate(NamedTuple):
@@ -55,13 +54,6 @@ def run_conditions(
     env = MoralHazardEnv(conditions.num_agents)
     _, metrics = run_episodes(env, policy, key, num_episodes, conditions.configs)
     return {name: np.asarray(value) for name, value in metrics.items()}
-
-
-@functools.lru_cache(maxsize=8)
-def _condition_cis(num_resamples: int, confidence: float):
-    """The jitted bootstrap over conditions x outcomes of one (resamples, confidence), compiled
-    once per shape for every condition set and every later evaluation in the process."""
-    return jax.jit(jax.vmap(jax.vmap(lambda k, x: bootstrap_ci(x, k, num_resamples, confidence))))
 
 
 def evaluate(
@@ -101,9 +93,9 @@ def evaluate(
         keys = jax.random.split(key_boot, num_conditions * len(outcomes)).reshape(
             num_conditions, len(outcomes)
         )
-        mean, low, high = (
-            np.asarray(a) for a in _condition_cis(num_resamples, confidence)(keys, samples)
-        )
+        ci = bootstrap_ci_program(num_resamples, confidence, depth=2)
+        mask = jnp.ones(samples.shape, bool)
+        mean, low, high = (np.asarray(a) for a in ci(keys, samples, mask))
         for ci_index, name in enumerate(conditions.names):
             results[name] = {
                 outcome: Estimate(
