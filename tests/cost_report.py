@@ -37,6 +37,8 @@ from dilemmax import compile_log
 
 BUDGET_FILE = Path(__file__).with_name("compile_budget.json")
 PROPERTY = "cost"  # the user_properties key a phase's figures travel under
+# ...and the key a worker's collection figures travel under, with its first test's report.
+COLLECTION = "collection cost"
 TOP = 20
 
 
@@ -96,6 +98,15 @@ class CostRecorder:
         os.environ[compile_log.ENV_VAR] = self.children_dir
         self.children = compile_log.DirectoryReader(self.children_dir, skip_pid=os.getpid())
         self._before = self.tally.copy()
+        self._collection: compile_log.CompileTally | None = None
+
+    def pytest_collection_finish(self, session):
+        # What importing the test modules compiled belongs to the run, not to the first test
+        # this process runs (whose file would then be over a budget measured without it).
+        now = self.tally.copy()
+        self._collection = now.minus(self._before)
+        self._collection.add(self.children.read())
+        self._before = now
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -114,6 +125,9 @@ class CostRecorder:
         phase.add(self.children.read())
         self._before = now
         report.user_properties.append((PROPERTY, {"when": call.when, **phase.as_dict()}))
+        if self._collection is not None:
+            report.user_properties.append((COLLECTION, self._collection.as_dict()))
+            self._collection = None
 
 
 class CostReport:
@@ -124,6 +138,7 @@ class CostReport:
         self.tests: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self.started = time.monotonic()
         self.over_budget: list[str] = []
+        self.collection: dict[str, float] = defaultdict(float)  # every worker's, added up
         # compile_budget.json's "strict": false reports a file over its budget without failing
         # the run, while budgets measured before a change of the measurement are re-measured.
         self.strict = True
@@ -136,6 +151,9 @@ class CostReport:
                 for name, figure in value.items():
                     if name != "when":
                         row[name] += figure
+            elif key == COLLECTION:
+                for name, figure in value.items():
+                    self.collection[name] += figure
 
     def files(self) -> dict[str, dict[str, float]]:
         totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -205,6 +223,7 @@ class CostReport:
         return {
             "wall_s": round(time.monotonic() - self.started, 1),
             "totals": self.totals(),
+            "collection": _rounded(self.collection),
             "files": {name: _rounded(row) for name, row in sorted(self.files().items())},
             "tests": {nodeid: _rounded(row) for nodeid, row in sorted(self.tests.items())},
         }
@@ -237,7 +256,7 @@ class CostReport:
             f"all {t['tests']} tests: {t['wall_s']:.0f} s of test time, {int(t['programs'])} "
             f"programs compiled ({int(t['cache_hits'])} from the persistent cache), "
             f"{t['compile_s']:.0f} s compiling, {t['trace_s'] + t['lower_s']:.0f} s tracing and "
-            f"lowering"
+            f"lowering; collecting them compiled {int(self.collection['programs'])} more"
         )
         for line in self.over_budget:
             label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"

@@ -111,6 +111,40 @@ def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
     assert len(lenient.over_budget) == 1 and not lenient.strict  # reported, not failing
 
 
+def test_what_collecting_compiles_is_the_run_s_not_the_first_test_s(monkeypatch):
+    """A test module that compiles at import (a constant built with jnp) charges the collection
+    row, so the first file a worker runs is not pushed over a budget measured alone."""
+    monkeypatch.setenv(compile_log.ENV_VAR, "")  # the recorder points it at its folder
+    recorder = cost_report.CostRecorder(isolate_files=False)
+    jax.jit(lambda x: x * 5.5 + 2.0)(np.ones(3, np.float32)).block_until_ready()  # "collecting"
+    recorder.pytest_collection_finish(session=None)
+
+    class Report:
+        nodeid, duration, user_properties = "a/test_x.py::t1", 0.1, []
+
+    class Outcome:
+        def get_result(self):
+            return Report
+
+    for _ in range(2):  # the first test's report carries the collection row, the next none
+        phase = recorder.pytest_runtest_makereport(
+            item=None, call=type("Call", (), {"when": "call"})
+        )
+        next(phase)
+        with pytest.raises(StopIteration):
+            phase.send(Outcome())
+
+    class Config:
+        def getoption(self, name):
+            return False
+
+    report = cost_report.CostReport(Config())
+    report.pytest_runtest_logreport(Report)
+    assert report.tests["a/test_x.py::t1"]["programs"] == 0
+    assert report.collection["programs"] == 1
+    assert [key for key, _ in Report.user_properties].count(cost_report.COLLECTION) == 1
+
+
 def _is_slow(decorators) -> bool:
     return any("mark.slow" in ast.unparse(d) for d in decorators)
 
