@@ -1,5 +1,7 @@
 """episode_metrics on a hand-written rollout whose every number is worked out by hand."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,12 +15,20 @@ from dilemmax.envs.open_harvest.metrics import episode_metrics
 AGENTS = ["agent_0", "agent_1", "agent_2"]
 # Pay rows: colour 0 uses permutation 4 -> (.25, 1, .5), colour 1 permutation 2 -> (.5, 1, .25):
 # both pay most when ripe. Only colours 0 and 1 are on the map, so 6 pays can be learned.
-CONFIG = hand_config(pay_perm=(4, 2, 0, 0, 0), colours=(0, 0, 1, 1, 0, 0))
 U, R, OVER = c.UNRIPE, c.RIPE, c.OVERRIPE
 
 
+@functools.cache
+def hand_built():
+    """The config, made when a test first needs it: making it compiles about 50 programs, which
+    every pytest worker would otherwise pay while collecting the suite."""
+    return hand_config(pay_perm=(4, 2, 0, 0, 0), colours=(0, 0, 1, 1, 0, 0))
+
+
 class _Final:
-    config = CONFIG
+    @property
+    def config(self):
+        return hand_built()
 
 
 def _rollout() -> Rollout:
@@ -29,7 +39,7 @@ def _rollout() -> Rollout:
         0: (0, 0, R), 1: (1, 0, U), 2: (0, 1, OVER), 3: (2, 1, R), 4: (0, 0, R), 6: (1, 1, U),
         7: (2, 0, R),
     }  # fmt: skip
-    pay = np.asarray(CONFIG.pay)
+    pay = np.asarray(hand_built().pay)
     ate = np.zeros((T, A), bool)
     colour = np.full((T, A), -1)
     stage = np.full((T, A), -1)
