@@ -27,6 +27,13 @@ def table(rows: dict[str, dict], title: str) -> list[str]:
     return lines
 
 
+def collected(cost: dict) -> str:
+    """What collecting the tests compiled, which no test's row holds (reports since e193e09)."""
+    if "collection" not in cost:
+        return ""
+    return f"; collecting the tests compiled {int(cost['collection'].get('programs', 0))} more"
+
+
 def report(cost: dict, title: str) -> str:
     t = cost["totals"]
     lines = [
@@ -35,7 +42,7 @@ def report(cost: dict, title: str) -> str:
         f"Run wall time {cost['wall_s']:.0f} s; {int(t['tests'])} tests, {t['wall_s']:.0f} s of "
         f"test time summed over the workers; {int(t['programs'])} programs compiled "
         f"({int(t['cache_hits'])} from the persistent cache), {t['compile_s']:.0f} s compiling, "
-        f"{t['trace_s'] + t['lower_s']:.0f} s tracing and lowering.",
+        f"{t['trace_s'] + t['lower_s']:.0f} s tracing and lowering" + collected(cost) + ".",
         "",
         f"The {TOP} most expensive tests:",
         "",
