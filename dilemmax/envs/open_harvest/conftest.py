@@ -11,6 +11,8 @@ The hand-built map (16 x 22, spawn row 15, columns 1-20):
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,9 +48,13 @@ def hand_layout() -> OpenHarvestLayout:
     )
 
 
+@functools.cache
 def hand_config(
     pay_perm=(0, 1, 2, 3, 4), regrowth_perm=(5, 4, 3, 2, 1), colours=(0, 1, 2, 3, 4, 0)
 ):
+    """The hand-built config of these permutations and colours, made once per process (about 50
+    programs): call it inside a test, not at import, where every pytest worker collecting the
+    suite would pay for it."""
     rule = OpenHarvestRule(
         pay_perm=jnp.asarray(pay_perm, jnp.int32),
         regrowth_perm=jnp.asarray(regrowth_perm, jnp.int32),

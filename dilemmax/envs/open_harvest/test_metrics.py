@@ -1,7 +1,5 @@
 """episode_metrics on a hand-written rollout whose every number is worked out by hand."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,20 +13,14 @@ from dilemmax.envs.open_harvest.metrics import episode_metrics
 AGENTS = ["agent_0", "agent_1", "agent_2"]
 # Pay rows: colour 0 uses permutation 4 -> (.25, 1, .5), colour 1 permutation 2 -> (.5, 1, .25):
 # both pay most when ripe. Only colours 0 and 1 are on the map, so 6 pays can be learned.
+RULE = {"pay_perm": (4, 2, 0, 0, 0), "colours": (0, 0, 1, 1, 0, 0)}  # hand_config makes it
 U, R, OVER = c.UNRIPE, c.RIPE, c.OVERRIPE
-
-
-@functools.cache
-def hand_built():
-    """The config, made when a test first needs it: making it compiles about 50 programs, which
-    every pytest worker would otherwise pay while collecting the suite."""
-    return hand_config(pay_perm=(4, 2, 0, 0, 0), colours=(0, 0, 1, 1, 0, 0))
 
 
 class _Final:
     @property
     def config(self):
-        return hand_built()
+        return hand_config(**RULE)
 
 
 def _rollout() -> Rollout:
@@ -39,7 +31,7 @@ def _rollout() -> Rollout:
         0: (0, 0, R), 1: (1, 0, U), 2: (0, 1, OVER), 3: (2, 1, R), 4: (0, 0, R), 6: (1, 1, U),
         7: (2, 0, R),
     }  # fmt: skip
-    pay = np.asarray(hand_built().pay)
+    pay = np.asarray(hand_config(**RULE).pay)
     ate = np.zeros((T, A), bool)
     colour = np.full((T, A), -1)
     stage = np.full((T, A), -1)
