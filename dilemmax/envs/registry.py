@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, distributions
 from typing import Any
@@ -347,6 +347,23 @@ def make(env_id: str, **kwargs) -> MultiAgentEnv:
     # a replay rebuilds (dilemmax.envs.replay).
     env.made_as = {"env": split_version(env_id)[0], "options": dict(kwargs)}
     return env
+
+
+def options_key(options: Mapping[str, Any]) -> tuple:
+    """A hashable form of a set of options (an env's, a text protocol's)."""
+    return tuple(sorted((str(k), repr(v)) for k, v in options.items()))
+
+
+def build_key(env: MultiAgentEnv) -> Hashable:
+    """What decides how ``env`` plays, for caching what is compiled for it: the class and the
+    options :func:`make` built it with, so two envs made alike share their compiled programs
+    (each session of a notebook or sweep builds its env afresh). An env made otherwise or
+    wrapped is only ever like itself: its own ``made_as`` is read, not one a wrapper forwards
+    from the env inside it, since a wrapper may change how the game plays."""
+    made = getattr(env, "__dict__", {}).get("made_as")
+    if made is None:
+        return ("instance", id(env))
+    return (type(env), made["env"], options_key(made["options"]))
 
 
 _scan_entry_points()

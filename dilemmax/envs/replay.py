@@ -21,6 +21,7 @@ import numpy as np
 
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.option_spec import shown
+from dilemmax.envs.registry import build_key
 from dilemmax.envs.rollout import advance, start_episode
 from dilemmax.envs.typecheck import field_problem
 
@@ -115,9 +116,11 @@ _REPLAYS: dict[tuple, Any] = {}
 
 
 def _replay_fn(env: MultiAgentEnv, sampled: bool):
-    """The jitted replay of ``env`` (one per env instance and configuration kind)."""
-    cache = (id(env), sampled)
-    if cache in _REPLAYS and _REPLAYS[cache][0] is env:
+    """The jitted replay of ``env``: one per configuration kind and env made alike
+    (:func:`~dilemmax.envs.registry.build_key`), so a page replaying many runs of one game
+    compiles it once."""
+    cache = (build_key(env), sampled)
+    if cache in _REPLAYS:
         return _REPLAYS[cache][1]
     seats = [None] * env.num_agents
 
@@ -142,7 +145,7 @@ def _replay_fn(env: MultiAgentEnv, sampled: bool):
     fn = jax.jit(replay)
     if len(_REPLAYS) >= 16:
         _REPLAYS.clear()
-    _REPLAYS[cache] = (env, fn)
+    _REPLAYS[cache] = (env, fn)  # the env kept alive, so an id in its key stays its own
     return fn
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from dilemmax.agents.policy import is_jittable
 from dilemmax.envs.base import MultiAgentEnv
 from dilemmax.envs.loop import EpisodeLoop, Played
+from dilemmax.envs.registry import build_key, options_key
 from dilemmax.envs.replay import episode_start
 from dilemmax.envs.rollout import (  # episode_jobs: re-exported, batched play's users import it
     EpisodeJob,
@@ -119,11 +120,6 @@ def rotate_seats(seats: Sequence[Seat], shift: int) -> list[Seat]:
 CALL_ERROR_POLICIES = ("stop", "invalid")
 
 
-def options_key(options: Mapping[str, Any]) -> tuple:
-    """A hashable form of a set of protocol options (one protocol instance per distinct set)."""
-    return tuple(sorted((str(k), repr(v)) for k, v in options.items()))
-
-
 def seat_protocols(
     env: MultiAgentEnv,
     seats: Sequence[Seat],
@@ -155,18 +151,20 @@ _LOOPS: dict[tuple, EpisodeLoop] = {}
 
 
 def _loop_for(env: MultiAgentEnv, seats: Sequence[Seat], num_steps: int) -> EpisodeLoop:
-    """The driver's batched loop shared by every run with the same env, jittable seats and length
-    (a model seat is a placeholder there, so which model it is does not matter)."""
+    """The driver's batched loop shared by every run with an env made alike (``build_key``: the
+    same game and options, so a sweep's sessions, each building its env afresh, compile it
+    once), the same jittable seats and length (a model seat is a placeholder there, so which
+    model it is does not matter)."""
     for seat in seats:
         if not seat.is_model and not is_jittable(seat.policy):
             raise TypeError(f"seat {seat.name!r} is neither a model nor a jittable policy")
-    key = (id(env), tuple(None if s.is_model else id(s.policy) for s in seats), num_steps)
+    key = (build_key(env), tuple(None if s.is_model else id(s.policy) for s in seats), num_steps)
     cached = _LOOPS.get(key)
-    if cached is None or cached.env is not env:
+    if cached is None:
         if len(_LOOPS) >= 32:  # a long-lived process building many envs
             _LOOPS.clear()
         jax_seats = [None if s.is_model else s.policy for s in seats]
-        # The loop keeps the policies alive, so their ids stay theirs.
+        # The loop keeps its env and policies alive, so the ids in its key stay theirs.
         cached = _LOOPS[key] = EpisodeLoop(env, jax_seats, num_steps, batched=True)
     return cached
 

@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from dilemmax.commandline import output_folder
 from dilemmax.envs.memory import check_waves_fit
-from dilemmax.envs.registry import env_label
+from dilemmax.envs.registry import env_label, options_key
 from dilemmax.envs.rollout import num_configs_of
 from dilemmax.envs.text import TextProtocol
 from dilemmax.errors import UsageError  # a mistake in the command line: one line, exit 2
@@ -51,7 +51,6 @@ from dilemmax.llm.play import (
     PlayResult,
     Seat,
     concatenate,
-    options_key,
     rotate_seats,
     seat_protocols,
 )

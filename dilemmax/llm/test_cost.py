@@ -13,7 +13,7 @@ import pytest
 
 from dilemmax.cli import main
 from dilemmax.envs.seat_spec import parse_seat
-from dilemmax.llm import api, plan
+from dilemmax.llm import plan
 from dilemmax.llm.api import play_session
 from dilemmax.llm.client import ChatRequest
 from dilemmax.llm.config import GenerateConfig
@@ -42,25 +42,6 @@ def deadline():
     faulthandler.dump_traceback_later(TIMEOUT, exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_env_per_game():
-    """Every run here plays the same env for the same game and options. ``play_session`` makes
-    its env afresh on each call, and batched play keeps its compiled loop per env, so each plan,
-    its sampled plan and its run would compile that loop again; with one env they share it."""
-    made = {}
-    make = api._make_env
-
-    def make_once(env_id, options):
-        key = (env_id, json.dumps(dict(options), sort_keys=True, default=repr))
-        if key not in made:
-            made[key] = make(env_id, options)
-        return made[key]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(api, "_make_env", make_once)
-        yield
 
 
 # --------------------------------------------------------------------------- the plan

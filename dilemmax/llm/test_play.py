@@ -15,6 +15,7 @@ from dilemmax.agents.policy import random_policy
 from dilemmax.envs.consequence import generator
 from dilemmax.envs.moral_hazard import constants as c
 from dilemmax.envs.moral_hazard.text import MoralHazardText
+from dilemmax.envs.registry import build_key
 from dilemmax.envs.rollout import Observation, run_episodes
 from dilemmax.envs.text import NoReply, ParsedReply, Prompt, TextProtocol
 from dilemmax.llm.client import Completion, ScriptedClient, last_user_message
@@ -378,3 +379,40 @@ def test_each_seat_plays_with_its_own_protocol_instance(env):
     assert runner.protocols["agent_1"].brief and not runner.protocols["agent_0"].brief
     with pytest.raises(ValueError, match="pass its protocol in protocols="):
         BatchedPlay(env, seats, MoralHazardText(env), num_envs=2)
+
+
+def test_an_env_made_alike_plays_the_compiled_loop_of_the_first(env, teacher):
+    """Each play session builds its env afresh; batched play keys its compiled loop on how the
+    env was made (game and options), so a second session of a sweep or notebook compiles
+    nothing, and plays exactly what the first played."""
+    compiled = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, _, **__: (
+            compiled.append(event)
+            if event == "/jax/core/compile/backend_compile_duration"
+            else None
+        )
+    )
+    first, _, _ = _model_run(env, teacher)
+    before = len(compiled)
+    again, _, _ = _model_run(dilemmax.make("moral_hazard"), teacher)
+    assert len(compiled) == before, "an env made alike compiled the loop again"
+    for name, value in first.metrics.items():
+        np.testing.assert_array_equal(again.metrics[name], value, err_msg=name)
+
+
+def test_only_envs_made_alike_share_a_build_key(env):
+    assert build_key(dilemmax.make("moral_hazard")) == build_key(env)
+    assert build_key(dilemmax.make("moral_hazard", num_agents=3)) != build_key(env)
+    assert build_key(dilemmax.make("consequence")) != build_key(env)
+
+    class Forwarding:  # a wrapper that forwards every attribute, made_as included
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    wrapped = Forwarding(env)
+    assert wrapped.made_as == env.made_as
+    assert build_key(wrapped) == ("instance", id(wrapped)) != build_key(Forwarding(env))

@@ -82,6 +82,9 @@ class Scenario:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+_BUILT: dict[tuple, ScenarioEnv] = {}  # (set name, scenario hashes) -> the env built from them
+
+
 @dataclass(frozen=True)
 class ScenarioSet:
     """Scenarios of one game sharing its options and focal seats (one vmapped program).
@@ -115,7 +118,19 @@ class ScenarioSet:
         return self.scenarios[0].game
 
     def build(self, resolve_zoo: ZooResolver | None = None) -> ScenarioEnv:
-        """The set's env: its game with the set's options and each scenario's background."""
+        """The set's env: its game with the set's options and each scenario's background.
+
+        Built once per content in a process: a second build of a set whose scenario hashes
+        (every checkpoint's file digest included) are unchanged gives back the same env, so an
+        evaluation, its resume and a notebook's next evaluation reuse its compiled programs."""
+        key = (self.name, tuple(self.digests(resolve_zoo).items()))
+        if key not in _BUILT:
+            if len(_BUILT) >= 4:  # each holds its backgrounds' parameters
+                _BUILT.pop(next(iter(_BUILT)))
+            _BUILT[key] = self._build(resolve_zoo)
+        return _BUILT[key]
+
+    def _build(self, resolve_zoo: ZooResolver | None) -> ScenarioEnv:
         first = self.scenarios[0]
         game = make(first.game, **dict(first.options))
         backgrounds = [background_seats(game, s, resolve_zoo) for s in self.scenarios]

@@ -25,7 +25,6 @@ from dilemmax.scenarios import play as P
 from dilemmax.scenarios.api import evaluate_scenarios
 from dilemmax.scenarios.env import game_reset_keys
 from dilemmax.scenarios.registry import SETS
-from dilemmax.scenarios.spec import ScenarioSet
 
 
 def planted(body) -> str:
@@ -46,26 +45,15 @@ def local_b_final_d(key, observation):
                     jnp.int32(c.FINAL_BASE + 3))  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_env_per_set(built):
-    """Every evaluation here plays the set's env that ``built`` holds. An evaluation builds its
-    set's env afresh, and batched play keeps its compiled loop per env, so the command, its
-    resume and the two Python runs would each compile that loop again; with one env they share
-    it (and ``score_policy`` below plays the same env)."""
-    build, building = ScenarioSet.build, set()
-
-    def build_once(self, resolve_zoo=None):
-        if resolve_zoo is not None or SETS.get(self.name) is not self or self.name in building:
-            return build(self, resolve_zoo)
-        building.add(self.name)  # built() builds it with this same method the first time
-        try:
-            return built(self.name)
-        finally:
-            building.discard(self.name)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ScenarioSet, "build", build_once)
-        yield
+def test_a_set_builds_its_env_once_per_content(monkeypatch):
+    """An evaluation builds its set's env; a second evaluation of the same set (its resume, a
+    notebook's next run) gets the same env and so its compiled programs, until a scenario's
+    hash (its backgrounds' checkpoint digests included) changes."""
+    scenarios = SETS["moral_hazard/test"]
+    env = scenarios.build()
+    assert scenarios.build() is env
+    monkeypatch.setattr(type(scenarios.scenarios[0]), "digest", lambda self, zoo=None: "changed")
+    assert scenarios.build() is not env
 
 
 def evaluate(argv: list[str]) -> int:
