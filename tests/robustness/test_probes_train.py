@@ -249,15 +249,18 @@ def test_a_config_of_random_bytes_is_named(runs, tmp_path_factory, data):
 
 
 # ----------------------------------------------------------------------------- several processes
+def _train_command(tmp_path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "dilemmax.cli", "train", "moral_hazard", "--out",
+            str(tmp_path / "run"), "--no-progress", *options]  # fmt: skip
+
+
 def _train_process(tmp_path, *options: str, timeout: float = 120) -> tuple[int, str, float]:
     """(exit status, stderr, seconds) of `dilemmax train` with the cluster ``options``, in a
     subprocess: what it guards against is a crash (a segmentation fault) or an abort."""
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "dilemmax.cli", "train", "moral_hazard", "--out",
-         str(tmp_path / "run"), "--no-progress", *options],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        _train_command(tmp_path, *options), capture_output=True, text=True, timeout=timeout
+    )
     return proc.returncode, proc.stderr.strip(), time.monotonic() - start
 
 
@@ -285,24 +288,35 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_a_missing_process_is_named_within_the_init_timeout(tmp_path):
+    """Both lone processes wait at the same time, each for --init-timeout 1 (the least the
+    option takes; the default stays 300 s)."""
     # Process 1 of 2 with nobody at the coordinator's address: process 0 is missing.
-    port = _free_port()
-    status, err, seconds = _train_process(
-        tmp_path, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
-        "--process-id", "1", "--init-timeout", "2",
+    port, alone_port = _free_port(), _free_port()
+    cluster = ["--num-processes", "2", "--init-timeout", "1"]
+    start = time.monotonic()
+    waiting_for_0, serving_alone = (
+        subprocess.Popen(
+            _train_command(tmp_path / name, "--coordinator", f"127.0.0.1:{p}", *cluster, *me),
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        )
+        for name, p, me in (("one", port, ["--process-id", "1"]),
+                            ("zero", alone_port, ["--process-id", "0"]))
     )  # fmt: skip
-    assert status == 2, err
+    try:
+        err = waiting_for_0.communicate(timeout=120)[1].strip()
+        alone_err = serving_alone.communicate(timeout=120)[1].strip()
+    finally:
+        for proc in (waiting_for_0, serving_alone):
+            proc.kill()  # a no-op for one that ended; one that hangs must not outlive the test
+    seconds = time.monotonic() - start
+    assert waiting_for_0.returncode == 2, err
     waiting, error = err.splitlines()  # what it waits for, said at once; then who is missing
-    assert waiting.startswith("dilemmax train: process 1 of 2: waiting up to 2 s for process 0")
+    assert waiting.startswith("dilemmax train: process 1 of 2: waiting up to 1 s for process 0")
     assert "process 1 of 2: process 0 (the coordinator) is missing" in error
-    assert f"127.0.0.1:{port} within 2 s" in err
-    assert seconds < 60  # bounded by --init-timeout, not JAX's 5 minutes
+    assert f"127.0.0.1:{port} within 1 s" in err
     # Process 0 of 2 alone: the coordinator serves, process 1 never comes.
-    status, err, seconds = _train_process(
-        tmp_path, "--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2",
-        "--process-id", "0", "--init-timeout", "3",
-    )  # fmt: skip
-    assert status == 2, err  # not JAX's abort (134) blaming "another task"
-    assert err.splitlines()[-1].startswith("dilemmax train: error: process 0 of 2: process 1 did")
-    assert "within 3 s" in err and "Check failure" not in err
-    assert seconds < 60
+    assert serving_alone.returncode == 2, alone_err  # not JAX's abort (134) blaming "another task"
+    last = alone_err.splitlines()[-1]
+    assert last.startswith("dilemmax train: error: process 0 of 2: process 1 did")
+    assert "within 1 s" in alone_err and "Check failure" not in alone_err
+    assert seconds < 60  # bounded by --init-timeout, not JAX's 5 minutes
