@@ -18,6 +18,23 @@ def _np(x):
     return np.asarray(x).tolist()
 
 
+# Compiled once per argument shapes: run op by op, each of these is dozens of programs (one per
+# primitive and shape). test_resolve_moves_jit_equals_no_jit and test_views_match_naive_reference
+# _and_jit keep the eager paths, checked against these.
+_resolve_moves = jax.jit(grid.resolve_moves)
+_beam_mask = jax.jit(grid.beam_mask, static_argnums=3)
+_beam_hits_agents = jax.jit(grid.beam_hits_agents, static_argnums=3)
+_egocentric_views = jax.jit(grid.egocentric_views, static_argnums=(3, 4, 5, 6))
+_egocentric_agent_views = jax.jit(grid.egocentric_agent_views, static_argnums=2)
+_respawn_positions = jax.jit(grid.respawn_positions)
+_beam_cells = jax.jit(grid.beam_cells, static_argnums=2)
+_gather_cells = jax.jit(grid.gather_cells, static_argnames="fill")
+_egocentric_view = jax.jit(grid.egocentric_view, static_argnames="pad_value")
+_agent_grid = jax.jit(grid.agent_grid, static_argnums=1)
+_occupancy = jax.jit(grid.occupancy, static_argnums=1)
+_paint_agents = jax.jit(grid.paint_agents)
+
+
 # --------------------------------------------------------------------------- orientation, moves
 def test_turn_and_relative_orientation():
     o = jnp.array([NORTH, EAST, SOUTH, WEST])
@@ -52,13 +69,13 @@ def test_propose_moves():
     ],
 )
 def test_beam_footprint_each_facing(orientation, expected):
-    cells, ok = grid.beam_cells(jnp.array([3, 3]), jnp.int32(orientation), SHAPE)
+    cells, ok = _beam_cells(jnp.array([3, 3]), jnp.int32(orientation), SHAPE)
     assert _np(cells) == expected
     assert bool(ok.all())
 
 
 def test_beam_off_grid_flagged():
-    cells, ok = grid.beam_cells(jnp.array([1, 0]), jnp.int32(NORTH), SHAPE)
+    cells, ok = _beam_cells(jnp.array([1, 0]), jnp.int32(NORTH), SHAPE)
     assert _np(cells) == [[0, 0], [-1, 0], [0, -1], [0, 1]]
     assert _np(ok) == [True, False, False, True]
 
@@ -66,18 +83,18 @@ def test_beam_off_grid_flagged():
 def test_beam_cells_batched_matches_single():
     pos = jnp.array([[3, 3], [0, 6], [5, 0]])
     ori = jnp.array([EAST, SOUTH, WEST])
-    cells, ok = grid.beam_cells(pos, ori, SHAPE)
-    vcells, vok = jax.vmap(lambda p, o: grid.beam_cells(p, o, SHAPE))(pos, ori)
+    cells, ok = _beam_cells(pos, ori, SHAPE)
+    vcells, vok = jax.vmap(lambda p, o: _beam_cells(p, o, SHAPE))(pos, ori)
     assert cells.shape == (3, 4, 2)
     assert _np(cells) == _np(vcells) and _np(ok) == _np(vok)
 
 
 def test_gather_cells_fills_off_grid():
     layer = jnp.arange(42, dtype=jnp.int32).reshape(SHAPE)
-    cells, _ = grid.beam_cells(jnp.array([1, 0]), jnp.int32(NORTH), SHAPE)
-    assert _np(grid.gather_cells(layer, cells, fill=-7)) == [0, -7, -7, 1]
+    cells, _ = _beam_cells(jnp.array([1, 0]), jnp.int32(NORTH), SHAPE)
+    assert _np(_gather_cells(layer, cells, fill=-7)) == [0, -7, -7, 1]
     rgb = jnp.stack([layer, layer + 100], axis=-1)
-    assert _np(grid.gather_cells(rgb, cells[:2], fill=-1)) == [[0, 100], [-1, -1]]
+    assert _np(_gather_cells(rgb, cells[:2], fill=-1)) == [[0, 100], [-1, -1]]
 
 
 @pytest.mark.slow
@@ -85,12 +102,12 @@ def test_beam_mask_and_hits():
     pos = jnp.array([[3, 3], [2, 3], [4, 4], [0, 0]])
     ori = jnp.array([NORTH, SOUTH, NORTH, NORTH])
     firing = jnp.array([True, False, True, True])
-    mask = np.asarray(grid.beam_mask(pos, ori, firing, SHAPE))
+    mask = np.asarray(_beam_mask(pos, ori, firing, SHAPE))
     expected = np.zeros(SHAPE, bool)
     for r, c in [(2, 3), (1, 3), (2, 2), (2, 4), (3, 4), (2, 4), (3, 3), (3, 5)]:
         expected[r, c] = True
     assert (mask == expected).all()  # agent 3's beam is wholly off the grid
-    hits = np.asarray(grid.beam_hits_agents(pos, ori, firing, SHAPE))
+    hits = np.asarray(_beam_hits_agents(pos, ori, firing, SHAPE))
     assert hits[0, 1] and hits[2, 0]  # 0 hits 1 straight ahead; 2 hits 0 forward-left
     assert hits.sum() == 2  # agent 1 does not fire; nobody hits itself
 
@@ -98,7 +115,7 @@ def test_beam_mask_and_hits():
 # --------------------------------------------------------------------------- moves
 def _resolve(pos, tgt, passable=OPEN, seed=0, active=None):
     return np.asarray(
-        grid.resolve_moves(
+        _resolve_moves(
             jax.random.key(seed), jnp.array(pos), jnp.array(tgt), passable, active=active
         )
     ).tolist()
@@ -228,7 +245,7 @@ AHEAD, BEHIND, SIDE = 9, 1, 5
 )
 def test_marker_north_of_agent_rotates_with_view(orientation, view_cell):
     layer = jnp.zeros((12, 16), jnp.uint8).at[5, 8].set(7)
-    view = np.asarray(grid.egocentric_view(layer, jnp.array([6, 8]), jnp.int32(orientation)))
+    view = np.asarray(_egocentric_view(layer, jnp.array([6, 8]), jnp.int32(orientation)))
     assert view.shape == (AHEAD + BEHIND + 1, 2 * SIDE + 1)
     assert view.dtype == np.uint8
     assert list(zip(*np.nonzero(view), strict=True)) == [view_cell]
@@ -237,15 +254,11 @@ def test_marker_north_of_agent_rotates_with_view(orientation, view_cell):
 def test_view_far_corner_and_padding():
     layer = jnp.zeros((12, 16), jnp.int32).at[0, 3].set(5)
     # agent at (9, 8) facing north: 9 rows ahead is row 0, far left is col 3
-    view = np.asarray(
-        grid.egocentric_view(layer, jnp.array([9, 8]), jnp.int32(NORTH), pad_value=-1)
-    )
+    view = np.asarray(_egocentric_view(layer, jnp.array([9, 8]), jnp.int32(NORTH), pad_value=-1))
     assert view[0, 0] == 5
     assert (view != -1).all()
     # facing south from the same cell: the view runs off the south edge after 2 rows
-    view = np.asarray(
-        grid.egocentric_view(layer, jnp.array([9, 8]), jnp.int32(SOUTH), pad_value=-1)
-    )
+    view = np.asarray(_egocentric_view(layer, jnp.array([9, 8]), jnp.int32(SOUTH), pad_value=-1))
     assert (view[: AHEAD - 2] == -1).all() and (view[AHEAD - 2 :] != -1).all()
 
 
@@ -272,9 +285,10 @@ def test_views_match_naive_reference_and_jit():
         jnp.asarray(layer), pos, ori
     )
     assert views.shape == (5, 11, 11)
-    assert (np.asarray(views) == np.asarray(jitted)).all()
+    views = np.asarray(views)
+    assert (views == np.asarray(jitted)).all()
     for i in range(5):
-        assert (np.asarray(views[i]) == _naive_view(layer, pos[i], ori[i], 99)).all()
+        assert (views[i] == _naive_view(layer, pos[i], ori[i], 99)).all()
     vmapped = jax.vmap(lambda p, o: grid.egocentric_view(jnp.asarray(layer), p, o, pad_value=99))
     assert (np.asarray(vmapped(pos, ori)) == np.asarray(views)).all()
 
@@ -283,23 +297,25 @@ def test_views_match_naive_reference_and_jit():
 @pytest.mark.parametrize("ahead, behind, side", [(9, 1, 5), (3, 2, 1), (0, 4, 2)])
 def test_sliced_2d_views_equal_the_per_cell_gather_and_the_naive_view(ahead, behind, side):
     rng = np.random.default_rng(ahead)
-    layer = jnp.asarray(rng.integers(0, 200, (12, 16)).astype(np.uint8))
-    pos = jnp.asarray(np.stack([rng.integers(0, 12, 16), rng.integers(0, 16, 16)], -1), jnp.int32)
-    ori = jnp.asarray(np.arange(16) % 4, jnp.int32)  # every facing, corners and edges
-    pos = pos.at[:4].set(jnp.asarray([[0, 0], [11, 15], [0, 15], [11, 0]], jnp.int32))
-    sliced = grid.egocentric_views(layer, pos, ori, ahead, behind, side, pad_value=7)
-    gathered = grid.egocentric_views(layer[..., None], pos, ori, ahead, behind, side, 7)[..., 0]
-    np.testing.assert_array_equal(sliced, gathered)
+    layer = rng.integers(0, 200, (12, 16)).astype(np.uint8)
+    pos = np.stack([rng.integers(0, 12, 16), rng.integers(0, 16, 16)], -1).astype(np.int32)
+    ori = np.arange(16, dtype=np.int32) % 4  # every facing, corners and edges
+    pos[:4] = [[0, 0], [11, 15], [0, 15], [11, 0]]
+    # Both paths compiled (the 2-D layer is sliced, the 3-D one gathered cell by cell); jit
+    # picks the same path as eager, which test_views_match_naive_reference_and_jit checks.
+    sliced = np.asarray(_egocentric_views(layer, pos, ori, ahead, behind, side, 7))
+    gathered = _egocentric_views(layer[..., None], pos, ori, ahead, behind, side, 7)
+    np.testing.assert_array_equal(sliced, np.asarray(gathered)[..., 0])
     batched = jax.jit(
         jax.vmap(lambda lay: grid.egocentric_views(lay, pos, ori, ahead, behind, side, 7))
     )
-    np.testing.assert_array_equal(batched(layer[None])[0], sliced)
+    np.testing.assert_array_equal(np.asarray(batched(layer[None]))[0], sliced)
     for i in range(16):
         deltas = grid.DIRECTION_DELTAS_NP
-        fwd, rgt = deltas[int(ori[i])], deltas[(int(ori[i]) + 1) % 4]
+        fwd, rgt = deltas[ori[i]], deltas[(ori[i] + 1) % 4]
         for r in range(ahead + behind + 1):
             for c in range(2 * side + 1):
-                cell = np.asarray(pos[i]) + (ahead - r) * fwd + (c - side) * rgt
+                cell = pos[i] + (ahead - r) * fwd + (c - side) * rgt
                 inside = 0 <= cell[0] < 12 and 0 <= cell[1] < 16
                 want = int(layer[cell[0], cell[1]]) if inside else 7
                 assert int(sliced[i, r, c]) == want
@@ -307,7 +323,7 @@ def test_sliced_2d_views_equal_the_per_cell_gather_and_the_naive_view(ahead, beh
 
 def test_view_carries_channels():
     layer = jnp.zeros((12, 16, 3), jnp.float32).at[5, 8].set(jnp.array([1.0, 2.0, 3.0]))
-    view = grid.egocentric_view(layer, jnp.array([6, 8]), jnp.int32(NORTH))
+    view = _egocentric_view(layer, jnp.array([6, 8]), jnp.int32(NORTH))
     assert view.shape == (11, 11, 3)
     assert _np(view[AHEAD - 1, SIDE]) == [1.0, 2.0, 3.0]
 
@@ -316,7 +332,7 @@ def test_view_carries_channels():
 def test_agent_views_self_others_and_facing():
     pos = jnp.array([[6, 8], [5, 8], [6, 9]])
     ori = jnp.array([NORTH, EAST, SOUTH])
-    index, facing = grid.egocentric_agent_views(pos, ori, (12, 16))
+    index, facing = _egocentric_agent_views(pos, ori, (12, 16))
     index, facing = np.asarray(index), np.asarray(facing)
     assert index.shape == facing.shape == (3, 11, 11)
     for i in range(3):
@@ -328,7 +344,7 @@ def test_agent_views_self_others_and_facing():
     # agent 2 facing south: agent 0 is on its right (west), facing away from it (down)
     assert index[2, AHEAD, SIDE + 1] == 0 and facing[2, AHEAD, SIDE + 1] == 2
     # inactive agents are not drawn
-    index, _ = grid.egocentric_agent_views(pos, ori, (12, 16), active=jnp.array([1, 0, 1], bool))
+    index, _ = _egocentric_agent_views(pos, ori, (12, 16), active=jnp.array([1, 0, 1], bool))
     assert (np.asarray(index) == 1).sum() == 0
 
 
@@ -342,11 +358,11 @@ def test_one_hot_codes():
 # --------------------------------------------------------------------------- painting, spawning
 def test_agent_grid_paint_and_occupancy():
     pos = jnp.array([[0, 0], [2, 3], [5, 6]])
-    g = np.asarray(grid.agent_grid(pos, SHAPE, active=jnp.array([True, True, False])))
+    g = np.asarray(_agent_grid(pos, SHAPE, active=jnp.array([True, True, False])))
     assert g[0, 0] == 0 and g[2, 3] == 1 and g[5, 6] == -1 and (g == -1).sum() == 42 - 2
-    occ = np.asarray(grid.occupancy(pos, SHAPE))
+    occ = np.asarray(_occupancy(pos, SHAPE))
     assert occ.sum() == 3 and occ[5, 6]
-    layer = grid.paint_agents(jnp.zeros(SHAPE, jnp.uint8), pos, jnp.array([7, 8, 9], jnp.uint8))
+    layer = _paint_agents(jnp.zeros(SHAPE, jnp.uint8), pos, jnp.array([7, 8, 9], jnp.uint8))
     assert int(layer[2, 3]) == 8 and int(layer.sum()) == 24
 
 
@@ -373,13 +389,13 @@ def test_respawn_positions():
     pos = jnp.array([[0, 1], [3, 3], [4, 4]])
     respawn = jnp.array([False, True, True])
     for seed in range(10):
-        new, moved = grid.respawn_positions(jax.random.key(seed), pos, respawn, points, valid)
+        new, moved = _respawn_positions(jax.random.key(seed), pos, respawn, points, valid)
         new = np.asarray(new)
         assert _np(moved) == [False, True, True]
         assert new[0].tolist() == [0, 1]  # the staying agent keeps its cell...
         assert sorted(map(tuple, new[1:])) == [(0, 0), (0, 2)]  # ...which no one else takes
     # not enough free points: the last respawner stays where it was and is reported
-    new, moved = grid.respawn_positions(
+    new, moved = _respawn_positions(
         jax.random.key(0), pos, respawn, points, valid, jnp.zeros((5, 5), bool).at[0, 0].set(True)
     )
     assert _np(moved) == [False, True, False] and _np(new[1]) == [0, 2] and _np(new[2]) == [4, 4]

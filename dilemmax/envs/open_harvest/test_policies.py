@@ -1,5 +1,8 @@
 """Scripted policies on hand-made views, a short jitted rollout, the text protocol, rendering."""
 
+import collections
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,9 +35,16 @@ def view(facing=0, apples=(), agents=(), code=RED_UNRIPE):
 
 def actions_of(policy, obs_array, mask=ALL_LEGAL, state=None, n=64):
     """The actions ``policy`` picks on one observation over ``n`` keys."""
-    observation_ = Observation(obs_array, mask, jnp.int32(0), state)
     keys = jax.random.split(jax.random.key(0), n)
-    return set(np.asarray(jax.vmap(lambda k: policy(k, observation_))(keys)).tolist())
+    return set(np.asarray(_picks(policy, keys, obs_array, mask, state)).tolist())
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _picks(policy, keys, obs_array, mask, state):
+    """One compiled program per policy and observation shape (run op by op, every policy's
+    first call compiled dozens of one-primitive programs)."""
+    observation_ = Observation(obs_array, mask, jnp.int32(0), state)
+    return jax.vmap(lambda k: policy(k, observation_))(keys)
 
 
 @pytest.mark.slow
@@ -68,11 +78,12 @@ def test_policies_respect_the_mask():
                           else _oracle_state()) == {c.STAY}  # fmt: skip
 
 
-def _oracle_state():
-    class _State:  # only .config is read
-        config = hand_config()  # red pays most when unripe: (1, .5, .25)
+# A stand-in state (a pytree, so the compiled picks take it): the oracle reads only .config.
+_State = collections.namedtuple("_State", "config")
 
-    return _State()
+
+def _oracle_state():
+    return _State(hand_config())  # red pays most when unripe: (1, .5, .25)
 
 
 CLUSTER = [(4, 5), (5, 4), (5, 5), (5, 6)]  # each has >= 3 of the others within two cells
