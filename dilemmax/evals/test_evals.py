@@ -10,7 +10,6 @@ import importlib.util
 import inspect
 import json
 import math
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -263,24 +262,29 @@ def test_noreply_and_reflect_prompts_as_in_batched_play(tmp_path):
 
 # --------------------------------------------------------------------------- OpenAI provider
 @pytest.mark.slow
-def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_play(tmp_path):
+def test_inspect_eval_command_with_the_openai_compatible_provider_scores_like_play(
+    tmp_path, monkeypatch
+):
     """``inspect eval dilemmax/consequence`` (the entry point, Inspect's command line and its
-    OpenAI-compatible provider) against the local server, beside ``dilemmax play``."""
+    OpenAI-compatible provider) against the local server, beside ``dilemmax play``. The command
+    line is Inspect's click group, called in this process: its console script only wraps it
+    (with an exception hook and a .env reader), and the game's programs are play's, compiled
+    once."""
+    from inspect_ai._cli.main import inspect as inspect_command
     from inspect_ai.log import list_eval_logs, read_eval_log
 
+    monkeypatch.setenv("LOCAL_API_KEY", "test")
     with LocalChatServer(lambda body: consequence_reply(body["messages"][-1]["content"])) as srv:
         played = play_json(tmp_path, "ca", [
             "consequence", "--seats", "openai:tiny", "--episodes", "2", "--base-url", srv.base_url,
         ])  # fmt: skip
         served = srv.answered
-        env = {**os.environ, "LOCAL_API_KEY": "test", "JAX_PLATFORMS": "cpu"}
         command = [
-            str(Path(sys.executable).with_name("inspect")), "eval", "dilemmax/consequence",
-            "--model", "openai-api/local/tiny", "--model-base-url", srv.base_url,
-            "-T", "episodes=2", "--log-dir", str(tmp_path / "logs"), "--display", "none",
+            "eval", "dilemmax/consequence", "--model", "openai-api/local/tiny",
+            "--model-base-url", srv.base_url, "-T", "episodes=2",
+            "--log-dir", str(tmp_path / "logs"), "--display", "none",
         ]  # fmt: skip
-        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
+        inspect_command.main(command, standalone_mode=False, auto_envvar_prefix="INSPECT")
         assert srv.answered == 2 * served  # every call went over HTTP, as many as play made
     (info,) = list_eval_logs(str(tmp_path / "logs"))
     log = read_eval_log(info.name)
