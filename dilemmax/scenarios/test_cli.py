@@ -205,7 +205,7 @@ def test_the_old_set_spelling_of_the_scenario_set_still_works(tmp_path, capsys, 
     monkeypatch.setattr(errors, "_SAID", set())  # said once per process: this test sees it
     out = tmp_path / "eval"
     argv = ["evaluate", "--game", "moral_hazard", "--set", "train", "--scripted", "teacher",
-            "--episodes", "1", "--references", "none", "--out", str(out)]  # fmt: skip
+            "--episodes", "2", "--references", "none", "--out", str(out)]  # fmt: skip
     assert scenarios(argv) == 0
     err = [line for line in capsys.readouterr().err.splitlines() if "--set" in line]
     assert err == ["dilemmax: deprecated: scenarios evaluate --set train|test is now "
