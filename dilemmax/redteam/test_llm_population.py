@@ -20,6 +20,11 @@ from dilemmax.redteam.populations import (
 
 CONTEXTS = (0, 57, 200)
 RULES = ("RP", "AON")
+# Envs made with the same options share their compiled programs, so the tests play two kinds
+# of game only: the env ``redteam play`` makes by default (three rounds; a failed final round
+# eliminates every survivor) and the one-shot arms of ``anonymous_one_shot``.
+PLAY_DEFAULTS = {"num_rounds": 3, "endgame": "all"}
+ONE_SHOT_NAMED = A.Arm(**A.ONE_SHOT).env_kwargs()
 
 
 def everything(request) -> str:
@@ -46,7 +51,10 @@ def test_spread_contexts_cover_the_grid():
 def test_contributing_everything_never_kills(tmp_path):
     seat, client = model_seat(everything)
     with Transcript(tmp_path / "t.jsonl", {"test": 1}) as transcript:
-        pop = llm_population("all-in", seat, CONTEXTS, 2, rules=RULES, transcript=transcript)
+        pop = llm_population(
+            "all-in", seat, CONTEXTS, 2, rules=RULES, env_kwargs=PLAY_DEFAULTS,
+            transcript=transcript,
+        )  # fmt: skip
     n = len(CONTEXTS) * 2 * len(RULES)
     assert pop.num_contexts == 228 and pop.rules == RULES
     assert pop.rule_index.tolist() == [0] * 6 + [1] * 6
@@ -65,13 +73,12 @@ def test_contributing_nothing_gives_each_rules_elimination():
     """One-shot, the rule acts on the short round: RP and PP eliminate one of three, AON all."""
     seat, _ = model_seat(lambda request: "CONTRIBUTION: 0")
     pop = llm_population(
-        "none", seat, CONTEXTS, 1, rules=("RP", "PP", "AON"),
-        env_kwargs={"num_rounds": 1, "endgame": "rule"},
-    )  # fmt: skip
+        "none", seat, CONTEXTS, 1, rules=("RP", "PP", "AON"), env_kwargs=ONE_SHOT_NAMED
+    )
     fatality = pop.cell_means("fatality")[:, list(CONTEXTS)]
     np.testing.assert_allclose(fatality, [[1 / 3] * 3, [1 / 3] * 3, [1.0] * 3])
     # Over three rounds the last short round eliminates everyone, whatever the rule.
-    pop = llm_population("none-R3", seat, CONTEXTS[:2], 1, rules=RULES)
+    pop = llm_population("none-R3", seat, CONTEXTS[:2], 1, rules=RULES, env_kwargs=PLAY_DEFAULTS)
     assert np.all(pop.metrics["fatality"] == 1.0)
 
 
@@ -82,7 +89,9 @@ def test_arm_flags_reach_the_prompt():
     seat, client = model_seat(lambda request: "CONTRIBUTION: 0")
     play = llm_ablation_play(lambda env, arm, rule: seat)
     configs = A.configs_for(np.asarray(CONTEXTS[:1]), "RP")
-    for arm in (A.Arm(), A.Arm(clause="anonymous")):
+    # The one-shot arms of anonymous_one_shot: the same envs (and compiled programs) as the
+    # ablation tests below.
+    for arm in (A.Arm(**A.ONE_SHOT), A.Arm(clause="anonymous", **A.ONE_SHOT)):
         metrics = play(arm, "RP", configs, 1, jax.random.PRNGKey(0))
         assert metrics["fatality"].shape == (1,)
     named, anonymous = (last_user_message(c) for c in (client.calls[0], client.calls[-1]))
@@ -128,7 +137,7 @@ def test_redteam_play_with_a_model_writes_a_population_and_resumes(tmp_path, mon
 
     monkeypatch.setattr(llm_seats, "_model_client", scripted_client)
     argv = ["redteam", "play", "--policy", "openai:m", "--base-url", "http://localhost:1/v1",
-            "--contexts", "2", "--rules", "RP", "AON", "--episodes", "1", "--rounds", "1",
+            "--contexts", "2", "--rules", "RP", "AON", "--episodes", "1",
             "--no-progress", "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 0
     pop = Population.load(tmp_path / "run" / "population.npz")
