@@ -86,9 +86,13 @@ class TwoTrialBandit(MultiAgentEnv):
 
 
 def bandit_config(**overrides):
+    # 30 updates: on 8 seeds (PRNGKey(0..3), each split in 2) the recurrent policy's greedy
+    # return was 3.375-3.594 per seed (test: > 3.2), its later trials all won (> 0.95) and its
+    # last 5 training returns 3.457-3.509 (> 3.0); at 15 updates two seeds' training returns
+    # were still under 3.0.
     values = dict(
         env="bandit",
-        total_timesteps=64 * 16 * 60,
+        total_timesteps=64 * 16 * 30,
         num_envs=64,
         num_steps=16,
         num_minibatches=4,
@@ -187,10 +191,16 @@ def test_arena_python_path_equals_jax_path_for_a_recurrent_seat(trained):
 
 @pytest.mark.slow
 def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path, monkeypatch):
-    config = bandit_config(total_timesteps=64 * 16 * 3 * 2, log_every=2)  # 3 chunks of 2
-    straight = TrainingRun(config, tmp_path / "straight", env=TwoTrialBandit()).train()
-    crashed = TrainingRun(config, tmp_path / "resumed", env=TwoTrialBandit())
-    crashed.train(max_chunks=2)
+    # 3 chunks of 2 updates, at the jit test's small sizes (what is checked is bit-exactness).
+    config = bandit_config(
+        total_timesteps=8 * 8 * 3 * 2, log_every=2, num_envs=8, num_steps=8, num_minibatches=2
+    )
+    # One run object (its programs compiled once) trains straight and then "crashes" after two
+    # chunks; a fresh one resumes, as a new process would.
+    run = TrainingRun(config, tmp_path / "straight", env=TwoTrialBandit())
+    straight = run.train()
+    run.dir = tmp_path / "resumed"
+    run.train(max_chunks=2)
     resumed = TrainingRun(config, tmp_path / "resumed", env=TwoTrialBandit()).train(resume=True)
     assert set(resumed.memory) == {"actor", "critic", "prev_action", "prev_reward", "trial_done",
                                    "start"}  # fmt: skip
@@ -199,7 +209,7 @@ def test_recurrent_checkpoint_resume_is_bit_exact_and_loads_as_a_policy(tmp_path
     path = checkpoint.latest_checkpoint(tmp_path / "resumed")
     assert path is not None
     raw = checkpoint.read_raw(path)
-    assert raw["runner_state"]["memory"]["actor"].shape == (1, 1, 64, 16)  # seeds, L, E, M
+    assert raw["runner_state"]["memory"]["actor"].shape == (1, 1, 8, 16)  # seeds, L, E, M
     # The run folder loads as a recurrent policy that the rollout carries (the bandit by name,
     # as a user's registered env is).
     spec = EnvSpec("bandit", f"{__name__}:TwoTrialBandit", "two-trial bandit")
