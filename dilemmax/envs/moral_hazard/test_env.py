@@ -255,14 +255,14 @@ def test_every_group_size_has_consistent_shapes(n):
     assert env.action_space("agent_0").n == 11 + 4 * n
     assert env.observation_space("agent_0").shape == (ObsLayout(n).size,)
     assert ObsLayout.from_size(ObsLayout(n).size).num_agents == n
-    cfg = env.sample_config(jax.random.key(n))
+    cfg = jax.jit(env.sample_config)(jax.random.key(n))  # one program, not one per primitive
     assert cfg.utilities.shape == (n, 4) and not bool(cfg.sample_cases)
 
 
 @pytest.mark.slow
 def test_jit_equals_no_jit(game2):
     env = game2.env
-    obs, state = env.reset(jax.random.key(7))
+    obs, state = jax.jit(env.reset)(jax.random.key(7))  # the eager steps below are the check
     for joint in ((QUERY, local(A)), (note(1, B), NO_NOTE), (final(C), final(D))):
         acts = game2.actions(joint)
         eager = env.step_env(jax.random.key(1), state, acts)

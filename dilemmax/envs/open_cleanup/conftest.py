@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -29,6 +31,15 @@ def jit_step(env):
     return _JITTED[id(env)]
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _first_layout_start(env, rule):
+    """The first trial's start on the pool's first layout under ``rule``: one program per env
+    (run op by op, it was a couple of hundred one-primitive programs)."""
+    layout = pools.pool_item(env.layout_pool, 0)
+    config = env.make_config(jax.random.PRNGKey(0), layout, rule, dominant_hue=2)
+    return env._trial_start(jax.random.PRNGKey(1), config, 0, 0)
+
+
 def make_rule(**pairs) -> OpenCleanupRule:
     """A rule with some effects pinned, e.g. ``make_rule(dark=(2, 0), mid=(2, 3), hue2=(3, 1))``;
     the other effects take the lowest unused pairs."""
@@ -45,10 +56,8 @@ def make_rule(**pairs) -> OpenCleanupRule:
 
 def hand_state(env, rule=None, grid=None, positions=None, orientations=None, window=None, **kw):
     """A state on the pool's first layout, with any of its parts replaced."""
-    layout = pools.pool_item(env.layout_pool, 0)
     rule = make_rule() if rule is None else rule
-    config = env.make_config(jax.random.PRNGKey(0), layout, rule, dominant_hue=2)
-    state = env._trial_start(jax.random.PRNGKey(1), config, 0, 0)
+    state = _first_layout_start(env, rule)
     a = env.num_agents
     changes = {}
     if grid is not None:

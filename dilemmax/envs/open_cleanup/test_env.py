@@ -21,6 +21,9 @@ from dilemmax.envs.rollout import Observation, observations_for, run_episodes
 from dilemmax.wrappers.pettingzoo import parallel_env
 
 H, W = C.GRID_HEIGHT, C.GRID_WIDTH
+# The observation compiled once per state shape (run op by op it is a hundred programs); the
+# eager observation is checked against the compiled step's in test_jit_equals_no_jit_and_same_key.
+observe = jax.jit(O.observe)
 
 
 def ground():
@@ -38,7 +41,7 @@ def test_view_turns_with_the_agent(env, facing, marker):
     grid = ground()
     grid[marker] = C.APPLE  # three cells ahead of an agent at (6, 8) facing `facing`
     state = hand_state(env, None, grid, bottom_row(env, (6, 8)), [facing] * env.num_agents)
-    obs = np.asarray(O.observe(state))[0]
+    obs = np.asarray(observe(state))[0]
     assert obs.shape == (11, 11, 4) and obs.dtype == np.uint8
     assert obs[O.SELF_ROW - 3, O.SELF_COL, 0] == C.APPLE
     assert (obs[..., 0] == C.APPLE).sum() == 1
@@ -51,7 +54,7 @@ def test_self_other_agents_window_and_edges(env):
     orientations = [0, 1] + [0] * (env.num_agents - 2)
     window = [[2, 0]] + [[-1, -1]] * (env.num_agents - 1)
     state = hand_state(env, None, ground(), positions, orientations, window)
-    obs = np.asarray(O.observe(state))
+    obs = np.asarray(observe(state))
     me = obs[0]
     assert np.argwhere(me[..., 1] == C.AGENT_SELF).tolist() == [[O.SELF_ROW, O.SELF_COL]]
     # Agent 1 stands straight ahead and faces east = to agent 0's right.
@@ -72,7 +75,7 @@ def test_one_hot_view(env):
     x = np.asarray(obs["agent_0"])
     assert x.shape == (11, 11, O.ONE_HOT_CHANNELS) and x.dtype == np.float32
     assert np.allclose(x.sum(-1), 5.0)  # five one-hot groups per cell
-    codes = np.asarray(O.observe(state))[0]
+    codes = np.asarray(observe(state))[0]
     assert np.array_equal(np.argmax(x[..., : C.NUM_CELL_CODES], -1), codes[..., 0])
     assert bool(hot.observation_space("agent_0").contains(obs["agent_0"]))
 
@@ -199,7 +202,7 @@ def test_greedy_walks_to_the_nearest_visible_apple(env):
     grid[6, 11] = C.APPLE  # three cells east of the agent, which faces south
     grid[2, 8] = C.APPLE  # farther
     state = hand_state(env, None, grid, bottom_row(env, (6, 8)), [2] * env.num_agents)
-    obs = O.observe(state)[0]
+    obs = observe(state)[0]
     view = Observation(obs, jnp.ones(env.num_actions, bool), jnp.int32(0), None)
     many = jax.jit(jax.vmap(lambda k: greedy_policy(k, view)))
     acts = many(jax.random.split(jax.random.PRNGKey(0), 64))
