@@ -33,17 +33,21 @@ NOT_WHOLE = [2.7, 0.5, -0.25, np.nan, np.inf, -np.inf, 1e10, -1e10]
 
 @pytest.fixture(scope="module", params=list(GAMES))
 def game(request):
-    """(env, a jitted step over float32 actions of shape [A], vmapped over a batch of them)."""
+    """(env, its jitted reset, a jitted step over float32 actions of shape [A], vmapped over a
+    batch of them), shared by both tests of a game."""
     env = dilemmax.make(request.param, **GAMES[request.param])
 
     def step(key, state, acts):
         return env.step_env(key, state, {a: acts[i] for i, a in enumerate(env.agents)})
 
     batched = jax.jit(jax.vmap(step, in_axes=(None, None, 0)))
-    return env, batched
+    return env, jax.jit(env.reset), batched
 
 
+@jax.jit
 def _rows(out, i):
+    """Row ``i`` of every leaf: one program (per tree) for every row, where indexing each leaf
+    eagerly compiled one program per leaf shape."""
     return jax.tree.map(lambda x: x[i], out)
 
 
@@ -54,8 +58,8 @@ def _equal(a, b) -> bool:
 
 @pytest.mark.slow
 def test_non_whole_actions_play_exactly_like_an_out_of_range_action(game):
-    env, step = game
-    _, state = jax.jit(env.reset)(jax.random.key(0))
+    env, reset, step = game
+    _, state = reset(jax.random.key(0))
     n = env.num_agents
     # Row 0: agent_0 plays -1 (out of range, flagged invalid); the others play 0 in every row.
     acts = np.zeros((1 + len(NOT_WHOLE), n), np.float32)
@@ -69,8 +73,8 @@ def test_non_whole_actions_play_exactly_like_an_out_of_range_action(game):
 
 @pytest.mark.slow
 def test_finished_episode_is_frozen(game):
-    env, step = game
-    _, state = jax.jit(env.reset)(jax.random.key(2))
+    env, reset, step = game
+    _, state = reset(jax.random.key(2))
     key = jax.random.key(3)
     zeros = jnp.zeros((1, env.num_agents), jnp.float32)
     for _ in range(env.max_steps):
