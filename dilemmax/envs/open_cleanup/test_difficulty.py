@@ -44,7 +44,7 @@ def test_rule_space_size_counts_injective_maps_of_the_effects_in_play(length, to
 
 def _distinct_rules(length, tools, hues, count):
     keys = jax.random.split(jax.random.PRNGKey(0), count)
-    rules = jax.vmap(lambda k: generator.sample_rule(k, length, tools, hues))(keys)
+    rules = jax.jit(jax.vmap(lambda k: generator.sample_rule(k, length, tools, hues)))(keys)
     return np.unique(np.asarray(rules.effect_pairs), axis=0)
 
 
@@ -89,7 +89,7 @@ def test_easy_env_pools_stations_and_hue():
     rows = lambda env: {tuple(r) for r in np.asarray(env.rule_pool.items.effect_pairs).tolist()}
     assert len(rows(train)) + len(rows(held)) == 24 and not rows(train) & rows(held)
     three = dilemmax.make("open_cleanup", num_tools=3, num_hues=1, num_rules=2000)
-    cfgs = jax.vmap(three.sample_config)(jax.random.split(jax.random.PRNGKey(0), 32))
+    cfgs = jax.jit(jax.vmap(three.sample_config))(jax.random.split(jax.random.PRNGKey(0), 32))
     assert (np.asarray(cfgs.layout.station_tools) == np.arange(8) % 3).all()
     stations = np.asarray(cfgs.initial_grid) >= C.STATION_BASE
     assert (np.asarray(cfgs.initial_grid)[stations] < C.STATION_BASE + 3).all()
