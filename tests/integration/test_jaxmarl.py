@@ -139,35 +139,52 @@ def test_ippo_ff_trains_focal_agents_on_a_scenario_set_under_jaxmarls_log_wrappe
 
 @pytest.mark.slow
 def test_episode_returns_logged_by_jaxmarl_match_the_rewards(jaxmarl_baselines):
-    """moral_hazard ends every 3 steps: JaxMARL's LogWrapper reports the summed rewards."""
+    """moral_hazard ends every 3 steps: JaxMARL's LogWrapper reports the summed rewards. The
+    episode is one compiled program (a scan over the wrapper's own step), not one per op."""
     env = jaxmarl_baselines.LogWrapper(dilemmax.make("moral_hazard"))
-    obs, state = env.reset(jax.random.PRNGKey(1))
-    total = np.zeros(env.num_agents)
-    key = jax.random.PRNGKey(2)
-    for _ in range(3):
-        key, key_step = jax.random.split(key)
-        mask = env.get_avail_actions(state.env_state)
-        actions = {a: jnp.argmax(mask[a])[None] for a in env.agents}  # (1,)-shaped
-        obs, state, rewards, dones, info = env.step(key_step, state, actions)
-        total += np.array([float(rewards[a]) for a in env.agents])
-    assert bool(dones["__all__"]) and bool(info["returned_episode"].all())
-    np.testing.assert_allclose(info["returned_episode_returns"], total, rtol=1e-6)
+
+    @jax.jit
+    def episode(key):
+        _, state = env.reset(jax.random.PRNGKey(1))
+
+        def step(state, key_step):
+            mask = env.get_avail_actions(state.env_state)
+            actions = {a: jnp.argmax(mask[a])[None] for a in env.agents}  # (1,)-shaped
+            _, state, rewards, dones, info = env.step(key_step, state, actions)
+            return state, (jnp.stack([rewards[a] for a in env.agents]), dones, info)
+
+        return jax.lax.scan(step, state, jax.random.split(key, 3))[1]
+
+    rewards, dones, info = jax.tree.map(np.asarray, episode(jax.random.PRNGKey(2)))
+    assert dones["__all__"][-1] and not dones["__all__"][:-1].any()
+    assert info["returned_episode"][-1].all()
+    np.testing.assert_allclose(info["returned_episode_returns"][-1], rewards.sum(0), rtol=1e-6)
 
 
 @pytest.mark.slow
 def test_ct_rollout_manager(env_id, jaxmarl_baselines):
-    """The rollout manager of JaxMARL's Q-learning baselines, unchanged, on every env."""
+    """The rollout manager of JaxMARL's Q-learning baselines, unchanged, on every env: its
+    batched reset, samplers and step, traced into one program per env."""
     env = dilemmax.make(env_id)
     manager = jaxmarl_baselines.CTRolloutManager(env, batch_size=2)
     obs_dim = int(np.prod(env.observation_space(env.agents[0]).shape))
     assert manager.max_obs_length == obs_dim
     assert manager.max_action_space == env.action_space(env.agents[0]).n
-    obs, state = manager.batch_reset(jax.random.PRNGKey(0))
+
+    @jax.jit
+    def rollout(key):
+        key_reset, key = jax.random.split(key)
+        obs, state = manager.batch_reset(key_reset)
+
+        def step(state, key):
+            key_act, key_step = jax.random.split(key)
+            actions = {a: manager.batch_sample(key_act, a) for a in env.agents}
+            _, state, rewards, _, infos = manager.batch_step(key_step, state, actions)
+            return state, (rewards, infos)
+
+        return obs, jax.lax.scan(step, state, jax.random.split(key, 2))[1]
+
+    obs, (rewards, infos) = rollout(jax.random.PRNGKey(1))
     assert obs[env.agents[0]].shape == (2, obs_dim + env.num_agents)
-    key = jax.random.PRNGKey(1)
-    for _ in range(2):
-        key, key_act, key_step = jax.random.split(key, 3)
-        actions = {a: manager.batch_sample(key_act, a) for a in env.agents}
-        obs, state, rewards, dones, infos = manager.batch_step(key_step, state, actions)
-    assert rewards["__all__"].shape == (2,)
-    assert all(leaf.shape == (2, env.num_agents) for leaf in jax.tree.leaves(infos))
+    assert rewards["__all__"].shape == (2, 2)  # (steps, batch)
+    assert all(leaf.shape == (2, 2, env.num_agents) for leaf in jax.tree.leaves(infos))
