@@ -4,7 +4,11 @@ writes and prints; a run resumes under two processes; ``sft-rloo`` chains across
 a process that fails makes the launch end instead of leaving the other waiting.
 
 One launch (this file run as the launched script, see :func:`drive`) plays every phase in turn,
-so the processes start and import torch once.
+so the processes start and import torch once. That launch is most of this file's time: each
+training process imports torch, transformers, TRL and dilemmax (about 10 s of CPU apiece, the
+launcher about 2 s more) before its first step, and the four phases after that take a few
+seconds. So every test that reads it is marked slow; the fast tier keeps the checks that need
+no launch.
 """
 
 from __future__ import annotations
@@ -203,6 +207,7 @@ def test_only_the_main_process_writes_and_prints(launched):
     assert (root / "sft" / "adapter" / "tokenizer.json").exists()
 
 
+@pytest.mark.slow  # shares the launch (see the module docstring)
 def test_a_run_resumes_under_two_processes(launched):
     root, done, _ = launched
     assert phase_codes(root, "sft3") == ["0", "0"], done.stderr[-3000:]
@@ -212,6 +217,7 @@ def test_a_run_resumes_under_two_processes(launched):
     assert state["global_step"] == 3
 
 
+@pytest.mark.slow  # shares the launch (see the module docstring)
 def test_sft_then_rloo_chain_across_the_processes(launched):
     root, done, _ = launched
     assert phase_codes(root, "chain") == ["0", "0"], done.stderr[-3000:]
@@ -220,6 +226,7 @@ def test_sft_then_rloo_chain_across_the_processes(launched):
         assert (root / "chain" / stage / "adapter" / "adapter_model.safetensors").exists()
 
 
+@pytest.mark.slow  # shares the launch (see the module docstring)
 def test_a_process_that_fails_ends_the_launch(launched):
     root, done, wall = launched
     assert done.returncode != 0
@@ -312,6 +319,7 @@ def test_trl_config_refusals_are_one_line_before_the_model_loads(
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow  # shares the launch (see the module docstring)
 def test_a_two_process_checkpoint_resumes_in_one_process(launched, tmp_path, capsys):
     root, _, _ = launched
     shutil.copytree(root / "sft", tmp_path / "sft")  # the other tests read the original
