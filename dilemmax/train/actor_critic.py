@@ -119,8 +119,11 @@ class ActorCritic:
         """(critic head, an input example) for this variant."""
         obs = self.obs_space
         if self.centralised:
-            _, state = self.env.reset(jax.random.PRNGKey(0))
-            gs = jax.eval_shape(self.env.global_state, state)
+            # Shapes only: an eager reset would run the env's reset op by op, compiling each
+            # op as a program of its own (some 170 for open_harvest, at every MAPPO start).
+            gs = jax.eval_shape(
+                lambda key: self.env.global_state(self.env.reset(key)[1]), jax.random.PRNGKey(0)
+            )
             codes = 256 if jnp.issubdtype(gs.dtype, jnp.integer) else 0
             if type(self.env).global_state is MultiAgentEnv.global_state:
                 # The default global state concatenates the observations: scale them alike.

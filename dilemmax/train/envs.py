@@ -78,9 +78,8 @@ def overrides_as_arrays(overrides: Mapping[str, Any] | None, template: PyTree) -
     value that does not fit its field (NaN, 2.5 for an int, a wrong shape) is an OptionError."""
     out = {}
     for name, value in (overrides or {}).items():
-        node = _field(template, str(name), type(template).__name__)
+        node = _field(template, str(name), type(template).__name__)  # an array or its shape
         check_field_value(str(name), value, node)
-        node = jnp.asarray(node)
         out[name] = jnp.broadcast_to(jnp.asarray(value).astype(node.dtype), node.shape)
     return out
 

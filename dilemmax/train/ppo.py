@@ -217,7 +217,8 @@ class Trainer:
         self.num_actions = self.nets.num_actions
         self.train_grid = config_grid(self.env, config.train_grid)
         self.tx = optimiser(config)
-        self.template_config = self.env.sample_config(jax.random.PRNGKey(0))
+        # Shapes and dtypes only (traced, not run: an eager draw compiles each op on its own).
+        self.template_config = jax.eval_shape(self.env.sample_config, jax.random.PRNGKey(0))
 
     # ------------------------------------------------------------------ envs, init
     def training_env(self, env_config: dict) -> LogWrapper:

@@ -103,6 +103,18 @@ class ToyEnv(MultiAgentEnv):
         return {"oracle": oracle}
 
 
+class TracedOnlyToyEnv(ToyEnv):
+    """The toy env, refusing to draw or reset outside a trace."""
+
+    def sample_config(self, key):
+        assert isinstance(key, jax.core.Tracer), "sample_config ran eagerly"
+        return super().sample_config(key)
+
+    def reset_to(self, key, config):
+        assert isinstance(key, jax.core.Tracer), "reset_to ran eagerly"
+        return super().reset_to(key, config)
+
+
 def toy_config(**overrides):
     values = dict(
         env="toy",
@@ -137,16 +149,31 @@ def test_masked_categorical_never_samples_illegal_actions_and_stays_finite():
     assert probs[2] == 0.0 and probs[3] == 0.0
 
 
+@pytest.fixture(scope="module")
+def toy_trainer():
+    """(trainer, its jitted update) of the default toy config: one update program for the tests
+    that run it."""
+    trainer = Trainer(toy_config(), env=ToyEnv())
+    return trainer, jax.jit(trainer.update)
+
+
 @pytest.mark.parametrize(
     ("algo", "shared", "grid"),
     [("ippo", True, False), ("mappo", False, True)],
 )
 @pytest.mark.slow
-def test_update_shapes_and_finite_losses(algo, shared, grid):
-    config = toy_config(algo=algo, shared_params=shared)
-    trainer = Trainer(config, env=ToyEnv(grid=grid))
+def test_update_shapes_and_finite_losses(algo, shared, grid, request):
+    if (algo, shared, grid) == ("ippo", True, False):  # the default toy config
+        trainer, update = request.getfixturevalue("toy_trainer")
+    else:
+        # Building the trainer reads the env's shapes by tracing (the MAPPO critic's global
+        # state, the configuration template): run eagerly, the env compiled each of its ops as a
+        # program of its own at every start (some 170 for open_harvest).
+        env = TracedOnlyToyEnv(grid=grid)
+        trainer = Trainer(toy_config(algo=algo, shared_params=shared), env=env)
+        update = jax.jit(trainer.update)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
-    new_state, metrics = jax.jit(trainer.update)(state)
+    new_state, metrics = update(state)
     assert int(new_state.update) == 1
     for name in ("loss/total", "loss/actor", "loss/value", "loss/entropy"):
         assert np.isfinite(metrics[name]), name
@@ -190,12 +217,11 @@ def test_partner_seats_play_the_scripted_policy_and_only_learners_train():
 
 
 @pytest.mark.slow
-def test_update_is_deterministic_and_jit_equals_no_jit():
-    config = toy_config()
-    trainer = Trainer(config, env=ToyEnv())
+def test_update_is_deterministic_and_jit_equals_no_jit(toy_trainer):
+    trainer, update = toy_trainer  # one program, run twice: the same state, the same result
     state = trainer.init(jax.random.PRNGKey(3))
-    a, _ = jax.jit(trainer.update)(state)
-    b, _ = jax.jit(trainer.update)(state)
+    a, _ = update(state)
+    b, _ = update(state)
     c, _ = trainer.update(state)
     for x, y, z in zip(
         jax.tree.leaves(a.params), jax.tree.leaves(b.params), jax.tree.leaves(c.params), strict=True
@@ -207,9 +233,11 @@ def test_update_is_deterministic_and_jit_equals_no_jit():
 @pytest.mark.slow
 def test_checkpoint_round_trips_and_resume_is_bit_exact(tmp_path):
     config = toy_config(total_timesteps=16 * 4 * 5 * 4)  # 4 chunks of 5 updates
-    straight = TrainingRun(config, tmp_path / "straight", env=ToyEnv()).train()
-
-    crashed = TrainingRun(config, tmp_path / "resumed", env=ToyEnv())
+    # One run object (its programs compiled once) trains straight, then "crashes" after two
+    # chunks in another folder; a fresh one resumes, as a new process would.
+    crashed = TrainingRun(config, tmp_path / "straight", env=ToyEnv())
+    straight = crashed.train()
+    crashed.dir = tmp_path / "resumed"
     crashed.train(max_chunks=2)  # "crash" after two chunks
     path = checkpoint.latest_checkpoint(tmp_path / "resumed")
     assert path is not None and path.name == "ckpt_000001.msgpack"
