@@ -94,7 +94,9 @@ def test_mappo_critic_reads_the_global_state():
     trainer = Trainer(config)
     env = trainer.env
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
-    gs_size = env.global_state(env.reset(jax.random.PRNGKey(0))[1]).shape[0]
+    # Its shape, traced (run eagerly, the reset compiles each of its ops on its own).
+    gs = jax.eval_shape(lambda key: env.global_state(env.reset(key)[1]), jax.random.PRNGKey(0))
+    gs_size = gs.shape[0]
     kernel = state.params["critic"]["params"]["Encoder_0"]["body"]["Dense_0"]["kernel"]
     assert kernel.shape[0] == gs_size
     new_state, metrics = jax.jit(trainer.update)(state)
