@@ -35,6 +35,13 @@ _vmapped = jax.jit(jax.vmap(_double_or_negate))
 _gathered = functools.partial(_double_or_negate, gathered=True)
 _vmapped_gathered = jax.jit(jax.vmap(_gathered))
 _nested_gathered = jax.jit(jax.vmap(jax.vmap(_gathered)))
+# The broadcast and nested cases, and the lax.cond references, jitted too: run eagerly, each
+# primitive of a vmapped cond is a program of its own (about 100 for this module).
+_broadcast = jax.jit(jax.vmap(_double_or_negate, in_axes=(0, None, None)))
+_nested = jax.jit(jax.vmap(jax.vmap(_double_or_negate)))
+_plain_vmapped = jax.jit(jax.vmap(_plain))
+_plain_broadcast = jax.jit(jax.vmap(_plain, in_axes=(0, None, None)))
+_plain_nested = jax.jit(jax.vmap(jax.vmap(_plain)))
 
 
 @pytest.mark.slow
@@ -44,15 +51,15 @@ def test_vmapped_rare_cond_matches_each_element(preds):
     x = jnp.arange(8.0).reshape(4, 2)
     y = jnp.arange(4, dtype=jnp.int32)
     got = _vmapped(pred, x, y)
-    want = jax.vmap(_plain)(pred, x, y)
+    want = _plain_vmapped(pred, x, y)
     jax.tree.map(np.testing.assert_array_equal, got, want)
     # Unbatched operands are broadcast; nested vmap (seeds x envs) gives the same values.
-    got = jax.vmap(_double_or_negate, in_axes=(0, None, None))(pred, x[0], y[0])
-    want = jax.vmap(_plain, in_axes=(0, None, None))(pred, x[0], y[0])
+    got = _broadcast(pred, x[0], y[0])
+    want = _plain_broadcast(pred, x[0], y[0])
     jax.tree.map(np.testing.assert_array_equal, got, want)
     seeds = (jnp.stack([pred, ~pred]), jnp.stack([x, x + 1]), jnp.stack([y, y]))
-    nested = jax.vmap(jax.vmap(_double_or_negate))(*seeds)
-    want = jax.vmap(jax.vmap(_plain))(*seeds)
+    nested = _nested(*seeds)
+    want = _plain_nested(*seeds)
     jax.tree.map(np.testing.assert_array_equal, nested, want)
 
 
@@ -69,12 +76,12 @@ def test_gathered_rare_cond_matches_each_element(count):
     x = jnp.arange(2.0 * num).reshape(num, 2)
     y = jnp.arange(num, dtype=jnp.int32)
     got = _vmapped_gathered(pred, x, y)
-    want = jax.vmap(_plain)(pred, x, y)
+    want = _plain_vmapped(pred, x, y)
     jax.tree.map(np.testing.assert_array_equal, got, want)
     few = jnp.zeros(num, bool).at[order[-2:]].set(True)
     seeds = (jnp.stack([pred, few, ~few]), jnp.stack([x, -x, x]), jnp.stack([y] * 3))
     nested = _nested_gathered(*seeds)
-    jax.tree.map(np.testing.assert_array_equal, nested, jax.vmap(jax.vmap(_plain))(*seeds))
+    jax.tree.map(np.testing.assert_array_equal, nested, _plain_nested(*seeds))
 
 
 _RARE_CALLS: list[int] = []  # one entry per element the rare branch ran for
