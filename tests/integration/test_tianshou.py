@@ -53,9 +53,28 @@ def dqn_learners(env):
     return MultiAgentOffPolicyAlgorithm(algorithms=algorithms, env=env)
 
 
+@pytest.fixture(scope="module")
+def tianshou_interpreted():
+    """Tianshou imported with numba's JIT off: its replay-buffer index and n-step return helpers
+    (``@njit``, no disk cache) run as the plain Python they are written in, instead of being
+    compiled by numba afresh in every process (about half of this file's time at these sizes).
+    The flag is read when ``@njit`` decorates, so it is set around the import only; where a
+    test earlier in the process imported Tianshou, its compiled helpers are used as they are."""
+    import numba
+
+    before = numba.config.DISABLE_JIT
+    numba.config.DISABLE_JIT = True
+    try:
+        import tianshou.algorithm  # noqa: F401
+        import tianshou.data  # noqa: F401
+        import tianshou.data.utils.segtree  # noqa: F401
+    finally:
+        numba.config.DISABLE_JIT = before
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_multi_agent_dqn_collects_and_trains(env_id, tmp_path):
+def test_multi_agent_dqn_collects_and_trains(env_id, tmp_path, tianshou_interpreted):
     import torch
     from tianshou.data import Collector, CollectStats, VectorReplayBuffer
     from tianshou.env import DummyVectorEnv
@@ -69,26 +88,26 @@ def test_multi_agent_dqn_collects_and_trains(env_id, tmp_path):
         algorithm, envs, VectorReplayBuffer(2000, len(envs)), exploration_noise=True
     )
     collector.reset()
-    # Sizes that cross many episodes of the short games (3 steps each); a grid game's episode
-    # (2,000 steps x 5 seats) ended in none of the earlier 2,000-step runs either.
-    collected = collector.collect(n_step=100)
-    assert collected.n_collected_steps >= 100
+    # Sizes that cross several episodes of the short games (moral_hazard: 6 AEC steps each)
+    # and take a few gradient steps; a grid game's episode (2,000 steps x 5 seats) ends in none.
+    collected = collector.collect(n_step=30)
+    assert collected.n_collected_steps >= 30
     before = [p.detach().clone() for p in algorithm.parameters()]
     result = algorithm.run_training(
         OffPolicyTrainerParams(
             training_collector=collector,
             test_collector=None,
             max_epochs=1,
-            epoch_num_steps=200,
-            collection_step_num_env_steps=100,
-            batch_size=32,
-            update_step_num_gradient_steps_per_sample=0.05,
+            epoch_num_steps=60,
+            collection_step_num_env_steps=30,
+            batch_size=16,
+            update_step_num_gradient_steps_per_sample=0.1,
             test_in_training=False,
             show_progress=False,
             multi_agent_return_reduction=lambda rews: rews[:, 0],
         )
     )
-    assert result.train_step >= 200 or collector.collect_step >= 200
+    assert result.train_step >= 60 or collector.collect_step >= 60
     after = list(algorithm.parameters())
     assert any(
         not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after, strict=True)
