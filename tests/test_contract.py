@@ -29,13 +29,15 @@ class Game:
     env: object
     reset: object
     step: object
+    actions: object  # (key, state) -> random legal actions, jitted: the player, not the env
 
 
 @pytest.fixture(scope="module", params=ENV_IDS)
 def game(request) -> Game:
     """Module-scoped, so pytest runs every test of one env before making the next one."""
     env = dilemmax.make(request.param)
-    return Game(request.param, env, jax.jit(env.reset), jax.jit(env.step))
+    actions = jax.jit(lambda key, state: _random_actions(env, key, state))
+    return Game(request.param, env, jax.jit(env.reset), jax.jit(env.step), actions)
 
 
 def _random_actions(env, key, state):
@@ -47,15 +49,15 @@ def _random_actions(env, key, state):
     }
 
 
-def _play(env, key, num_steps, reset_fn, step_fn):
+def _play(game, key, num_steps, reset_fn, step_fn):
+    """``reset_fn`` then ``num_steps`` of ``step_fn``; the actions come from ``game.actions``
+    (jitted) whichever the env's functions are, so an eager play runs only the env eagerly."""
     key, key_reset = jax.random.split(key)
     obs, state = reset_fn(key_reset)
     trace = [obs]
     for _ in range(num_steps):
         key, key_act, key_step = jax.random.split(key, 3)
-        obs, state, rewards, dones, _ = step_fn(
-            key_step, state, _random_actions(env, key_act, state)
-        )
+        obs, state, rewards, dones, _ = step_fn(key_step, state, game.actions(key_act, state))
         trace.append((obs, rewards, dones))
     return trace
 
@@ -88,10 +90,12 @@ def test_spaces_masks_and_observations(game):
 @pytest.mark.slow
 def test_same_key_same_trajectory_jitted_or_not(game):
     env = game.env
-    steps = 3  # eager dispatch is slow; three steps cover reset and transitions
-    eager = _play(env, jax.random.key(3), steps, env.reset, env.step)
-    jitted = _play(env, jax.random.key(3), steps, game.reset, game.step)
-    again = _play(env, jax.random.key(3), steps, game.reset, game.step)  # same key, same result
+    # Eager, each primitive of reset and step is its own program (compiled once, whatever the
+    # number of steps): three steps cover reset and transitions.
+    steps = 3
+    eager = _play(game, jax.random.key(3), steps, env.reset, env.step)
+    jitted = _play(game, jax.random.key(3), steps, game.reset, game.step)
+    again = _play(game, jax.random.key(3), steps, game.reset, game.step)  # same key, same result
     for a, b, c in zip(jitted, again, eager, strict=True):
         jax.tree.map(np.testing.assert_array_equal, a, b)
         jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6), a, c)
@@ -153,11 +157,11 @@ def test_scripted_policies_play(game):
 def test_log_wrapper_under_vmap(game):
     env = LogWrapper(game.env)
     keys = jax.random.split(jax.random.key(9), 2)
-    obs, state = jax.jit(jax.vmap(env.reset))(keys)
 
-    def act_and_step(key, state):  # one program: the actions and the step
+    def reset_act_and_step(key):  # one program: the reset, the actions and the step
+        _, state = env.reset(key)
         return env.step(key, state, _random_actions(env, jax.random.key(0), state.env_state))
 
-    _, state, _, _, infos = jax.jit(jax.vmap(act_and_step))(keys, state)
+    _, _, _, _, infos = jax.jit(jax.vmap(reset_act_and_step))(keys)
     assert infos["returned_episode_returns"].shape == (2, env.num_agents)
     assert infos["returned_episode"].dtype == bool
