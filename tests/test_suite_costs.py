@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import jax
@@ -181,3 +182,25 @@ def test_every_test_file_has_a_test_in_the_fast_tier():
         if tests and (module_slow or not fast):  # a file of helpers holds no test
             only_slow.append(path.relative_to(ROOT).as_posix())
     assert not only_slow, f"files with no test outside the slow tier: {only_slow}"
+
+
+def test_a_crashed_worker_fails_the_run_and_nothing_waits_for_it(tmp_path):
+    """With the suite's own options (whole files per worker), a worker killed by a segfault is
+    one failed test naming it, the other worker runs every other file, and the run ends; with
+    pytest-xdist's default worker restart the run waited forever."""
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    options = addopts["ini_options"]["addopts"].split()
+    (tmp_path / "test_crash.py").write_text(
+        "import os, signal\n\ndef test_crash():\n    os.kill(os.getpid(), signal.SIGSEGV)\n\n"
+        "def test_after_the_crash():\n    pass\n"
+    )
+    for name in "bcd":
+        (tmp_path / f"test_{name}.py").write_text(f"def test_{name}():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider", *options,
+         "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "crashed while running 'test_crash.py::test_crash'" in done.stdout
+    assert "3 passed" in done.stdout  # every other file ran
