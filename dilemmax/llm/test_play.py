@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dilemmax
+from dilemmax import compile_log
 from dilemmax.agents.arena import Arena
 from dilemmax.agents.policy import random_policy
 from dilemmax.envs.consequence import generator
@@ -385,18 +386,12 @@ def test_an_env_made_alike_plays_the_compiled_loop_of_the_first(env, teacher):
     """Each play session builds its env afresh; batched play keys its compiled loop on how the
     env was made (game and options), so a second session of a sweep or notebook compiles
     nothing, and plays exactly what the first played."""
-    compiled = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, _, **__: (
-            compiled.append(event)
-            if event == "/jax/core/compile/backend_compile_duration"
-            else None
-        )
-    )
+    compiled = compile_log.CompileTally()
+    compile_log.listen(compiled)
     first, _, _ = _model_run(env, teacher)
-    before = len(compiled)
+    before = compiled.programs
     again, _, _ = _model_run(dilemmax.make("moral_hazard"), teacher)
-    assert len(compiled) == before, "an env made alike compiled the loop again"
+    assert compiled.programs == before, "an env made alike compiled the loop again"
     for name, value in first.metrics.items():
         np.testing.assert_array_equal(again.metrics[name], value, err_msg=name)
 
@@ -425,16 +420,10 @@ def test_a_wave_s_keys_are_stacked_without_compiling_a_program_per_wave_size(mak
     1,140-episode sweep compiled one for 10 s)."""
     keys = list(jax.random.split(make_key(5), 300))
     _stacked_keys(keys[:3])  # the per-key unwrap, compiled once per key shape
-    compiled = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, _, **__: (
-            compiled.append(event)
-            if event == "/jax/core/compile/backend_compile_duration"
-            else None
-        )
-    )
+    compiled = compile_log.CompileTally()
+    compile_log.listen(compiled)
     stacked = _stacked_keys(keys)
-    assert not compiled
+    assert compiled.programs == 0
     expected = jnp.stack(keys)
     assert stacked.dtype == expected.dtype
     np.testing.assert_array_equal(jax.random.key_data(stacked), jax.random.key_data(expected))

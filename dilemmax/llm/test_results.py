@@ -16,6 +16,7 @@ import jax
 import numpy as np
 import pytest
 
+from dilemmax import compile_log
 from dilemmax.cli import main
 from dilemmax.envs import metrics as M
 from dilemmax.envs.open_cleanup import metrics as cleanup_metrics
@@ -123,18 +124,12 @@ def test_a_second_summary_of_the_same_shapes_compiles_nothing():
     confidence), so a process writing several (a sweep, a notebook) compiles it once."""
     episodes = [{"id": e, "seats": {"agent_0": "x", "agent_1": "y"}} for e in range(3)]
     metrics = {"gini": np.array([0.1, 0.2, 0.3])}
-    compiled = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, _, **__: (
-            compiled.append(event)
-            if event == "/jax/core/compile/backend_compile_duration"
-            else None
-        )
-    )
+    compiled = compile_log.CompileTally()
+    compile_log.listen(compiled)
     first = summarize([(metrics, episodes)], {"gini": ()}, num_resamples=17)
-    before = len(compiled)
+    before = compiled.programs
     again = summarize([(metrics, episodes)], {"gini": ()}, key=jax.random.key(1), num_resamples=17)
-    assert len(compiled) == before, "the second summary compiled again"
+    assert compiled.programs == before, "the second summary compiled again"
     assert first["all"]["gini"][0] == pytest.approx(0.2) == again["all"]["gini"][0]
 
 
