@@ -359,11 +359,21 @@ def build_key(env: MultiAgentEnv) -> Hashable:
     options :func:`make` built it with, so two envs made alike share their compiled programs
     (each session of a notebook or sweep builds its env afresh). An env made otherwise or
     wrapped is only ever like itself: its own ``made_as`` is read, not one a wrapper forwards
-    from the env inside it, since a wrapper may change how the game plays."""
+    from the env inside it, since a wrapper may change how the game plays. So is an env given
+    an option that is not plain data (an array, whose text elides its middle; an object), since
+    two such values could read alike."""
     made = getattr(env, "__dict__", {}).get("made_as")
-    if made is None:
+    if made is None or not all(map(_plain, made["options"].values())):
         return ("instance", id(env))
     return (type(env), made["env"], options_key(made["options"]))
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value``'s text names it exactly: None, a bool, number or string, or a list or
+    tuple of such values."""
+    if isinstance(value, list | tuple):
+        return all(map(_plain, value))
+    return value is None or isinstance(value, bool | int | float | str)
 
 
 _scan_entry_points()

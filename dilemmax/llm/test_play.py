@@ -411,6 +411,17 @@ def test_only_envs_made_alike_share_a_build_key(env):
     wrapped = Forwarding(env)
     assert wrapped.made_as == env.made_as
     assert build_key(wrapped) == ("instance", id(wrapped)) != build_key(Forwarding(env))
+    # An option that is not plain data keys on the env itself: two long arrays differing in
+    # their middle print alike.
+    one, other = dilemmax.make("moral_hazard"), dilemmax.make("moral_hazard")
+    one.made_as = {**one.made_as, "options": {"weights": np.zeros(2000)}}
+    middle = np.where(np.arange(2000) == 1000, 1.0, 0.0)
+    other.made_as = {**other.made_as, "options": {"weights": middle}}
+    assert repr(one.made_as["options"]) == repr(other.made_as["options"])
+    assert build_key(one) == ("instance", id(one)) and build_key(other) == ("instance", id(other))
+    plain = dilemmax.make("moral_hazard")
+    plain.made_as = {**plain.made_as, "options": {"sizes": (2, [3, 4.5]), "name": None}}
+    assert build_key(plain)[0] is type(env)
 
 
 @pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey])
