@@ -184,6 +184,7 @@ def test_every_test_file_has_a_test_in_the_fast_tier():
     assert not only_slow, f"files with no test outside the slow tier: {only_slow}"
 
 
+@pytest.mark.slow  # two pytest-xdist workers start: about 5 s
 def test_a_crashed_worker_fails_the_run_and_nothing_waits_for_it(tmp_path):
     """With the suite's own options (whole files per worker), a worker killed by a segfault is
     one failed test naming it, the other worker runs every other file, and the run ends; with
