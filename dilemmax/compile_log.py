@@ -76,6 +76,42 @@ class CompileTally:
         setattr(self, field, getattr(self, field) + float(duration or 0.0))
 
 
+def program_name(fun_name: str) -> str:
+    """The jitted function's own name as JAX reports all three stages: tracing names ``step``,
+    lowering and compiling name ``jit(step)``."""
+    if fun_name.startswith("jit(") and fun_name.endswith(")"):
+        return fun_name[4:-1]
+    return fun_name or "?"
+
+
+class ProgramCosts:
+    """Compile, trace and lower events per program name (the jitted function's ``__name__``):
+    which programs a run's compile time goes to, not only how much. A name can stand for many
+    programs (every ``<lambda>``; one function at several shapes), which ``programs`` counts."""
+
+    def __init__(self):
+        self._pending: dict[str, CompileTally] = {}
+
+    def record(self, event: str, duration: float, fun_name: str = "") -> None:
+        if event in DURATION_EVENTS:
+            name = program_name(str(fun_name))
+            self._pending.setdefault(name, CompileTally()).record(event, duration)
+
+    def take(self) -> dict[str, dict[str, float]]:
+        """The rows recorded since the previous take, by name."""
+        taken, self._pending = self._pending, {}
+        return {name: tally.as_dict() for name, tally in taken.items()}
+
+
+def listen_by_program(costs: ProgramCosts) -> None:
+    """Add every compile event of this process to ``costs``, by program name, from now on."""
+    import jax.monitoring as monitoring  # here, so that this module stays importable before JAX
+
+    monitoring.register_event_duration_secs_listener(
+        lambda event, duration, fun_name="", **_: costs.record(event, duration, fun_name)
+    )
+
+
 def listen(tally: CompileTally) -> None:
     """Add every compile event of this process to ``tally`` from now on."""
     import jax.monitoring as monitoring  # here, so that this module stays importable before JAX

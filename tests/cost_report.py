@@ -39,7 +39,10 @@ BUDGET_FILE = Path(__file__).with_name("compile_budget.json")
 PROPERTY = "cost"  # the user_properties key a phase's figures travel under
 # ...and the key a worker's collection figures travel under, with its first test's report.
 COLLECTION = "collection cost"
+PROGRAMS = "program costs"  # ...and a phase's figures by program name
 TOP = 20
+TOP_PROGRAMS = 10  # program names printed (--cost-json holds them all)
+FILES_PER_PROGRAM = 5  # the files that spent most on one program name, in --cost-json
 
 
 def budget_for(programs: int) -> int:
@@ -94,6 +97,8 @@ class CostRecorder:
         self._file = None
         self.tally = compile_log.CompileTally()
         compile_log.listen(self.tally)
+        self.by_program = compile_log.ProgramCosts()  # this process's own programs, by name
+        compile_log.listen_by_program(self.by_program)
         self.children_dir = tempfile.mkdtemp(prefix="dilemmax-compiles-")
         os.environ[compile_log.ENV_VAR] = self.children_dir
         self.children = compile_log.DirectoryReader(self.children_dir, skip_pid=os.getpid())
@@ -107,6 +112,7 @@ class CostRecorder:
         self._collection = now.minus(self._before)
         self._collection.add(self.children.read())
         self._before = now
+        self.by_program.take()  # collection's programs are the run's, counted in its row
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -125,6 +131,7 @@ class CostRecorder:
         phase.add(self.children.read())
         self._before = now
         report.user_properties.append((PROPERTY, {"when": call.when, **phase.as_dict()}))
+        report.user_properties.append((PROGRAMS, self.by_program.take()))
         if self._collection is not None:
             report.user_properties.append((COLLECTION, self._collection.as_dict()))
             self._collection = None
@@ -139,6 +146,10 @@ class CostReport:
         self.started = time.monotonic()
         self.over_budget: list[str] = []
         self.collection: dict[str, float] = defaultdict(float)  # every worker's, added up
+        # program name -> file -> figures: which programs the time goes to, and where
+        self.programs: dict[str, dict[str, dict[str, float]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(float))
+        )
         # compile_budget.json's "strict": false reports a file over its budget without failing
         # the run, while budgets measured before a change of the measurement are re-measured.
         self.strict = True
@@ -154,6 +165,11 @@ class CostReport:
             elif key == COLLECTION:
                 for name, figure in value.items():
                     self.collection[name] += figure
+            elif key == PROGRAMS:
+                for program, figures in value.items():
+                    row = self.programs[program][_file_of(report.nodeid)]
+                    for name, figure in figures.items():
+                        row[name] += figure
 
     def files(self) -> dict[str, dict[str, float]]:
         totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -163,6 +179,23 @@ class CostReport:
             for name, figure in row.items():
                 file_row[name] += figure
         return totals
+
+    def program_rows(self) -> dict[str, dict]:
+        """Each program name's figures over the run (the test processes' own programs; a
+        subprocess's count in its test's row, not here), with the files that spent most on it,
+        most expensive first."""
+        rows = {}
+        for program, by_file in self.programs.items():
+            total: dict[str, float] = defaultdict(float)
+            for figures in by_file.values():
+                for name, figure in figures.items():
+                    total[name] += figure
+            ranked = sorted(by_file.items(), key=lambda kv: -_seconds(kv[1]))
+            rows[program] = {
+                **_rounded(total),
+                "files": {f: _rounded(row) for f, row in ranked[:FILES_PER_PROGRAM]},
+            }
+        return dict(sorted(rows.items(), key=lambda kv: -_seconds(kv[1])))
 
     def write_budgets(self) -> None:
         """tests/compile_budget.json from this run's counts, files measured alone."""
@@ -225,6 +258,7 @@ class CostReport:
             "totals": self.totals(),
             "collection": _rounded(self.collection),
             "files": {name: _rounded(row) for name, row in sorted(self.files().items())},
+            "programs": self.program_rows(),
             "tests": {nodeid: _rounded(row) for nodeid, row in sorted(self.tests.items())},
         }
 
@@ -251,6 +285,14 @@ class CostReport:
                     f"{row['wall_s']:8.1f} {int(row['programs']):8d} {int(row['cache_hits']):6d} "
                     f"{row['compile_s']:9.1f} {row['trace_s'] + row['lower_s']:8.1f}  {name}"
                 )
+        write(f"{TOP_PROGRAMS} most expensive program names (of {len(self.programs)}):")
+        write(f"{'cost s':>8} {'programs':>8} {'compile s':>9} {'trace s':>8}  name: its files")
+        for program, row in list(self.program_rows().items())[:TOP_PROGRAMS]:
+            where = ", ".join(f"{f} {int(r['programs'])}" for f, r in row["files"].items())
+            write(
+                f"{_seconds(row):8.1f} {int(row['programs']):8d} {row['compile_s']:9.1f} "
+                f"{row['trace_s'] + row['lower_s']:8.1f}  {program}: {where}"
+            )
         t = self.totals()
         write(
             f"all {t['tests']} tests: {t['wall_s']:.0f} s of test time, {int(t['programs'])} "
@@ -261,6 +303,11 @@ class CostReport:
         for line in self.over_budget:
             label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"
             terminalreporter.write_line(f"{label}: {line}", red=True)
+
+
+def _seconds(row) -> float:
+    """Compiling, tracing and lowering: what a program costs before it runs."""
+    return row.get("compile_s", 0.0) + row.get("trace_s", 0.0) + row.get("lower_s", 0.0)
 
 
 def _rounded(row) -> dict[str, float]:

@@ -146,6 +146,50 @@ def test_what_collecting_compiles_is_the_run_s_not_the_first_test_s(monkeypatch)
     assert [key for key, _ in Report.user_properties].count(cost_report.COLLECTION) == 1
 
 
+def test_each_program_s_cost_is_kept_under_its_function_s_name():
+    costs = compile_log.ProgramCosts()
+    compile_log.listen_by_program(costs)
+    costs.take()  # what other tests left pending
+
+    def scaled_by_six_and_a_quarter(x):  # a name and a constant no other test compiles
+        return x * 6.25 - 1.0
+
+    jax.jit(scaled_by_six_and_a_quarter)(np.ones(3, np.float32)).block_until_ready()
+    rows = costs.take()
+    row = rows["scaled_by_six_and_a_quarter"]  # tracing's "name" and compiling's "jit(name)"
+    assert row["programs"] == 1 and row["compile_s"] > 0 and row["trace_s"] > 0
+    assert row["lower_s"] > 0
+    assert costs.take() == {}  # each event is taken once
+    assert compile_log.program_name("jit(step)") == "step"
+    assert compile_log.program_name("<lambda>") == "<lambda>"
+    assert compile_log.program_name("") == "?"
+
+
+def test_the_report_ranks_program_names_and_the_files_that_spent_most_on_them():
+    class Config:
+        def getoption(self, name):
+            return False
+
+    report = cost_report.CostReport(Config())
+    phases = [  # (test, {name: figures}) as the workers' reports carry them
+        ("a/test_x.py::t1", {"step": {"programs": 2, "compile_s": 3.0, "trace_s": 1.0}}),
+        ("a/test_x.py::t2", {"step": {"programs": 1, "compile_s": 1.0}, "add": {"programs": 1}}),
+        ("b/test_y.py::t", {"step": {"programs": 1, "compile_s": 6.0, "lower_s": 0.5}}),
+        ("b/test_y.py::u", {"fn": {"programs": 3, "compile_s": 2.0}}),
+    ]
+    for nodeid, by_name in phases:
+        properties = [(cost_report.PROGRAMS, by_name)]
+        report.pytest_runtest_logreport(
+            type("Report", (), {"nodeid": nodeid, "duration": 0.1, "user_properties": properties})
+        )
+    rows = report.program_rows()
+    assert list(rows) == ["step", "fn", "add"]  # by compile + trace + lower seconds
+    assert rows["step"]["programs"] == 4 and rows["step"]["compile_s"] == 10.0
+    assert list(rows["step"]["files"]) == ["b/test_y.py", "a/test_x.py"]  # 6.5 s before 5 s
+    assert rows["step"]["files"]["a/test_x.py"]["programs"] == 3
+    assert report.as_json()["programs"] == rows
+
+
 def _is_slow(decorators) -> bool:
     return any("mark.slow" in ast.unparse(d) for d in decorators)
 
