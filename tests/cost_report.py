@@ -26,7 +26,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -43,6 +45,58 @@ PROGRAMS = "program costs"  # ...and a phase's figures by program name
 TOP = 20
 TOP_PROGRAMS = 10  # program names printed (--cost-json holds them all)
 FILES_PER_PROGRAM = 5  # the files that spent most on one program name, in --cost-json
+
+
+class SpeedProbe:
+    """How fast this machine computes while the suite runs: a fixed pure-Python workload's CPU
+    time (its own thread's clock, so waiting for a core does not count), sampled every
+    ``every_s`` seconds in the reporting process. A shared machine's speed drifts: the same
+    subset of files took 65 s and then 81 s back to back on an idle 2-core machine, so a run's
+    wall time is read next to this figure, not alone."""
+
+    def __init__(self, every_s: float = 20.0):
+        self.every_s = every_s
+        self.samples_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="speed-probe", daemon=True)
+
+    @staticmethod
+    def measure_ms() -> float:
+        """The median of three runs of the workload (about 15-30 ms each)."""
+        runs = []
+        for _ in range(3):
+            start = time.thread_time()
+            counts: dict[int, int] = {}
+            for i in range(100_000):
+                counts[i % 997] = counts.get(i % 997, 0) + i * 3
+            runs.append((time.thread_time() - start) * 1000)
+        return statistics.median(runs)
+
+    def _run(self) -> None:
+        while True:
+            self.samples_ms.append(self.measure_ms())
+            if self._stop.wait(self.every_s):
+                return
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        return self.summary()
+
+    def summary(self) -> dict[str, float]:
+        samples = sorted(self.samples_ms)
+        if not samples:
+            return {}
+        return {
+            "samples": len(samples),
+            "median_ms": round(statistics.median(samples), 1),
+            "min_ms": round(samples[0], 1),
+            "max_ms": round(samples[-1], 1),
+        }
 
 
 def budget_for(programs: int) -> int:
@@ -153,6 +207,7 @@ class CostReport:
         # compile_budget.json's "strict": false reports a file over its budget without failing
         # the run, while budgets measured before a change of the measurement are re-measured.
         self.strict = True
+        self.speed = SpeedProbe()  # sampling from the session's start to its end
 
     def pytest_runtest_logreport(self, report):
         row = self.tests[report.nodeid]
@@ -238,7 +293,11 @@ class CostReport:
                     f"holds, or re-measure with python -m pytest --cost-budget-write {name}"
                 )
 
+    def pytest_sessionstart(self, session):
+        self.speed.start()
+
     def pytest_sessionfinish(self, session, exitstatus):
+        self.speed.stop()
         if self.config.getoption("cost_budget_write"):
             if self.config.option.keyword or self.config.option.markexpr:
                 self.over_budget.append("budgets are measured on whole files: drop -k and -m")
@@ -259,6 +318,7 @@ class CostReport:
             "collection": _rounded(self.collection),
             "files": {name: _rounded(row) for name, row in sorted(self.files().items())},
             "programs": self.program_rows(),
+            "speed_probe": self.speed.summary(),
             "tests": {nodeid: _rounded(row) for nodeid, row in sorted(self.tests.items())},
         }
 
@@ -300,6 +360,13 @@ class CostReport:
             f"{t['compile_s']:.0f} s compiling, {t['trace_s'] + t['lower_s']:.0f} s tracing and "
             f"lowering; collecting them compiled {int(self.collection['programs'])} more"
         )
+        speed = self.speed.summary()
+        if speed:
+            write(
+                f"machine speed: a fixed workload took {speed['median_ms']:.1f} ms of CPU "
+                f"(median of {speed['samples']} samples, {speed['min_ms']:.1f}-"
+                f"{speed['max_ms']:.1f}); compare two runs' wall times only at like figures"
+            )
         for line in self.over_budget:
             label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"
             terminalreporter.write_line(f"{label}: {line}", red=True)

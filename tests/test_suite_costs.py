@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import tomllib
 from pathlib import Path
 
@@ -188,6 +189,23 @@ def test_the_report_ranks_program_names_and_the_files_that_spent_most_on_them():
     assert list(rows["step"]["files"]) == ["b/test_y.py", "a/test_x.py"]  # 6.5 s before 5 s
     assert rows["step"]["files"]["a/test_x.py"]["programs"] == 3
     assert report.as_json()["programs"] == rows
+
+
+def test_the_speed_probe_samples_until_stopped_and_summarises():
+    probe = cost_report.SpeedProbe(every_s=0.01)
+    assert probe.stop() == {}  # never started: nothing sampled, nothing to wait for
+    probe = cost_report.SpeedProbe(every_s=0.01)
+    probe.start()
+    deadline = time.monotonic() + 30
+    while len(probe.samples_ms) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    summary = probe.stop()
+    assert not probe._thread.is_alive()
+    taken = len(probe.samples_ms)
+    time.sleep(0.05)
+    assert len(probe.samples_ms) == taken  # stopped means no more samples
+    assert summary["samples"] == taken >= 3
+    assert 0 < summary["min_ms"] <= summary["median_ms"] <= summary["max_ms"]
 
 
 def _is_slow(decorators) -> bool:
