@@ -100,7 +100,11 @@ class ProgramCosts:
     def take(self) -> dict[str, dict[str, float]]:
         """The rows recorded since the previous take, by name."""
         taken, self._pending = self._pending, {}
-        return {name: tally.as_dict() for name, tally in taken.items()}
+        # Cache hits carry no name: a row has programs and seconds only.
+        return {
+            name: {k: v for k, v in tally.as_dict().items() if k != "cache_hits"}
+            for name, tally in taken.items()
+        }
 
 
 def listen_by_program(costs: ProgramCosts) -> None:

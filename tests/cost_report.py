@@ -317,7 +317,11 @@ class CostReport:
             "totals": self.totals(),
             "collection": _rounded(self.collection),
             "files": {name: _rounded(row) for name, row in sorted(self.files().items())},
-            "programs": self.program_rows(),
+            # A list, most expensive first: the file is written with sorted keys.
+            "programs": [
+                {"name": name, **row, "files": [{"file": f, **r} for f, r in row["files"].items()]}
+                for name, row in self.program_rows().items()
+            ],
             "speed_probe": self.speed.summary(),
             "tests": {nodeid: _rounded(row) for nodeid, row in sorted(self.tests.items())},
         }
