@@ -51,7 +51,7 @@ class SpeedProbe:
     """How fast this machine computes while the suite runs: a fixed pure-Python workload's CPU
     time (its own thread's clock, so waiting for a core does not count), sampled every
     ``every_s`` seconds in the reporting process. A shared machine's speed drifts: the same
-    subset of files took 65 s and then 81 s back to back on an idle 2-core machine, so a run's
+    two test files took 65 s and then 81 s back to back on an idle 2-core machine, so a run's
     wall time is read next to this figure, not alone."""
 
     def __init__(self, every_s: float = 20.0):
