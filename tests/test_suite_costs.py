@@ -210,6 +210,29 @@ def test_the_speed_probe_samples_until_stopped_and_summarises():
     assert 0 < summary["min_ms"] <= summary["median_ms"] <= summary["max_ms"]
 
 
+def test_the_results_page_section_shows_program_names_and_speed_when_the_report_has_them():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks/suite/report.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    row = {"wall_s": 2.0, "programs": 3, "cache_hits": 1, "compile_s": 1.5, "trace_s": 0.25}
+    row["lower_s"] = 0.25
+    old = {"wall_s": 10.0, "totals": {**row, "tests": 1}, "tests": {"a.py::t": row}}
+    old["files"] = {"a.py": row}
+    assert "program names" not in page.report(old, "old") and "Speed" not in page.report(old, "o")
+    new = {**old, "speed_probe": {"samples": 4, "median_ms": 20.0, "min_ms": 15.0, "max_ms": 30.0}}
+    new["programs"] = [
+        {"name": "step", "programs": 3, "compile_s": 1.5, "trace_s": 0.25, "lower_s": 0.25,
+         "files": [{"file": "a.py", "programs": 3}]},
+    ]  # fmt: skip
+    text = page.report(new, "new")
+    assert "Speed probe: median 20.0 ms of CPU for the fixed workload (4 samples, 15.0-30.0)" in (
+        text
+    )
+    assert "| 2.0 | 3 | 1.5 | 0.5 | `step` | `a.py` (3) |" in text
+
+
 def _is_slow(decorators) -> bool:
     return any("mark.slow" in ast.unparse(d) for d in decorators)
 

@@ -1,5 +1,6 @@
 """A cost report (``python -m pytest --cost-json PATH``, tests/cost_report.py) as a markdown
-table: the run's totals and its 20 most expensive tests and files.
+table: the run's totals, its 20 most expensive tests and files, and (reports since 3250afc) its
+10 most expensive program names and the machine-speed probe.
 
     python benchmarks/suite/report.py COST_JSON --title TITLE  # appended to the results page
 """
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 TOP = 20
+TOP_PROGRAMS = 10
 
 
 def table(rows: dict[str, dict], title: str) -> list[str]:
@@ -34,6 +36,39 @@ def collected(cost: dict) -> str:
     return f"; collecting the tests compiled {int(cost['collection'].get('programs', 0))} more"
 
 
+def speed(cost: dict) -> str:
+    """The speed probe's line (reports since a0ae6eb): the run's wall time reads next to it."""
+    probe = cost.get("speed_probe")
+    if not probe:
+        return ""
+    return (
+        f" Speed probe: median {probe['median_ms']:.1f} ms of CPU for the fixed workload "
+        f"({probe['samples']} samples, {probe['min_ms']:.1f}-{probe['max_ms']:.1f})."
+    )
+
+
+def program_table(cost: dict) -> list[str]:
+    """The program names that cost most (compiling + tracing + lowering), with the files that
+    spent most on each; nothing for reports without them."""
+    rows = cost.get("programs") or []
+    if not rows:
+        return []
+    lines = [
+        f"The {TOP_PROGRAMS} most expensive program names:",
+        "",
+        "| s | programs | compile s | trace s | name | where most (programs) |",
+        "| ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in rows[:TOP_PROGRAMS]:
+        trace = row["trace_s"] + row["lower_s"]
+        where = ", ".join(f"`{f['file']}` ({int(f['programs'])})" for f in row["files"][:3])
+        lines.append(
+            f"| {row['compile_s'] + trace:.1f} | {int(row['programs'])} | "
+            f"{row['compile_s']:.1f} | {trace:.1f} | `{row['name']}` | {where} |"
+        )
+    return [*lines, ""]
+
+
 def report(cost: dict, title: str) -> str:
     t = cost["totals"]
     lines = [
@@ -42,7 +77,10 @@ def report(cost: dict, title: str) -> str:
         f"Run wall time {cost['wall_s']:.0f} s; {int(t['tests'])} tests, {t['wall_s']:.0f} s of "
         f"test time summed over the workers; {int(t['programs'])} programs compiled "
         f"({int(t['cache_hits'])} from the persistent cache), {t['compile_s']:.0f} s compiling, "
-        f"{t['trace_s'] + t['lower_s']:.0f} s tracing and lowering" + collected(cost) + ".",
+        f"{t['trace_s'] + t['lower_s']:.0f} s tracing and lowering"
+        + collected(cost)
+        + "."
+        + speed(cost),
         "",
         f"The {TOP} most expensive tests:",
         "",
@@ -52,6 +90,7 @@ def report(cost: dict, title: str) -> str:
         "",
         *table(cost["files"], "file"),
         "",
+        *program_table(cost),
     ]
     return "\n".join(lines)
 
