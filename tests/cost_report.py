@@ -409,7 +409,15 @@ def pytest_configure(config):
         recorder = CostRecorder(isolate_files=config.getoption("cost_budget_write"))
         config.pluginmanager.register(recorder, "dilemmax-cost-recorder")
     if not is_xdist_worker:
+        _check_cost_json(config.getoption("cost_json"))
         config.pluginmanager.register(CostReport(config), "dilemmax-cost-report")
+
+
+def _check_cost_json(path: str | None) -> None:
+    """A --cost-json path whose folder is missing is refused before the run, not after it."""
+    if path and not Path(path).resolve().parent.is_dir():
+        folder = Path(path).parent
+        raise pytest.UsageError(f"--cost-json {path}: the folder {folder} does not exist")
 
 
 def _distributed(config) -> bool:

@@ -233,6 +233,28 @@ def test_the_results_page_section_shows_program_names_and_speed_when_the_report_
     assert "| 2.0 | 3 | 1.5 | 0.5 | `step` | `a.py` (3) |" in text
 
 
+def test_a_cost_json_path_without_its_folder_is_refused_before_the_run(tmp_path):
+    with pytest.raises(pytest.UsageError, match="does not exist"):
+        cost_report._check_cost_json(str(tmp_path / "missing" / "cost.json"))
+    cost_report._check_cost_json(str(tmp_path / "cost.json"))  # its folder exists
+    cost_report._check_cost_json(None)
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"a": 1}', "[1, 2]"])
+def test_the_results_page_refuses_what_is_not_a_report_in_one_line(tmp_path, content):
+    path = tmp_path / "cost.json"
+    if content is not None:
+        path.write_text(content)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/suite/report.py"), str(path), "--title", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert str(path) in done.stderr.strip().splitlines()[-1]
+
+
 def _is_slow(decorators) -> bool:
     return any("mark.slow" in ast.unparse(d) for d in decorators)
 

@@ -100,7 +100,14 @@ def main() -> None:
     parser.add_argument("cost_json", type=Path)
     parser.add_argument("--title", required=True)
     args = parser.parse_args()
-    print(report(json.loads(args.cost_json.read_text()), args.title))
+    try:
+        cost = json.loads(args.cost_json.read_text())
+        text = report(cost, args.title)
+    except (OSError, ValueError) as err:
+        parser.error(f"{args.cost_json}: cannot read it ({err})")
+    except (KeyError, TypeError, AttributeError) as err:
+        parser.error(f"{args.cost_json}: not a --cost-json report ({type(err).__name__}: {err})")
+    print(text)
 
 
 if __name__ == "__main__":
