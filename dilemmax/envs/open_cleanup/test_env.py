@@ -196,6 +196,14 @@ def test_episode_with_scripted_policies(env):
     assert (m["recipes_known"][:, -1, 0] >= 1).all() and (m["recipes_known"][..., 1:] == 0).all()
     assert (m["effective_cleaners"] == 1.0).all()
     np.testing.assert_allclose(m["return"], m["return_per_trial"].sum(1))
+    # The episodes themselves, as recorded before draws.py made each step's, policy's and
+    # configuration's draws together: the same random numbers, so the very same episodes.
+    recorded = [[96, 128, 148, 85, 131], [89, 189, 152, 252, 168]]
+    np.testing.assert_array_equal(m["return_per_trial"].sum(-1), recorded)
+    cleaned = [[47, 57, 50, 54, 44], [57, 45, 46, 41, 40]]
+    np.testing.assert_array_equal(m["cleaning_per_trial"][..., 0], cleaned)
+    infos = jax.tree.map(np.asarray, rollouts.infos)
+    assert (infos["waste_spawned"].sum(), infos["apples_grown"].sum()) == (331, 1469)
 
 
 # ----------------------------------------------------------------------------- policies
