@@ -8,7 +8,9 @@ drew before), A/B alternated in one process. Results: benchmarks/results/batched
 
 Compile is the CPU time of ``lower(...).compile()`` with the persistent cache off (tracing and
 lowering are timed apart); hashes counts the hash calls in the program (jax.random's key-level
-calls and draws.py's direct ones). Both sides' episodes are checked equal, leaf by leaf.
+calls and draws.py's direct ones); run is the best of 3 blocked calls after the first (the last
+case, 1,024 envs stepped 25 times under vmap, is the one whose run time means something). Both
+sides' outputs are checked equal, leaf by leaf.
 """
 
 from __future__ import annotations
@@ -61,11 +63,37 @@ def cases():
     _, state = jax.jit(cleanup.reset)(key)
     actions = {a: jnp.int32(0) for a in cleanup.agents}
     found.append(("open_cleanup env.step (auto-reset included)", lambda k: cleanup.step(k, state, actions), key))  # noqa: E501  # fmt: skip
+    found.append((f"open_cleanup env.step, {_BATCH} envs x {_STEPS} steps", batched_steps(cleanup), key))  # noqa: E501  # fmt: skip
     return found
 
 
+_BATCH, _STEPS = 1024, 25
+
+
+def batched_steps(env):
+    """A run-time case: ``_STEPS`` steps of ``_BATCH`` envs under vmap, random actions."""
+
+    def run(key):
+        keys = jax.random.split(key, _BATCH)
+        _, states = jax.vmap(env.reset)(keys)
+
+        def one(states, k):
+            k_act, k_step = jax.random.split(k)
+            acts = jax.random.randint(k_act, (len(env.agents), _BATCH), 0, env.num_actions)
+            actions = dict(zip(env.agents, acts, strict=True))
+            _, states, rewards, _, _ = jax.vmap(env.step, in_axes=(0, 0, 0))(
+                jax.random.split(k_step, _BATCH), states, actions
+            )
+            return states, sum(rewards.values())
+
+        return jax.lax.scan(one, states, jax.random.split(key, _STEPS))[1]
+
+    return run
+
+
 def measure(fn, arg, separate: bool):
-    """(trace + lower CPU s, compile CPU s, hashes, output) for one fresh jit of ``fn``."""
+    """(trace + lower CPU s, compile CPU s, hashes, output, run s) for one fresh jit of ``fn``;
+    run s is the best of 3 blocked calls after the first."""
     side = draws.one_call_per_draw() if separate else contextlib.nullcontext()
     with side:
         start = time.process_time()
@@ -76,7 +104,13 @@ def measure(fn, arg, separate: bool):
         compiled = lowered.compile()
         compile_s = time.process_time() - start
         count = hashes(traced.jaxpr.jaxpr)
-    return lowered_s, compile_s, count, jax.block_until_ready(compiled(arg))
+    out = jax.block_until_ready(compiled(arg))
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(arg))
+        runs.append(time.perf_counter() - start)
+    return lowered_s, compile_s, count, out, min(runs)
 
 
 def main() -> None:
@@ -85,22 +119,25 @@ def main() -> None:
     args = parser.parse_args()
     jax.config.update("jax_enable_compilation_cache", False)
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; load {os.getloadavg()[0]:.2f}")
-    print("| program | side | hashes | trace+lower CPU s | compile CPU s (each round) |")
-    print("| --- | --- | ---: | --- | --- |")
+    print("| program | side | hashes | trace+lower CPU s | compile CPU s | run s (best of 3) |")
+    print("| --- | --- | ---: | --- | --- | --- |")
     for name, fn, arg in cases():
         rows: dict[str, list] = {"one call per draw": [], "together": []}
         outputs = {}
         for _ in range(args.rounds):
             for side in rows:  # alternate the two sides within each round
-                lowered_s, compile_s, count, out = measure(fn, arg, side == "one call per draw")
-                rows[side].append((lowered_s, compile_s, count))
+                lowered_s, compile_s, count, out, run_s = measure(
+                    fn, arg, side == "one call per draw"
+                )
+                rows[side].append((lowered_s, compile_s, count, run_s))
                 outputs[side] = out
         a, b = (jax.tree.leaves(o) for o in outputs.values())
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)), name
         for side, got in rows.items():
             lowered = ", ".join(f"{r[0]:.2f}" for r in got)
             compiled = ", ".join(f"{r[1]:.2f}" for r in got)
-            print(f"| {name} | {side} | {got[0][2]} | {lowered} | {compiled} |", flush=True)
+            ran = ", ".join(f"{r[3]:.4f}" for r in got)
+            print(f"| {name} | {side} | {got[0][2]} | {lowered} | {compiled} | {ran} |", flush=True)
 
 
 if __name__ == "__main__":
