@@ -40,7 +40,6 @@ from dilemmax.envs.grid.core import (
     propose_moves,
     relative_orientation,
     resolve_moves,
-    resolve_moves_drawn,
     rotate_delta,
     turn,
 )
@@ -49,9 +48,7 @@ from dilemmax.envs.grid.placement import (
     occupancy,
     paint_agents,
     respawn_positions,
-    respawn_positions_drawn,
     sample_spawn_positions,
-    sample_spawn_positions_drawn,
 )
 from dilemmax.envs.grid.views import (
     egocentric_agent_views,
@@ -93,12 +90,9 @@ __all__ = [
     "propose_moves",
     "relative_orientation",
     "resolve_moves",
-    "resolve_moves_drawn",
     "respawn_positions",
-    "respawn_positions_drawn",
     "rotate_delta",
     "sample_spawn_positions",
-    "sample_spawn_positions_drawn",
     "turn",
     "view_offsets",
 ]

@@ -164,19 +164,6 @@ def resolve_moves(
     Returns:
         int32[A, 2], the new positions.
     """
-    priority = jax.random.permutation(key, jnp.shape(positions)[0])
-    return resolve_moves_drawn(priority, positions, targets, passable, active)
-
-
-def resolve_moves_drawn(
-    priority: jax.Array,
-    positions: jax.Array,
-    targets: jax.Array,
-    passable: jax.Array,
-    active: jax.Array | None = None,
-) -> jax.Array:
-    """:func:`resolve_moves` with its draw made: ``priority`` int32[A] is the permutation
-    ``jax.random.permutation(key, A)`` (a step that makes all its draws together passes it)."""
     positions = jnp.asarray(positions, jnp.int32)
     targets = jnp.asarray(targets, jnp.int32)
     num_agents = positions.shape[0]
@@ -196,6 +183,7 @@ def resolve_moves_drawn(
     same_target = jnp.all(targets[:, None, :] == targets[None, :, :], axis=-1) & other
     aims_at_cell_of = jnp.all(targets[:, None, :] == positions[None, :, :], axis=-1) & other
     swap = aims_at_cell_of & aims_at_cell_of.T
+    priority = jax.random.permutation(key, num_agents)
     outranked = priority[None, :] > priority[:, None]  # [i, j]: j beats i in a tie
 
     def one_round(_, wants):

@@ -83,25 +83,18 @@ def sample_spawn_positions(
     Returns:
         int32[A, 2].
     """
-    uniform = jax.random.uniform(key, spawn_valid.shape)
-    return sample_spawn_positions_drawn(uniform, spawn_points, spawn_valid, num_agents, occupied)
-
-
-def sample_spawn_positions_drawn(uniform, spawn_points, spawn_valid, num_agents, occupied=None):
-    """:func:`sample_spawn_positions` with its draw made: ``uniform`` float32[S] is
-    ``jax.random.uniform(key, spawn_valid.shape)``."""
-    chosen, _ = _pick_free_spawns(uniform, spawn_points, spawn_valid, num_agents, occupied)
+    chosen, _ = _pick_free_spawns(key, spawn_points, spawn_valid, num_agents, occupied)
     return spawn_points[chosen]
 
 
-def _pick_free_spawns(uniform, spawn_points, spawn_valid, count, occupied):
+def _pick_free_spawns(key, spawn_points, spawn_valid, count, occupied):
     """(int32[count] indices into spawn_points, bool[count] whether each pick is usable)."""
     free = spawn_valid
     if occupied is not None:
         free = free & ~occupied[spawn_points[:, 0], spawn_points[:, 1]]
     # Ranking i.i.d. uniform scores picks a uniform random subset in uniform random order;
     # unusable points rank below every usable one.
-    scores = uniform + free.astype(jnp.float32) * 2.0
+    scores = jax.random.uniform(key, spawn_valid.shape) + free.astype(jnp.float32) * 2.0
     _, chosen = jax.lax.top_k(scores, count)
     return chosen, free[chosen]
 
@@ -132,20 +125,6 @@ def respawn_positions(
             a respawning agent that found no free point).
         moved: bool[A], True for agents that were actually relocated.
     """
-    uniform = jax.random.uniform(key, spawn_valid.shape)
-    return respawn_positions_drawn(uniform, positions, respawn, spawn_points, spawn_valid, occupied)
-
-
-def respawn_positions_drawn(
-    uniform: jax.Array,
-    positions: jax.Array,
-    respawn: jax.Array,
-    spawn_points: jax.Array,
-    spawn_valid: jax.Array,
-    occupied: jax.Array | None = None,
-) -> tuple[jax.Array, jax.Array]:
-    """:func:`respawn_positions` with its draw made: ``uniform`` float32[S] is
-    ``jax.random.uniform(key, spawn_valid.shape)``."""
     num_agents = positions.shape[0]
     staying = ~respawn
     # A spawn point is blocked when a staying agent stands on it or the caller marks it.
@@ -153,8 +132,7 @@ def respawn_positions_drawn(
     blocked = jnp.any(on_point & staying[None, :], axis=1)
     if occupied is not None:
         blocked = blocked | occupied[spawn_points[:, 0], spawn_points[:, 1]]
-    free = spawn_valid & ~blocked
-    chosen, usable = _pick_free_spawns(uniform, spawn_points, free, num_agents, None)
+    chosen, usable = _pick_free_spawns(key, spawn_points, spawn_valid & ~blocked, num_agents, None)
     # The k-th respawning agent takes the k-th pick.
     rank = jnp.cumsum(respawn.astype(jnp.int32)) - 1
     pick = chosen[jnp.clip(rank, 0, num_agents - 1)]

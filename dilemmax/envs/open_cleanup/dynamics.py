@@ -9,11 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import draws
 from dilemmax.envs import grid as G
 from dilemmax.envs.open_cleanup import constants as C
-from dilemmax.envs.open_cleanup import draw_plans
-from dilemmax.envs.open_cleanup.generator import waste_codes_drawn
+from dilemmax.envs.open_cleanup.generator import waste_codes
 
 # Outcome of one beam cell under one effect, as a rank so that simultaneous shots combine by a
 # minimum: 0 = cleared to water, 1 = one shade lighter, 2 = unchanged.
@@ -122,13 +120,8 @@ def redraw_shades(key: jax.Array, grid: jax.Array) -> jax.Array:
     A new trial starts from the configuration's waste hues with new shades (as the reference
     re-lays the river), so no two trials need start from the very same river.
     """
-    return redraw_shades_drawn(jax.random.randint(key, grid.shape, 0, C.NUM_SHADES), grid)
-
-
-def redraw_shades_drawn(shade: jax.Array, grid: jax.Array) -> jax.Array:
-    """:func:`redraw_shades` with its draw made: ``shade`` int32[H, W] is
-    ``jax.random.randint(key, grid.shape, 0, NUM_SHADES)``."""
     hue = (grid.astype(jnp.int32) - C.WASTE_BASE) // C.NUM_SHADES
+    shade = jax.random.randint(key, grid.shape, 0, C.NUM_SHADES)
     redrawn = (C.WASTE_BASE + hue * C.NUM_SHADES + shade).astype(jnp.uint8)
     return jnp.where(is_waste(grid), redrawn, grid)
 
@@ -150,13 +143,7 @@ def grow_apples(key: jax.Array, grid: jax.Array, occupied: jax.Array, probabilit
     Returns:
         grid: uint8[H, W]; grown: int32[], the number of new apples.
     """
-    return grow_apples_drawn(jax.random.uniform(key, grid.shape), grid, occupied, probability)
-
-
-def grow_apples_drawn(uniform, grid: jax.Array, occupied: jax.Array, probability: jax.Array):
-    """:func:`grow_apples` with its draw made: ``uniform`` float32[H, W] is
-    ``jax.random.uniform(key, grid.shape)``."""
-    grow = (grid == C.ORCHARD) & ~occupied & (uniform < probability)
+    grow = (grid == C.ORCHARD) & ~occupied & (jax.random.uniform(key, grid.shape) < probability)
     return jnp.where(grow, jnp.uint8(C.APPLE), grid), jnp.sum(grow).astype(jnp.int32)
 
 
@@ -178,28 +165,12 @@ def spawn_waste(
     Returns:
         grid: uint8[H, W]; spawned: bool[].
     """
-    drawn = draws.resolve(draw_plans.spawn_waste(draws.Key(key), grid.shape))
-    return spawn_waste_drawn(
-        drawn, grid, river_mask, occupied, allowed, p_spawn, dominant_hue, skew
-    )
-
-
-def spawn_waste_drawn(
-    drawn: dict,
-    grid: jax.Array,
-    river_mask: jax.Array,
-    occupied: jax.Array,
-    allowed: jax.Array,
-    p_spawn: jax.Array,
-    dominant_hue: jax.Array,
-    skew: jax.Array,
-):
-    """:func:`spawn_waste` from its draws (``draw_plans.spawn_waste``, resolved)."""
+    k_cell, k_coin, k_colour = jax.random.split(key, 3)
     candidates = river_mask & (grid == C.WATER) & ~occupied
-    score = jnp.where(candidates, drawn["cell"], -1.0).reshape(-1)
+    score = jnp.where(candidates, jax.random.uniform(k_cell, grid.shape), -1.0).reshape(-1)
     flat = jnp.argmax(score)
-    spawned = allowed & jnp.any(candidates) & (drawn["coin"] < p_spawn)
-    code = waste_codes_drawn(drawn["colour"], dominant_hue, skew)
+    spawned = allowed & jnp.any(candidates) & (jax.random.uniform(k_coin) < p_spawn)
+    code = waste_codes(k_colour, dominant_hue, skew)
     flat_grid = grid.reshape(-1)
     flat_grid = flat_grid.at[flat].set(jnp.where(spawned, code, flat_grid[flat]))
     return flat_grid.reshape(grid.shape), spawned

@@ -33,21 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import draws, pools
 from dilemmax.envs import grid as G
+from dilemmax.envs import pools
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_cleanup import constants as C
-from dilemmax.envs.open_cleanup import (
-    draw_plans,
-    generator,
-    metrics,
-    policies,
-    rendering,
-    text,
-)
 from dilemmax.envs.open_cleanup import dynamics as D
-from dilemmax.envs.open_cleanup import observation as O
+from dilemmax.envs.open_cleanup import generator, metrics, observation, policies, rendering, text
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupState
 from dilemmax.envs.option_declaration import Option
 from dilemmax.envs.options import (
@@ -97,8 +89,12 @@ class OpenCleanupEnv(MultiAgentEnv):
     def check_options_together(cls, values: Mapping[str, Any]) -> None:
         """Difficulty settings that cannot be played (:func:`generator.validate_difficulty`)."""
         if {"recipe_length", "num_tools", "num_hues", "skew"} <= set(values):
-            difficulty = ("recipe_length", "num_tools", "num_hues")
-            generator.validate_difficulty(*(values[k] for k in difficulty), float(values["skew"]))
+            generator.validate_difficulty(
+                values["recipe_length"],
+                values["num_tools"],
+                values["num_hues"],
+                float(values["skew"]),
+            )
 
     def __init__(
         self,
@@ -246,46 +242,44 @@ class OpenCleanupEnv(MultiAgentEnv):
         # River + stream cells: the denominator of the polluted share.
         self.num_water_cells = C.NUM_RIVER + C.NUM_STREAM
         if observation == "codes":
-            self._obs_space = Box(0, O.CODES_HIGH, O.shape_of("codes"), jnp.uint8)
+            self._obs_space = Box(0, observation_high(), observation_shape("codes"), jnp.uint8)
         else:
-            self._obs_space = Box(0.0, 1.0, O.shape_of("one_hot"), jnp.float32)
+            self._obs_space = Box(0.0, 1.0, observation_shape("one_hot"), jnp.float32)
         self._act_space = Discrete(self.num_actions)
 
     # ------------------------------------------------------------------ configuration
     def sample_config(self, key: jax.Array) -> OpenCleanupConfig:
         """A layout and a rule from the pools (of ``split``), then hue and waste colours."""
-        sizes = pools.pool_size(self.layout_pool), pools.pool_size(self.rule_pool)
-        num_hues = self.difficulty["num_hues"]
-        drawn = draws.resolve(draw_plans.sampled_config(draws.Key(key), *sizes, num_hues))
-        layout = pools.pool_item(self.layout_pool, drawn["layout"])
-        rule = pools.pool_item(self.rule_pool, drawn["rule"])
-        return self.make_config(None, layout, rule, drawn=drawn["config"])
+        k_layout, k_rule, k_rest = jax.random.split(key, 3)
+        layout = pools.sample_from_pool(k_layout, self.layout_pool)
+        rule = pools.sample_from_pool(k_rule, self.rule_pool)
+        return self.make_config(k_rest, layout, rule)
 
-    def make_config(self, key, layout, rule, dominant_hue=None, drawn=None) -> OpenCleanupConfig:
-        """A configuration on a given layout and rule (this env's p_spawn and skew); ``drawn``
-        as in :func:`generator.make_config`."""
+    def make_config(self, key, layout, rule, dominant_hue=None) -> OpenCleanupConfig:
+        """A configuration on a given layout and rule (this env's p_spawn and skew)."""
         return generator.make_config(
-            key, layout, rule, self.height, self.width, p_spawn=self.p_spawn, skew=self.skew,
-            dominant_hue=dominant_hue, drawn=drawn, **self.difficulty,
-        )  # fmt: skip
+            key,
+            layout,
+            rule,
+            self.height,
+            self.width,
+            p_spawn=self.p_spawn,
+            skew=self.skew,
+            dominant_hue=dominant_hue,
+            **self.difficulty,
+        )
 
     # ------------------------------------------------------------------ reset
     def _trial_start(self, key, config: OpenCleanupConfig, trial, time) -> OpenCleanupState:
         """The state at the start of a trial: the initial map, agents at random spawn points."""
-        plan = draw_plans.trial_start(draws.Key(key), C.NUM_SPAWNS, self.num_agents)
-        return self._trial_start_drawn(draws.resolve(plan), config, trial, time)
-
-    def _trial_start_drawn(self, drawn: dict, config, trial, time) -> OpenCleanupState:
-        """:meth:`_trial_start` from its draws (``draw_plans.trial_start``, resolved)."""
+        k_spawn, k_face = jax.random.split(key)
         a = self.num_agents
-        positions = G.sample_spawn_positions_drawn(
-            drawn["spawn"], config.layout.spawns, config.spawn_valid, a
-        )
+        positions = G.sample_spawn_positions(k_spawn, config.layout.spawns, config.spawn_valid, a)
         return OpenCleanupState(
             config=config,
             grid=config.initial_grid,
             positions=positions,
-            orientations=drawn["face"],
+            orientations=jax.random.randint(k_face, (a,), 0, 4, dtype=jnp.int32),
             window=jnp.full((a, C.WINDOW), C.EMPTY_SLOT, jnp.int32),
             frozen=jnp.zeros((a,), jnp.int32),
             trial=jnp.asarray(trial, jnp.int32),
@@ -305,12 +299,10 @@ class OpenCleanupEnv(MultiAgentEnv):
     def _next_trial(self, key: jax.Array, played: OpenCleanupState) -> OpenCleanupState:
         """The start of the trial after ``played``'s: the map re-laid with the waste shades drawn
         again (hues kept, as in the reference), agents at fresh spawn points."""
+        k_start, k_shade = jax.random.split(key)
         config = played.config
-        shape = (self.height, self.width)
-        plan = draw_plans.next_trial(draws.Key(key), C.NUM_SPAWNS, self.num_agents, shape)
-        drawn = draws.resolve(plan)
-        fresh = self._trial_start_drawn(drawn["start"], config, played.trial + 1, played.time)
-        return fresh.replace(grid=D.redraw_shades_drawn(drawn["shade"], config.initial_grid))
+        fresh = self._trial_start(k_start, config, played.trial + 1, played.time)
+        return fresh.replace(grid=D.redraw_shades(k_shade, config.initial_grid))
 
     def reset_to(self, key: jax.Array, config: OpenCleanupConfig):
         state = self._trial_start(key, config, 0, 0)
@@ -334,9 +326,7 @@ class OpenCleanupEnv(MultiAgentEnv):
     def step_env(self, key: jax.Array, state: OpenCleanupState, actions: Mapping[str, jax.Array]):
         config = state.config
         height, width = self.height, self.width
-        shape = (self.height, self.width)
-        plan = draw_plans.step(draws.Key(key), self.num_agents, shape, C.NUM_SPAWNS, self.zap)
-        drawn = draws.resolve(plan)  # every draw of the step but the next trial's, together
+        k_move, k_zap, k_spawn, k_apple, k_reset = jax.random.split(key, 5)
 
         raw = action_indices(actions, self.agents)
         in_range = (raw >= 0) & (raw < self.num_actions)
@@ -347,9 +337,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         # Turning, then compass moves.
         orientations = G.turn(state.orientations, jnp.asarray(C.ACTION_TURN)[act])
         targets = G.propose_moves(state.positions, jnp.asarray(C.ACTION_MOVE_DIR)[act])
-        positions = G.resolve_moves_drawn(
-            drawn["priority"], state.positions, targets, state.grid != C.WALL
-        )
+        positions = G.resolve_moves(k_move, state.positions, targets, state.grid != C.WALL)
 
         # Eating and picking up act on the cell an agent stands on after moving.
         grid = state.grid
@@ -376,16 +364,16 @@ class OpenCleanupEnv(MultiAgentEnv):
         if self.zap:
             zapping = act == C.ZAP_ACTION
             zapped = jnp.any(G.beam_hits_agents(positions, orientations, zapping, grid.shape), 0)
-            positions, moved = G.respawn_positions_drawn(
-                drawn["respawn"], positions, zapped, config.layout.spawns, config.spawn_valid
+            positions, moved = G.respawn_positions(
+                k_zap, positions, zapped, config.layout.spawns, config.spawn_valid
             )
             zapped = zapped & moved
             frozen = jnp.where(zapped, C.ZAP_FREEZE_STEPS, frozen)
 
         # Waste reappears, then apples grow from the pollution that results.
         occupied = G.occupancy(positions, (height, width))
-        grid, spawned = D.spawn_waste_drawn(
-            drawn["waste"],
+        grid, spawned = D.spawn_waste(
+            k_spawn,
             grid,
             config.river_mask,
             occupied,
@@ -396,7 +384,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         )
         share = D.pollution(grid, config.river_mask, self.num_water_cells)
         probability = D.apple_probability(share, config.apple_rate, config.pollution_threshold)
-        grid, grown = D.grow_apples_drawn(drawn["apples"], grid, occupied, probability)
+        grid, grown = D.grow_apples(k_apple, grid, occupied, probability)
 
         apples = ate.astype(jnp.float32)
         rewards_arr = apples + self.clean_reward * (cleared + lightened).astype(jnp.float32)
@@ -424,7 +412,7 @@ class OpenCleanupEnv(MultiAgentEnv):
         # pays for the re-lay only on the steps where some env starts a trial.
         relay = trial_done & ~episode_done
         next_state = rare_cond(
-            relay, self._next_trial, lambda key, played: played, drawn["reset_key"], next_state
+            relay, self._next_trial, lambda key, played: played, k_reset, next_state
         )
 
         infos = {
@@ -460,8 +448,8 @@ class OpenCleanupEnv(MultiAgentEnv):
     # ------------------------------------------------------------------ observations
     def observe_all(self, state: OpenCleanupState) -> jax.Array:
         """uint8[A, 11, 11, 4] codes, or float32[A, 11, 11, 49] with ``observation="one_hot"``."""
-        obs = O.observe(state)
-        return O.one_hot(obs) if self.observation_kind == "one_hot" else obs
+        obs = observation.observe(state)
+        return observation.one_hot(obs) if self.observation_kind == "one_hot" else obs
 
     def get_obs(self, state: OpenCleanupState) -> dict[str, jax.Array]:
         obs = self.observe_all(state)
@@ -495,3 +483,12 @@ class OpenCleanupEnv(MultiAgentEnv):
 
     def render_rgb(self, state: OpenCleanupState) -> np.ndarray:
         return rendering.render_rgb(state)
+
+
+def observation_shape(kind: str) -> tuple[int, int, int]:
+    channels = observation.NUM_CHANNELS if kind == "codes" else observation.ONE_HOT_CHANNELS
+    return (*observation.VIEW_SIZE, channels)
+
+
+def observation_high() -> int:
+    return observation.CODES_HIGH

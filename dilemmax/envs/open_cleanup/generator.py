@@ -33,9 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import draws, pools
+from dilemmax.envs import pools
 from dilemmax.envs.open_cleanup import constants as C
-from dilemmax.envs.open_cleanup import draw_plans
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupLayout, OpenCleanupRule
 
 _BIG = 10_000
@@ -419,14 +418,11 @@ def select_split(pool, split: str, train_fraction: float = C.DEFAULT_TRAIN_FRACT
 def waste_codes(key: jax.Array, dominant_hue: jax.Array, skew: jax.Array, shape=()) -> jax.Array:
     """uint8[shape] waste codes: the dominant hue (random shade) with probability ``skew``, else
     uniform over the 15 types."""
-    drawn = draws.resolve(draw_plans.waste_codes(draws.Key(key), shape))
-    return waste_codes_drawn(drawn, dominant_hue, skew)
-
-
-def waste_codes_drawn(drawn: dict, dominant_hue: jax.Array, skew: jax.Array) -> jax.Array:
-    """:func:`waste_codes` from its draws (``draw_plans.waste_codes``, resolved)."""
-    dominant = dominant_hue * C.NUM_SHADES + drawn["shade"]
-    kind = jnp.where(drawn["coin"] < skew, dominant, drawn["any_type"])
+    k_skew, k_shade, k_any = jax.random.split(key, 3)
+    shade = jax.random.randint(k_shade, shape, 0, C.NUM_SHADES)
+    any_type = jax.random.randint(k_any, shape, 0, C.NUM_WASTE_TYPES)
+    dominant = dominant_hue * C.NUM_SHADES + shade
+    kind = jnp.where(jax.random.uniform(k_skew, shape) < skew, dominant, any_type)
     return (C.WASTE_BASE + kind).astype(jnp.uint8)
 
 
@@ -458,25 +454,19 @@ def make_config(
     recipe_length: int = C.RECIPE_LENGTH,
     num_tools: int = C.NUM_TOOLS,
     num_hues: int = C.NUM_HUES,
-    drawn: dict | None = None,
 ) -> OpenCleanupConfig:
     """A configuration on ``layout`` and ``rule``: draws the dominant hue (unless given; one of
     the ``num_hues`` in play) and the colours of the 26 initially polluted cells. The stations
-    cycle through ``num_tools`` tools along the chain (0, 1, 2, 0, ... for 3).
-
-    ``drawn``: ``draw_plans.config`` of ``key``, resolved, where the caller made them together
-    with its own draws (``key`` is then not read).
-    """
-    if drawn is None:
-        drawn = draws.resolve(draw_plans.config(draws.Key(key), num_hues, dominant_hue is None))
+    cycle through ``num_tools`` tools along the chain (0, 1, 2, 0, ... for 3)."""
+    k_hue, k_waste = jax.random.split(key)
     if num_tools != C.NUM_TOOLS:
         tools = jnp.arange(C.NUM_STATIONS, dtype=jnp.int32) % num_tools
         layout = layout.replace(station_tools=tools)
     if dominant_hue is None:
-        dominant_hue = drawn["hue"]
+        dominant_hue = jax.random.randint(k_hue, (), 0, num_hues)
     dominant_hue = jnp.asarray(dominant_hue, jnp.int32)
     skew = jnp.float32(skew)
-    waste = waste_codes_drawn(drawn["waste"], dominant_hue, skew)
+    waste = waste_codes(k_waste, dominant_hue, skew, (C.NUM_POLLUTED_START,))
     return OpenCleanupConfig(
         layout=layout,
         rule=rule,

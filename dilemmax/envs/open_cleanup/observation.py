@@ -72,8 +72,3 @@ def one_hot(obs: jax.Array) -> jax.Array:
         ],
         axis=-1,
     )
-
-
-def shape_of(kind: str) -> tuple[int, int, int]:
-    """An agent's observation shape for the env's ``observation`` option ("codes" or "one_hot")."""
-    return (*VIEW_SIZE, NUM_CHANNELS if kind == "codes" else ONE_HOT_CHANNELS)

@@ -21,17 +21,12 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from dilemmax.envs import draws
 from dilemmax.envs import grid as G
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup import dynamics as D
 from dilemmax.envs.open_cleanup import observation as O
 
 _RANDOM_MOVE_PROB = 0.05  # breaks ties and deadlocks between scripted agents
-
-# Each policy declares every draw of its step on draws.Key objects and resolves them together,
-# so a step of a scripted cleaner hashes 4 times instead of 23 (the same numbers as the
-# jax.random calls they replace, in the same order of keys).
 # The informed cleaner harvests while the polluted share of the river is below this (apples then
 # grow at 75 % or more of their top rate) and cleans above it.
 CLEAN_ABOVE = 0.1
@@ -53,51 +48,25 @@ def random_policy(key: jax.Array, observation) -> jax.Array:
     return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
-def _move_along_draws(key: draws.Key) -> dict:
-    """A random compass move and the coin that picks it (a fold-in of the same key)."""
-    return {"move": key.randint((), 0, 4), "noise": key.fold_in(1).uniform()}
-
-
-def _absolute_move_draws(key: draws.Key) -> dict:
-    """A random compass move and the coin that picks it (two halves of the key)."""
-    k_noise, k_move = key.split()
-    return {"move": k_move.randint((), 0, 4), "noise": k_noise.uniform()}
-
-
-def _noisy(action: jax.Array, drawn: dict) -> jax.Array:
-    """``action``, or with probability ``_RANDOM_MOVE_PROB`` the drawn random move."""
-    return jnp.where(drawn["noise"] < _RANDOM_MOVE_PROB, drawn["move"], action)
-
-
-def _move_along(drawn: dict, forward: jax.Array, right: jax.Array, facing: jax.Array):
+def _move_along(key: jax.Array, forward: jax.Array, right: jax.Array, facing: jax.Array):
     """Compass move that reduces the larger of two egocentric offsets (``facing`` is absolute)."""
     along_forward = jnp.abs(forward) >= jnp.abs(right)
     relative = jnp.where(along_forward, jnp.where(forward > 0, 0, 2), jnp.where(right > 0, 1, 3))
-    return _noisy(jnp.asarray(C.DIR_TO_ACTION)[(facing + relative) % 4], drawn)
-
-
-def _greedy_draws(key: draws.Key, view_shape: tuple[int, int]) -> dict:
-    k_tie, k_move, k_explore = key.split(3)
-    return {
-        "jitter": k_tie.uniform(view_shape),  # random tie-break among equal distances
-        "move": _move_along_draws(k_move),
-        "explore": k_explore.randint((), 0, C.TURN_RIGHT_ACTION + 1),
-    }
+    action = jnp.asarray(C.DIR_TO_ACTION)[(facing + relative) % 4]
+    random_move = jax.random.randint(key, (), 0, 4)
+    k_noise = jax.random.fold_in(key, 1)
+    return jnp.where(jax.random.uniform(k_noise) < _RANDOM_MOVE_PROB, random_move, action)
 
 
 def greedy_policy(key: jax.Array, observation) -> jax.Array:
     """Toward the nearest visible apple, else the nearest visible orchard soil, else explore."""
-    view_shape = observation.array.shape[:2]
-    return _greedy(draws.resolve(_greedy_draws(draws.Key(key), view_shape)), observation)
-
-
-def _greedy(drawn: dict, observation) -> jax.Array:
     cells, info = _decode(observation.array)
     facing = (info[O.SELF_ROW, O.SELF_COL] - 1) % 4
     rows, cols = jnp.meshgrid(jnp.arange(cells.shape[0]), jnp.arange(cells.shape[1]), indexing="ij")
     forward, right = O.SELF_ROW - rows, cols - O.SELF_COL
     distance = jnp.abs(forward) + jnp.abs(right)
-    jitter = drawn["jitter"] * 0.5
+    k_tie, k_move, k_explore = jax.random.split(key, 3)
+    jitter = jax.random.uniform(k_tie, cells.shape) * 0.5  # random tie-break among equals
 
     def nearest(mask):
         score = jnp.where(mask & (distance > 0), distance + jitter, jnp.inf).reshape(-1)
@@ -108,12 +77,13 @@ def _greedy(drawn: dict, observation) -> jax.Array:
     orow, ocol, seen_orchard = nearest(cells == C.ORCHARD)
     tr = jnp.where(seen_apple, ar, orow)
     tc = jnp.where(seen_apple, ac, ocol)
-    toward = _move_along(drawn["move"], forward[tr, tc], right[tr, tc], facing)
-    action = jnp.where(seen_apple | seen_orchard, toward, drawn["explore"])
+    toward = _move_along(k_move, forward[tr, tc], right[tr, tc], facing)
+    explore = jax.random.randint(k_explore, (), 0, C.TURN_RIGHT_ACTION + 1)
+    action = jnp.where(seen_apple | seen_orchard, toward, explore)
     return action.astype(jnp.int32)
 
 
-def _absolute_move(drawn: dict, position: jax.Array, target: jax.Array, blocked: jax.Array):
+def _absolute_move(key: jax.Array, position: jax.Array, target: jax.Array, blocked: jax.Array):
     """Compass move from ``position`` toward ``target`` (int32[2]); tries the other axis when the
     preferred cell is in ``blocked`` (bool[H, W])."""
     height, width = blocked.shape
@@ -126,16 +96,18 @@ def _absolute_move(drawn: dict, position: jax.Array, target: jax.Array, blocked:
     has_second = jnp.where(vertical_first, delta[1] != 0, delta[0] != 0)
     step = G.DIRECTION_DELTAS[jnp.asarray(C.ACTION_MOVE_DIR)[first]]
     nxt = jnp.clip(position + step, 0, jnp.asarray([height - 1, width - 1]))
-    return _noisy(jnp.where(blocked[nxt[0], nxt[1]] & has_second, second, first), drawn)
+    action = jnp.where(blocked[nxt[0], nxt[1]] & has_second, second, first)
+    k_noise, k_move = jax.random.split(key)
+    random_move = jax.random.randint(k_move, (), 0, 4)
+    return jnp.where(jax.random.uniform(k_noise) < _RANDOM_MOVE_PROB, random_move, action)
 
 
-def _nearest_cell(mask: jax.Array, position: jax.Array, jitter: jax.Array):
-    """(int32[2] the True cell of ``mask`` nearest to ``position``, bool[] any); ``jitter``
-    (uniform, the shape of ``mask``) breaks ties."""
+def _nearest_cell(mask: jax.Array, position: jax.Array, key: jax.Array):
+    """(int32[2] the True cell of ``mask`` nearest to ``position``, bool[] any)."""
     height, width = mask.shape
     rows, cols = jnp.meshgrid(jnp.arange(height), jnp.arange(width), indexing="ij")
     distance = jnp.abs(rows - position[0]) + jnp.abs(cols - position[1])
-    score = jnp.where(mask, distance + jitter * 0.5, jnp.inf)
+    score = jnp.where(mask, distance + jax.random.uniform(key, mask.shape) * 0.5, jnp.inf)
     flat = jnp.argmin(score.reshape(-1))
     return jnp.stack([flat // width, flat % width]).astype(jnp.int32), jnp.any(mask)
 
@@ -147,15 +119,7 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     grid, config = state.grid, state.config
     height, width = grid.shape
     position, facing = state.positions[me], state.orientations[me]
-    k_greedy, k_target, k_station, k_move = draws.Key(key).split(4)
-    drawn = draws.resolve(
-        {
-            "greedy": _greedy_draws(k_greedy, observation.array.shape[:2]),
-            "target": k_target.uniform(grid.shape),
-            "station": k_station.uniform(grid.shape),
-            "move": _absolute_move_draws(k_move),
-        }
-    )
+    k_greedy, k_target, k_station, k_move = jax.random.split(key, 4)
 
     # Which cells each effect acts on: [7, H, W].
     outcome = jnp.asarray(D.OUTCOME)[: C.NUM_EFFECTS][:, grid.astype(jnp.int32)]
@@ -183,7 +147,7 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     blocked = others | (grid == C.WALL)
 
     # With the goal tool in hand: stand next to the nearest target cell and face it.
-    target, _ = _nearest_cell(targets, position, drawn["target"])
+    target, _ = _nearest_cell(targets, position, k_target)
     sides = target[None, :] + G.DIRECTION_DELTAS  # the 4 neighbours of the target
     sides_ok = G.in_bounds(sides, (height, width))
     side_safe = jnp.clip(sides, 0, jnp.asarray([height - 1, width - 1]))
@@ -199,7 +163,7 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     clean_action = jnp.where(
         beam_work,
         C.FIRE_ACTION,
-        jnp.where(at_stand, turn, _absolute_move(drawn["move"], position, stand, blocked)),
+        jnp.where(at_stand, turn, _absolute_move(k_move, position, stand, blocked)),
     )
 
     # Without it: pick up the recipe's tools in order.
@@ -207,17 +171,17 @@ def informed_cleaner_policy(key: jax.Array, observation) -> jax.Array:
     needed = jnp.where(state.window[me, 1] == first, second, first)
     here = grid[position[0], position[1]].astype(jnp.int32)
     station_kind = grid.astype(jnp.int32) == C.STATION_BASE + needed
-    station, _ = _nearest_cell(station_kind, position, drawn["station"])
+    station, _ = _nearest_cell(station_kind, position, k_station)
     craft_action = jnp.where(
         here == C.STATION_BASE + needed,
         C.PICK_UP_ACTION,
-        _absolute_move(drawn["move"], position, station, blocked),
+        _absolute_move(k_move, position, station, blocked),
     )
 
     action = jnp.where(holding_goal, clean_action, craft_action)
     share = D.pollution(grid, config.river_mask, C.NUM_RIVER + C.NUM_STREAM)
     clean_now = jnp.any(work > 0) & (share >= CLEAN_ABOVE)
-    action = jnp.where(clean_now, action, _greedy(drawn["greedy"], observation))
+    action = jnp.where(clean_now, action, greedy_policy(k_greedy, observation))
     return jnp.where(observation.mask[action], action, C.STAY_ACTION).astype(jnp.int32)
 
 

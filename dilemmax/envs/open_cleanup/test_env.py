@@ -196,8 +196,9 @@ def test_episode_with_scripted_policies(env):
     assert (m["recipes_known"][:, -1, 0] >= 1).all() and (m["recipes_known"][..., 1:] == 0).all()
     assert (m["effective_cleaners"] == 1.0).all()
     np.testing.assert_allclose(m["return"], m["return_per_trial"].sum(1))
-    # The episodes themselves, as recorded before draws.py made each step's, policy's and
-    # configuration's draws together: the same random numbers, so the very same episodes.
+    # The episodes themselves, as recorded at 3681f96: a change to any random draw of the step,
+    # the trial start, the configuration or these policies changes them (the variant that made
+    # each of those's draws together, benchmarks/results/batched_draws.md, kept them equal).
     recorded = [[96, 128, 148, 85, 131], [89, 189, 152, 252, 168]]
     np.testing.assert_array_equal(m["return_per_trial"].sum(-1), recorded)
     cleaned = [[47, 57, 50, 54, 44], [57, 45, 46, 41, 40]]

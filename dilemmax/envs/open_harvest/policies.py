@@ -24,7 +24,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import draws
 from dilemmax.envs.open_harvest import constants as c
 
 _BIG = 1000
@@ -88,30 +87,23 @@ def _move_action(view_direction: jax.Array, facing: jax.Array) -> jax.Array:
     return jnp.asarray(c.DIR_TO_ACTION)[(facing + view_direction) % 4]
 
 
-def _navigate_draws(key: draws.Key) -> dict:
-    """The draws of :func:`_navigate` (a policy makes all of its draws together, draws.py)."""
-    key_tie, key_explore, key_turn = key.split(3)
-    return {
-        "tie": key_tie.uniform((4,)),  # random tie-break among equal distances
-        "explore": key_explore.bernoulli(0.85),
-        "turn_left": key_turn.bernoulli(),
-    }
-
-
-def _navigate(drawn, targets, passable, wait_instead, facing):
-    """Step towards the nearest target; else stay (``wait_instead``) or explore (``drawn``:
-    :func:`_navigate_draws`, resolved)."""
+def _navigate(key, targets, passable, wait_instead, facing):
+    """Step towards the nearest target; else stay (``wait_instead``) or explore."""
     dist = distance_field(targets, passable)
     rows = np.array([s[0] for s in _STEPS])
     cols = np.array([s[1] for s in _STEPS])
     around = dist[rows, cols]  # [4]: ahead, right, behind, left
-    best = jnp.argmin(around + drawn["tie"] * 0.5)
+    key_tie, key_explore, key_turn = jax.random.split(key, 3)
+    noise = jax.random.uniform(key_tie, (4,)) * 0.5  # random tie-break among equal distances
+    best = jnp.argmin(around + noise)
     go = _move_action(best, facing)
 
     # Exploring: keep walking ahead while possible, sometimes turn to look around.
     ahead_free = passable[rows[0], cols[0]] & ~targets[rows[0], cols[0]]
-    turn = jnp.where(drawn["turn_left"], c.TURN_LEFT, c.TURN_RIGHT)
-    wander = jnp.where(ahead_free & drawn["explore"], _move_action(0, facing), turn)
+    turn = jnp.where(jax.random.bernoulli(key_turn), c.TURN_LEFT, c.TURN_RIGHT)
+    wander = jnp.where(
+        ahead_free & jax.random.bernoulli(key_explore, 0.85), _move_action(0, facing), turn
+    )
     idle = jnp.where(wait_instead, c.STAY, wander)
     return jnp.where(around[best] < _BIG, go, idle).astype(jnp.int32)
 
@@ -131,8 +123,7 @@ def greedy_policy(key: jax.Array, observation) -> jax.Array:
     """Walks to the nearest visible apple, whatever its stage, and eats it."""
     cells, who, info = view_codes(observation.array)
     apples, open_ground = _terrain(cells, who)
-    drawn = draws.resolve(_navigate_draws(draws.Key(key)))
-    action = _navigate(drawn, apples, open_ground | apples, jnp.bool_(False), _facing(info))
+    action = _navigate(key, apples, open_ground | apples, jnp.bool_(False), _facing(info))
     return _respect_mask(action, observation.mask)
 
 
@@ -146,10 +137,9 @@ def eat_selectively(key: jax.Array, observation, allowed) -> jax.Array:
     cells, who, info = view_codes(observation.array)
     apples, open_ground = _terrain(cells, who)
     eligible = apples & allowed(cells, apples)
-    key_nav, key_wait = draws.Key(key).split()
-    drawn = draws.resolve({"navigate": _navigate_draws(key_nav), "wait": key_wait.bernoulli(0.9)})
-    wait = jnp.any(apples) & drawn["wait"]
-    action = _navigate(drawn["navigate"], eligible, open_ground, wait, _facing(info))
+    key_nav, key_wait = jax.random.split(key)
+    wait = jnp.any(apples) & jax.random.bernoulli(key_wait, 0.9)
+    action = _navigate(key_nav, eligible, open_ground, wait, _facing(info))
     return _respect_mask(action, observation.mask)
 
 
