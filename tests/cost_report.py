@@ -208,6 +208,8 @@ class CostReport:
         # the run, while budgets measured before a change of the measurement are re-measured.
         self.strict = True
         self.speed = SpeedProbe()  # sampling from the session's start to its end
+        self.written: Path | None = None  # where --cost-json went
+        self._program_rows: dict[str, dict] | None = None  # computed once, after the run
 
     def pytest_runtest_logreport(self, report):
         row = self.tests[report.nodeid]
@@ -238,7 +240,12 @@ class CostReport:
     def program_rows(self) -> dict[str, dict]:
         """Each program name's figures over the run (the test processes' own programs; a
         subprocess's count in its test's row, not here), with the files that spent most on it,
-        most expensive first."""
+        most expensive first. Read after the run (the json and the summary), so computed once."""
+        if self._program_rows is None:
+            self._program_rows = self._ranked_programs()
+        return self._program_rows
+
+    def _ranked_programs(self) -> dict[str, dict]:
         rows = {}
         for program, by_file in self.programs.items():
             total: dict[str, float] = defaultdict(float)
@@ -309,7 +316,8 @@ class CostReport:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         path = self.config.getoption("cost_json")
         if path:
-            Path(path).write_text(json.dumps(self.as_json(), indent=1, sort_keys=True) + "\n")
+            text = json.dumps(self.as_json(), indent=1, sort_keys=True) + "\n"
+            self.written = write_new(Path(path), text)
 
     def as_json(self) -> dict:
         return {
@@ -371,6 +379,8 @@ class CostReport:
                 f"(median of {speed['samples']} samples, {speed['min_ms']:.1f}-"
                 f"{speed['max_ms']:.1f}); compare two runs' wall times only at like figures"
             )
+        if self.written is not None:
+            write(f"cost report written to {self.written}")
         for line in self.over_budget:
             label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"
             terminalreporter.write_line(f"{label}: {line}", red=True)
@@ -414,10 +424,30 @@ def pytest_configure(config):
 
 
 def _check_cost_json(path: str | None) -> None:
-    """A --cost-json path whose folder is missing is refused before the run, not after it."""
-    if path and not Path(path).resolve().parent.is_dir():
+    """A --cost-json path whose folder is missing, or that names a file already there (another
+    run's report), is refused before the run, not after it."""
+    if not path:
+        return
+    if not Path(path).resolve().parent.is_dir():
         folder = Path(path).parent
         raise pytest.UsageError(f"--cost-json {path}: the folder {folder} does not exist")
+    if Path(path).exists():
+        raise pytest.UsageError(
+            f"--cost-json {path}: the file exists; give a new path (no report replaces another)"
+        )
+
+
+def write_new(path: Path, text: str) -> Path:
+    """Writes ``text`` to ``path`` if no file is there, else beside it (``name.<pid>.json``): a
+    file that appeared while the suite ran is kept. Returns where it went."""
+    for target in (path, path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")):
+        try:
+            with open(target, "x") as out:
+                out.write(text)
+            return target
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"--cost-json {path}: it and {target.name} both exist")
 
 
 def _distributed(config) -> bool:

@@ -240,6 +240,19 @@ def test_a_cost_json_path_without_its_folder_is_refused_before_the_run(tmp_path)
     cost_report._check_cost_json(None)
 
 
+def test_a_cost_json_path_that_holds_a_report_is_refused_and_left_as_it_was(tmp_path):
+    earlier = tmp_path / "cost.json"
+    earlier.write_text('{"earlier": 1}')
+    with pytest.raises(pytest.UsageError, match="the file exists"):
+        cost_report._check_cost_json(str(earlier))
+    # One that appears while the suite runs is kept too: the report goes beside it.
+    written = cost_report.write_new(earlier, '{"new": 1}')
+    assert earlier.read_text() == '{"earlier": 1}'
+    assert written != earlier and written.parent == tmp_path and written.read_text() == '{"new": 1}'
+    fresh = cost_report.write_new(tmp_path / "other.json", "{}")
+    assert fresh == tmp_path / "other.json" and fresh.read_text() == "{}"
+
+
 @pytest.mark.parametrize("content", [None, "not json", '{"a": 1}', "[1, 2]"])
 def test_the_results_page_refuses_what_is_not_a_report_in_one_line(tmp_path, content):
     path = tmp_path / "cost.json"
