@@ -51,6 +51,18 @@ def slowest_modules(python: str) -> list[tuple[float, str]]:
     return sorted(rows, reverse=True)[:TOP_MODULES]
 
 
+def interpreter_problem(python: str) -> str | None:
+    """Why ``python`` cannot be measured (not runnable, or no dilemmax there), else None."""
+    try:
+        done = subprocess.run([python, "-c", "import dilemmax"], capture_output=True, text=True)
+    except OSError as err:
+        return f"cannot run it ({err.strerror})"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"import dilemmax fails there ({last})"
+    return None
+
+
 def package_version(python: str, name: str) -> str:
     code = f"import importlib.metadata as m; print(m.version({name!r}))"
     done = subprocess.run([python, "-c", code], capture_output=True, text=True)
@@ -62,6 +74,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--python", nargs="+", default=[sys.executable])
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: give 1 or more")
+    for python in args.python:
+        problem = interpreter_problem(python)
+        if problem:
+            parser.error(f"--python {python}: {problem}")
     print(f"load {os.getloadavg()[0]:.2f}; medians of {args.runs} fresh processes")
     times = {(py, case): [] for py in args.python for case in CASES}
     for _ in range(args.runs):

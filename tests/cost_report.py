@@ -23,6 +23,7 @@ Loaded by the root conftest.py for every run (with or without pytest-xdist):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -127,7 +128,6 @@ def forget_compiled_work() -> None:
     """As a fresh process would start: JAX's in-memory caches, and dilemmax's own memoised
     functions (pools, grids, jitted helpers), whose results would otherwise hide the programs
     that computing them again compiles."""
-    import functools
     import gc
 
     import jax
@@ -209,7 +209,6 @@ class CostReport:
         self.strict = True
         self.speed = SpeedProbe()  # sampling from the session's start to its end
         self.written: Path | None = None  # where --cost-json went
-        self._program_rows: dict[str, dict] | None = None  # computed once, after the run
 
     def pytest_runtest_logreport(self, report):
         row = self.tests[report.nodeid]
@@ -237,15 +236,11 @@ class CostReport:
                 file_row[name] += figure
         return totals
 
+    @functools.cache  # noqa: B019 (one report per run; read after it by the json and the summary)
     def program_rows(self) -> dict[str, dict]:
         """Each program name's figures over the run (the test processes' own programs; a
         subprocess's count in its test's row, not here), with the files that spent most on it,
-        most expensive first. Read after the run (the json and the summary), so computed once."""
-        if self._program_rows is None:
-            self._program_rows = self._ranked_programs()
-        return self._program_rows
-
-    def _ranked_programs(self) -> dict[str, dict]:
+        most expensive first."""
         rows = {}
         for program, by_file in self.programs.items():
             total: dict[str, float] = defaultdict(float)

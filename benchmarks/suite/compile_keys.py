@@ -29,9 +29,11 @@ SIZES = (0.02, 0.05, 0.1, 0.3, 1.0, 3.0)  # compile CPU s: the histogram's bin e
 
 # ----------------------------------------------------------------------------- the plugin
 def pytest_configure(config):
+    import pytest  # loaded as a plugin only; the summary runs without pytest
+
     folder = os.environ.get("COMPILE_KEYS_DIR")
     if not folder:
-        raise RuntimeError("compile_keys: set COMPILE_KEYS_DIR to the folder to write to")
+        raise pytest.UsageError("compile_keys: set COMPILE_KEYS_DIR to the folder to write to")
     Path(folder).mkdir(parents=True, exist_ok=True)
     record_compiles(Path(folder) / f"{os.getpid()}.tsv")
 
