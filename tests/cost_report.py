@@ -43,6 +43,7 @@ PROPERTY = "cost"  # the user_properties key a phase's figures travel under
 # ...and the key a worker's collection figures travel under, with its first test's report.
 COLLECTION = "collection cost"
 PROGRAMS = "program costs"  # ...and a phase's figures by program name
+SHARED = "fixture_programs"  # a phase's programs that session-scoped fixtures compiled
 TOP = 20
 TOP_PROGRAMS = 10  # program names printed (--cost-json holds them all)
 FILES_PER_PROGRAM = 5  # the files that spent most on one program name, in --cost-json
@@ -158,6 +159,8 @@ class CostRecorder:
         self.children = compile_log.DirectoryReader(self.children_dir, skip_pid=os.getpid())
         self._before = self.tally.copy()
         self._collection: compile_log.CompileTally | None = None
+        self._shared = 0  # programs of session-scoped fixtures set up since the last report
+        self._in_shared = False
 
     def pytest_collection_finish(self, session):
         # What importing the test modules compiled belongs to the run, not to the first test
@@ -177,6 +180,22 @@ class CostRecorder:
         self._file = file
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        # A session (or package) fixture is set up by whichever file of the worker needs it
+        # first, and which that is depends on how the workers were handed the files. Its
+        # programs stay in that test's row (they cost its time) but count against no file's
+        # budget, or a file measured after another had set the fixture up fails when it is the
+        # first: open_harvest/test_options.py, measured 0, compiled the conftest's 39.
+        outermost = fixturedef.scope in ("session", "package") and not self._in_shared
+        before, self._in_shared = self.tally.programs, self._in_shared or outermost
+        try:
+            yield
+        finally:
+            if outermost:
+                self._shared += self.tally.programs - before
+                self._in_shared = False
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         report = outcome.get_result()
@@ -184,7 +203,9 @@ class CostRecorder:
         phase = now.minus(self._before)
         phase.add(self.children.read())
         self._before = now
-        report.user_properties.append((PROPERTY, {"when": call.when, **phase.as_dict()}))
+        shared, self._shared = self._shared, 0
+        figures = {"when": call.when, **phase.as_dict(), SHARED: shared}
+        report.user_properties.append((PROPERTY, figures))
         report.user_properties.append((PROGRAMS, self.by_program.take()))
         if self._collection is not None:
             report.user_properties.append((COLLECTION, self._collection.as_dict()))
@@ -259,8 +280,8 @@ class CostReport:
         budgets = json.loads(BUDGET_FILE.read_text())["files"] if BUDGET_FILE.exists() else {}
         for name, row in self.files().items():
             budgets[name] = {
-                "measured": int(row["programs"]),
-                "programs": budget_for(int(row["programs"])),
+                "measured": _own_programs(row),
+                "programs": budget_for(_own_programs(row)),
                 "wall_s": round(row["wall_s"], 1),  # measured alone; orders the files (conftest)
             }
         document = {
@@ -282,15 +303,15 @@ class CostReport:
         for name, row in sorted(self.files().items()):
             budget = budgets.get(name)
             if budget is None:
-                if row["programs"] > 0:
+                if _own_programs(row) > 0:
                     self.over_budget.append(
-                        f"{name}: compiled {int(row['programs'])} program(s) and has no budget in "
+                        f"{name}: compiled {_own_programs(row)} program(s) and has no budget in "
                         f"{BUDGET_FILE.name} (python -m pytest --cost-budget-write {name})"
                     )
                 continue
-            if row["programs"] > budget["programs"]:
+            if _own_programs(row) > budget["programs"]:
                 self.over_budget.append(
-                    f"{name}: compiled {int(row['programs'])} program(s), over its budget of "
+                    f"{name}: compiled {_own_programs(row)} program(s), over its budget of "
                     f"{budget['programs']} ({BUDGET_FILE.name}): reuse the programs a fixture "
                     f"holds, or re-measure with python -m pytest --cost-budget-write {name}"
                 )
@@ -379,6 +400,12 @@ class CostReport:
         for line in self.over_budget:
             label = "COMPILE BUDGET" if self.strict else "COMPILE BUDGET (reported, not failing)"
             terminalreporter.write_line(f"{label}: {line}", red=True)
+
+
+def _own_programs(row) -> int:
+    """The programs a file's budget counts: its tests' and their module fixtures', not those of
+    the session fixtures it happened to set up first."""
+    return int(row["programs"] - row.get(SHARED, 0))
 
 
 def _seconds(row) -> float:

@@ -147,6 +147,54 @@ def test_what_collecting_compiles_is_the_run_s_not_the_first_test_s(monkeypatch)
     assert [key for key, _ in Report.user_properties].count(cost_report.COLLECTION) == 1
 
 
+def test_a_session_fixture_s_programs_count_against_no_file_s_budget(tmp_path, monkeypatch):
+    """Whichever file of a worker first needs a session fixture sets it up, and that depends on
+    how the files were handed out: its programs stay in the test's row, for the time, but out of
+    the file's budget. A module fixture's programs are the file's own."""
+    budgets = tmp_path / "compile_budget.json"
+    budgets.write_text('{"files": {"a/test_x.py": {"measured": 1, "programs": 1}}}')
+    monkeypatch.setattr(cost_report, "BUDGET_FILE", budgets)
+    monkeypatch.setenv(compile_log.ENV_VAR, "")  # the recorder points it at its folder
+    recorder = cost_report.CostRecorder(isolate_files=False)
+
+    def set_up(scope, program):
+        fixture = recorder.pytest_fixture_setup(
+            fixturedef=type("FixtureDef", (), {"scope": scope}), request=None
+        )
+        next(fixture)
+        program()  # a session fixture setting up another one counts once
+        with pytest.raises(StopIteration):
+            next(fixture)
+
+    ones = np.ones(3, np.float32)
+    inner = lambda: jax.jit(lambda x: x * 7.25 - 1.0)(ones).block_until_ready()
+    set_up("session", lambda: (jax.jit(lambda x: x * 6.5 + 3.0)(ones), set_up("session", inner)))
+    set_up("module", lambda: jax.jit(lambda x: x * 4.75 + 1.0)(ones).block_until_ready())
+
+    class Report:
+        nodeid, duration, user_properties = "a/test_x.py::t1", 0.1, []
+
+    class Outcome:
+        def get_result(self):
+            return Report
+
+    phase = recorder.pytest_runtest_makereport(item=None, call=type("Call", (), {"when": "setup"}))
+    next(phase)
+    with pytest.raises(StopIteration):
+        phase.send(Outcome())
+
+    class Config:
+        def getoption(self, name):
+            return False
+
+    report = cost_report.CostReport(Config())
+    report.pytest_runtest_logreport(Report)
+    row = report.tests["a/test_x.py::t1"]
+    assert (row["programs"], row[cost_report.SHARED]) == (3, 2)
+    report.check_budgets()
+    assert report.over_budget == []  # 1 program of its own, within its budget of 1
+
+
 def test_each_program_s_cost_is_kept_under_its_function_s_name():
     costs = compile_log.ProgramCosts()
     compile_log.listen_by_program(costs)
