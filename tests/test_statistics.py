@@ -87,3 +87,60 @@ def test_paired_dz_and_isotonic_crossing():
     assert stats.level_crossing([0.1, 0.2], [0.0, 0.2]) is None  # never reaches 50%
     assert stats.level_crossing([0.1, 0.2], [0.9, 1.0]) is None  # crossed below the grid
     assert stats.level_crossing([0.1, 0.2], [0.5, 1.0]) == 0.1
+
+
+# ----------------------------------------------------------------------------- bootstrap_rows
+def test_a_row_of_a_table_gets_the_interval_it_gets_alone_whatever_the_padding():
+    # Column j's draw is the hash of j alone, so neither the other rows nor the padding to
+    # powers of two (5 x 37 -> 8 x 64; one row -> 1 x 64; 67 columns -> 128) moves a row's
+    # interval: the same key gives the same numbers, bit for bit.
+    import jax
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(5, 37)).astype(np.float32)
+    table[2, 30:] = np.nan  # a seat that played 30 of the 37 episodes
+    table[4] = np.nan  # a metric no episode has
+    key = jax.random.key(7)
+    together = stats.bootstrap_rows(key, table, 2_000)
+    for r in range(4):
+        alone = stats.bootstrap_rows(key, table[r : r + 1], 2_000)
+        wider = stats.bootstrap_rows(key, np.pad(table[r : r + 1], ((0, 0), (0, 30)),
+                                                 constant_values=np.nan), 2_000)  # fmt: skip
+        for part, one, two in zip(together, alone, wider, strict=True):
+            assert part[r] == one[0] == two[0]
+    assert all(math.isnan(part[4]) for part in together)
+    # The estimate is the row's mean, inside its interval; a constant row's interval is a point.
+    valid = ~np.isnan(table[:4])
+    means = [table[r][valid[r]].mean() for r in range(4)]
+    np.testing.assert_allclose(together.mean[:4], means, rtol=1e-6)
+    assert (together.low[:4] <= together.mean[:4]).all()
+    assert (together.mean[:4] <= together.high[:4]).all()
+    assert tuple(p[0] for p in stats.bootstrap_rows(key, np.full((1, 9), 2.5))) == (2.5,) * 3
+    assert tuple(p[0] for p in stats.bootstrap_rows(key, [[4.0]])) == (4.0,) * 3  # one decision
+
+
+def test_bootstrap_rows_matches_the_numpy_bootstrap_and_normal_theory():
+    import jax
+
+    rng = np.random.default_rng(1)
+    table = np.stack([rng.normal(0.0, 1.0, 400), rng.exponential(2.0, 400)]).astype(np.float32)
+    mean, low, high = stats.bootstrap_rows(jax.random.key(3), table, 10_000)
+    ref = stats.bootstrap_ci(table.astype(np.float64), rng=0, num_resamples=20_000)
+    half = 1.959964 * table.std(axis=1, ddof=1).astype(float) / math.sqrt(400)
+    for r in range(2):
+        assert low[r] == pytest.approx(ref.low[r], abs=0.1 * float(half[r]))
+        assert high[r] == pytest.approx(ref.high[r], abs=0.1 * float(half[r]))
+        assert high[r] - low[r] == pytest.approx(2 * float(half[r]), rel=0.1)
+
+
+def test_an_index_below_n_is_the_exact_floor_of_bits_times_n_over_2_to_the_32():
+    import jax.numpy as jnp
+
+    from dilemmax.statistics.resampling import _below
+
+    rng = np.random.default_rng(2)
+    ends = np.array([0, 2**32 - 1], np.uint64)
+    bits = np.concatenate([rng.integers(0, 2**32, 4_000, dtype=np.uint64), ends])
+    for n in (1, 2, 3, 228, 2**16 - 1, 2**16, 2**16 + 1, 1_000_003, 2**31, 2**32 - 1):
+        got = np.asarray(_below(jnp.asarray(bits, jnp.uint32), jnp.uint32(n)), np.uint64)
+        np.testing.assert_array_equal(got, (bits * np.uint64(n)) >> np.uint64(32), err_msg=n)

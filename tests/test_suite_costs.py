@@ -28,6 +28,25 @@ from tests import cost_report
 ROOT = Path(__file__).resolve().parents[1]
 
 
+class NoOptions:
+    """A pytest config whose every option is off."""
+
+    def getoption(self, name):
+        return False
+
+
+def report_phase(recorder, when: str, nodeid: str = "a/test_x.py::t1"):
+    """A test report of ``nodeid`` as the recorder's ``makereport`` hook leaves it after one
+    phase (its ``user_properties`` carry the phase's figures)."""
+    report = type("Report", (), {"nodeid": nodeid, "duration": 0.1, "user_properties": []})
+    outcome = type("Outcome", (), {"get_result": lambda self: report})()
+    phase = recorder.pytest_runtest_makereport(item=None, call=type("Call", (), {"when": when}))
+    next(phase)
+    with pytest.raises(StopIteration):
+        phase.send(outcome)
+    return report
+
+
 def test_a_new_program_counts_once_and_a_program_in_memory_not_again():
     three, four = np.ones(3, np.float32), np.ones(4, np.float32)
     tally = compile_log.CompileTally()
@@ -92,11 +111,7 @@ def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
     budgets.write_text('{"files": {"a/test_x.py": {"measured": 3, "programs": 5}}}')
     monkeypatch.setattr(cost_report, "BUDGET_FILE", budgets)
 
-    class Config:
-        def getoption(self, name):
-            return False
-
-    report = cost_report.CostReport(Config())
+    report = cost_report.CostReport(NoOptions())
     for nodeid, programs in (("a/test_x.py::t1", 4), ("a/test_x.py::t2", 2), ("b/test_y.py::t", 0)):
         report.tests[nodeid]["programs"] = programs
     report.tests["c/test_new.py::t"]["programs"] = 1
@@ -107,7 +122,7 @@ def test_a_file_over_its_budget_is_named_with_its_count(tmp_path, monkeypatch):
     assert report.strict  # a run with a file over its budget fails
 
     budgets.write_text('{"strict": false, "files": {"a/test_x.py": {"programs": 5}}}')
-    lenient = cost_report.CostReport(Config())
+    lenient = cost_report.CostReport(NoOptions())
     lenient.tests["a/test_x.py::t1"]["programs"] = 6
     lenient.check_budgets()
     assert len(lenient.over_budget) == 1 and not lenient.strict  # reported, not failing
@@ -120,31 +135,15 @@ def test_what_collecting_compiles_is_the_run_s_not_the_first_test_s(monkeypatch)
     recorder = cost_report.CostRecorder(isolate_files=False)
     jax.jit(lambda x: x * 5.5 + 2.0)(np.ones(3, np.float32)).block_until_ready()  # "collecting"
     recorder.pytest_collection_finish(session=None)
-
-    class Report:
-        nodeid, duration, user_properties = "a/test_x.py::t1", 0.1, []
-
-    class Outcome:
-        def get_result(self):
-            return Report
-
-    for _ in range(2):  # the first test's report carries the collection row, the next none
-        phase = recorder.pytest_runtest_makereport(
-            item=None, call=type("Call", (), {"when": "call"})
-        )
-        next(phase)
-        with pytest.raises(StopIteration):
-            phase.send(Outcome())
-
-    class Config:
-        def getoption(self, name):
-            return False
-
-    report = cost_report.CostReport(Config())
-    report.pytest_runtest_logreport(Report)
+    # The first test's report carries the collection row, the next none.
+    first, second = report_phase(recorder, "call"), report_phase(recorder, "call")
+    report = cost_report.CostReport(NoOptions())
+    report.pytest_runtest_logreport(first)
+    report.pytest_runtest_logreport(second)
     assert report.tests["a/test_x.py::t1"]["programs"] == 0
     assert report.collection["programs"] == 1
-    assert [key for key, _ in Report.user_properties].count(cost_report.COLLECTION) == 1
+    assert [key for key, _ in first.user_properties].count(cost_report.COLLECTION) == 1
+    assert cost_report.COLLECTION not in dict(second.user_properties)
 
 
 def test_a_session_fixture_s_programs_count_against_no_file_s_budget(tmp_path, monkeypatch):
@@ -170,25 +169,8 @@ def test_a_session_fixture_s_programs_count_against_no_file_s_budget(tmp_path, m
     inner = lambda: jax.jit(lambda x: x * 7.25 - 1.0)(ones).block_until_ready()
     set_up("session", lambda: (jax.jit(lambda x: x * 6.5 + 3.0)(ones), set_up("session", inner)))
     set_up("module", lambda: jax.jit(lambda x: x * 4.75 + 1.0)(ones).block_until_ready())
-
-    class Report:
-        nodeid, duration, user_properties = "a/test_x.py::t1", 0.1, []
-
-    class Outcome:
-        def get_result(self):
-            return Report
-
-    phase = recorder.pytest_runtest_makereport(item=None, call=type("Call", (), {"when": "setup"}))
-    next(phase)
-    with pytest.raises(StopIteration):
-        phase.send(Outcome())
-
-    class Config:
-        def getoption(self, name):
-            return False
-
-    report = cost_report.CostReport(Config())
-    report.pytest_runtest_logreport(Report)
+    report = cost_report.CostReport(NoOptions())
+    report.pytest_runtest_logreport(report_phase(recorder, "setup"))
     row = report.tests["a/test_x.py::t1"]
     assert (row["programs"], row[cost_report.SHARED]) == (3, 2)
     report.check_budgets()
@@ -215,11 +197,7 @@ def test_each_program_s_cost_is_kept_under_its_function_s_name():
 
 
 def test_the_report_ranks_program_names_and_the_files_that_spent_most_on_them():
-    class Config:
-        def getoption(self, name):
-            return False
-
-    report = cost_report.CostReport(Config())
+    report = cost_report.CostReport(NoOptions())
     phases = [  # (test, {name: figures}) as the workers' reports carry them
         ("a/test_x.py::t1", {"step": {"programs": 2, "compile_s": 3.0, "trace_s": 1.0}}),
         ("a/test_x.py::t2", {"step": {"programs": 1, "compile_s": 1.0}, "add": {"programs": 1}}),

@@ -2,7 +2,7 @@
 
 Episodes are grouped by a label (a moral-hazard condition, a consequence rule, a seat
 rotation). Every entry of every metric gets a mean and a percentile-bootstrap interval
-(:func:`dilemmax.statistics.bootstrap_ci`, the same estimator ``evaluate`` uses), under a name
+(:func:`dilemmax.statistics.bootstrap_rows`, the same estimator ``evaluate`` uses), under a name
 made from the axes the game declares for it (``env.metric_axes``): per-trial entries by trial
 (``gini[trial_1]``), per-agent ones by seat name (``return[<seat>]``), pooling every position
 the seat played, so a rotated arena reports each policy, not each chair.
@@ -19,17 +19,7 @@ import numpy as np
 from dilemmax.envs.metrics import AGENT, Axes, MetricAxesError, axes_of, entry_names
 from dilemmax.llm.policy import CallStats
 from dilemmax.llm.pricing import Price, format_cost, seat_price
-from dilemmax.statistics import bootstrap_ci_program
-
-
-def _ci_batch(samples: np.ndarray, key: jax.Array, num_resamples: int, confidence: float):
-    """(mean, low, high) per row of ``samples`` float32[M, N] with a validity mask."""
-    values = np.nan_to_num(samples, nan=0.0).astype(np.float32)
-    mask = ~np.isnan(samples)
-    keys = jax.random.split(key, samples.shape[0])
-    fn = bootstrap_ci_program(num_resamples, confidence)
-    mean, low, high = fn(keys, jnp.asarray(values), jnp.asarray(mask))
-    return np.asarray(mean), np.asarray(low), np.asarray(high)
+from dilemmax.statistics import bootstrap_rows
 
 
 def metric_columns(
@@ -120,7 +110,7 @@ def summarize(
                 values = columns[name][i]
                 if values:
                     samples[m, j] = float(np.mean(values))
-        mean, low, high = _ci_batch(samples, group_key, num_resamples, confidence)
+        mean, low, high = bootstrap_rows(group_key, samples, num_resamples, confidence)
         out[g] = {
             name: (float(mean[m]), float(low[m]), float(high[m]))
             for m, name in enumerate(names)

@@ -1,32 +1,6 @@
-"""Intervals and tests over many episodes, runs, contexts or models: the one home every layer
-uses (the games' metrics, evaluations, play results, red-teaming, scenarios, the papers' tables).
-
-Randomness is named by the ``rng`` argument, and it decides where a function runs:
-
-- a JAX PRNG key: in JAX (float32, jittable and vmappable; one row of samples, vmap for more;
-  ``mask`` marks the valid entries);
-- a seed (int) or a ``numpy.random.Generator``: in float64 numpy over the last axis of
-  ``values`` [..., N], every leading row on the same draws (paired), NaNs dropped. A Generator
-  is advanced, so the calls sharing one draw one stream.
-
-Intervals (every one holds its estimate: ``low <= estimate <= high``, even where every value is
-equal and the resampled means differ from the mean by an ulp):
-
-- :func:`bootstrap_ci`: percentile bootstrap of a mean (Monte Carlo), as :class:`Interval`;
-- :func:`exact_bootstrap`: the same with every one of the n^n resamples counted (n <= 10);
-- :func:`cluster_share_ci`: shares of labelled items with a bootstrap over their clusters;
-- :func:`t_interval`: the 95% Student t interval of a mean; :func:`standard_error` of a mean;
-- :func:`wilson_interval` and :func:`clopper_pearson`: a binomial rate's (low, high).
-
-Tests: :func:`sign_flip_test` (paired, two-sided; exact or Monte Carlo),
-:func:`population_rule_test` (a population x rule interaction, labels permuted within contexts),
-:func:`benjamini_hochberg` and :func:`holm` (multiplicity), :func:`paired_dz` (effect size);
-:func:`isotonic` and :func:`level_crossing` (where a noisy rising rate reaches a level).
-
-Only what runs vectorised over many cells or resamples (the bootstraps, the sign-flip and
-permutation tests) is written here; the rest is scipy's: ``binomtest(...).proportion_ci``, ``t``,
-``sem``, ``false_discovery_control`` (``scipy.stats``) and ``optimize.isotonic_regression``.
-"""
+"""The statistics that resample: bootstraps (Monte Carlo, exact, over clusters) and the sign-flip
+and permutation tests, in JAX under a key and in numpy under a seed or Generator (see
+:mod:`dilemmax.statistics`)."""
 
 from __future__ import annotations
 
@@ -34,42 +8,28 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats as scipy_stats
-from scipy.optimize import isotonic_regression
+
+from dilemmax.statistics.closed_form import Interval, normal_quantile
 
 NUM_RESAMPLES = 10_000  # bootstrap resamples and Monte Carlo sign flips, unless told otherwise
+
+
 EXACT_BOOTSTRAP_MAX = 10  # C(19, 10) = 92,378 multisets; above it the bootstrap is Monte Carlo
+
+
 EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
+
+
 # Cluster indices :func:`cluster_share_ci` draws per block (int64: 8 MB; its counts the same).
 BOOTSTRAP_BLOCK = 1 << 20
 
-# Two-sided 95% Student t quantiles at the printed tables' degrees of freedom, to three decimals
-# (12.706 at 1, 2.228 at 10, 2.042 at 30); beyond 30 the normal's 1.96 is within 4% of t's.
-T95_DOF = (*range(1, 11), 12, 15, 20, 25, 30)
-T95 = {dof: round(float(scipy_stats.t.ppf(0.975, dof)), 3) for dof in T95_DOF}
 
 # A JAX key (new-style or a legacy uint32[2]; a tracer inside jit / vmap), a seed or a Generator.
 Rng = jax.Array | np.random.Generator | int
-
-
-class Interval(NamedTuple):
-    """An estimate with its interval (floats, numpy arrays or JAX arrays, as computed)."""
-
-    mean: float
-    low: float
-    high: float
-
-
-def normal_quantile(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence`` (1.96 at 0.95); ValueError outside (0, 1)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    return float(scipy_stats.norm.ppf(0.5 + confidence / 2.0))
 
 
 # --------------------------------------------------------------------------- the bootstrap
@@ -99,43 +59,69 @@ def bootstrap_ci(
 
     Returns :class:`Interval` ``(mean, low, high)``, each of the leading shape.
     """
-    if isinstance(rng, jax.Array):  # a JAX key
-        return _bootstrap_jax(rng, values, num_resamples, confidence, mask, batch_size)
+    if isinstance(rng, jax.Array):  # a JAX key: one row of :func:`bootstrap_rows`' kernel
+        x, valid = jnp.asarray(values, jnp.float32), jnp.ones(jnp.shape(values), bool)
+        valid = valid if mask is None else jnp.asarray(mask, bool)
+        rows = _bootstrap_rows_jax(num_resamples, confidence, rng, x[None], valid[None], batch_size)
+        return Interval(*(part[0] for part in rows))
     return _bootstrap_numpy(values, rng, num_resamples, confidence)
 
 
+def bootstrap_rows(
+    key: jax.Array, values, num_resamples: int = NUM_RESAMPLES, confidence: float = 0.95
+) -> Interval:
+    """:func:`bootstrap_ci` of each row of ``values`` [M, N] in JAX, NaN entries dropped, every
+    row resampled on the same draws (paired, as the numpy path): a resample hashes N counters
+    whatever M, where a row at a time hashed M x N. Rows and columns are padded to powers of two
+    (the padding masked out), so one compiled program serves every table of a similar size; it
+    changes no result, since column j's draw is the hash of j alone. Numpy arrays of [M]."""
+    values = np.asarray(values, np.float32)
+    shape = tuple(1 << max(size - 1, 0).bit_length() for size in values.shape)
+    padded = np.full(shape, np.nan, np.float32)
+    padded[: values.shape[0], : values.shape[1]] = values
+    program = _bootstrap_rows_program(num_resamples, confidence)
+    interval = program(key, np.nan_to_num(padded), ~np.isnan(padded))
+    return Interval(*(np.asarray(part)[: values.shape[0]] for part in interval))
+
+
 @functools.lru_cache(maxsize=16)
-def bootstrap_ci_program(num_resamples: int, confidence: float, depth: int = 1):
-    """The JAX :func:`bootstrap_ci` over ``depth`` leading axes, jitted once per process and
-    (resamples, confidence, depth): (keys, values float32[..., N], mask bool[..., N])."""
-    fn = lambda key, x, mask: _bootstrap_jax(key, x, num_resamples, confidence, mask, 1_000)
-    return jax.jit(functools.reduce(lambda batched, _: jax.vmap(batched), range(depth), fn))
+def _bootstrap_rows_program(num_resamples: int, confidence: float):
+    return jax.jit(functools.partial(_bootstrap_rows_jax, num_resamples, confidence))
 
 
-def _bootstrap_jax(key, samples, num_resamples, confidence, mask, batch_size) -> Interval:
-    x = jnp.asarray(samples, jnp.float32)
-    size = x.shape[0]
-    valid = jnp.ones(size, bool) if mask is None else jnp.asarray(mask, bool)
-    # Valid samples first, so a resample draws indices in [0, n).
-    order = jnp.argsort(~valid, stable=True)
-    x = jnp.where(valid, x, 0.0)[order]
-    n = jnp.sum(valid).astype(jnp.int32)
-    safe_n = jnp.maximum(n, 1)
-    used = jnp.arange(size) < n
+def _bootstrap_rows_jax(num_resamples, confidence, key, x, valid, batch=None) -> Interval:
+    rows, size = x.shape
+    # Each row's valid samples first, so its resample draws indices in [0, n).
+    order = jnp.argsort(~valid, axis=1, stable=True)
+    x = jnp.take_along_axis(jnp.where(valid, x, 0.0), order, axis=1)
+    n = jnp.sum(valid, axis=1).astype(jnp.uint32)
+    safe_n = jnp.maximum(n, 1)[:, None]
+    used = jnp.arange(size) < n[:, None]
 
-    def resampled_mean(k):
-        idx = jax.random.randint(k, (size,), 0, safe_n)
-        return jnp.sum(jnp.where(used, x[idx], 0.0)) / safe_n
+    def resampled_means(k):  # float32[M]
+        picks = _below(jax.random.bits(k, (size,), jnp.uint32), safe_n).astype(jnp.int32)
+        picked = jnp.where(used, jnp.take_along_axis(x, picks, axis=1), 0.0)
+        return jnp.sum(picked, axis=1) / safe_n[:, 0]
 
+    batch = min(batch or max(1, BOOTSTRAP_BLOCK // (rows * size)), num_resamples)
     keys = jax.random.split(key, num_resamples)
-    means = jax.lax.map(resampled_mean, keys, batch_size=min(batch_size, num_resamples))
+    means = jax.lax.map(resampled_means, keys, batch_size=batch)  # [resamples, M]
     alpha = (1.0 - confidence) / 2.0
-    low, high = jnp.quantile(means, jnp.array([alpha, 1.0 - alpha]))
-    mean = jnp.sum(x) / safe_n
+    low, high = jnp.quantile(means, jnp.array([alpha, 1.0 - alpha]), axis=0)
+    mean = jnp.sum(x, axis=1) / safe_n[:, 0]
     # The interval holds its estimate: the resampled means are summed in another order and
     # can miss an all-equal mean by an ulp.
     low, high = jnp.minimum(low, mean), jnp.maximum(high, mean)
     return Interval(*(jnp.where(n == 0, jnp.float32(jnp.nan), v) for v in (mean, low, high)))
+
+
+def _below(bits: jax.Array, n: jax.Array) -> jax.Array:
+    """floor(bits * n / 2^32) in uint32 arithmetic (16-bit halves and their carry): a uniform
+    index in [0, n) from 32 random bits, off uniform by at most n / 2^32."""
+    bits_hi, bits_lo, n_hi, n_lo = bits >> 16, bits & 0xFFFF, n >> 16, n & 0xFFFF
+    cross_a, cross_b, low = bits_hi * n_lo, bits_lo * n_hi, bits_lo * n_lo
+    carry = ((cross_a & 0xFFFF) + (cross_b & 0xFFFF) + (low >> 16)) >> 16
+    return bits_hi * n_hi + (cross_a >> 16) + (cross_b >> 16) + carry
 
 
 def _bootstrap_numpy(values, rng, num_resamples, confidence) -> Interval:
@@ -260,64 +246,6 @@ def _resampled_shares(hits, sizes, rng: np.random.Generator, num_resamples: int)
     return out
 
 
-# --------------------------------------------------------------------------- parametric
-def t95(dof: int) -> float:
-    """The two-sided 95% Student t quantile at ``dof`` degrees of freedom (conservative between
-    table entries: the next lower entry's)."""
-    if dof < 1:
-        return math.inf
-    return 1.96 if dof > 30 else T95[max(d for d in T95 if d <= dof)]
-
-
-def t_interval(values) -> Interval:
-    """(mean, low, high) of a 95% Student t interval over ``values`` (float[N]); an infinite
-    interval for fewer than two values."""
-    values = np.asarray(values, dtype=np.float64)
-    mean = float(values.mean())
-    if values.size < 2:
-        return Interval(mean, -math.inf, math.inf)
-    half = t95(values.size - 1) * float(values.std(ddof=1)) / math.sqrt(values.size)
-    return Interval(mean, mean - half, mean + half)
-
-
-def standard_error(values) -> float:
-    """The standard error of the mean of ``values`` (float[N]): their sample standard deviation
-    over sqrt(N) (``scipy.stats.sem``); 0.0 for fewer than two values, where no spread is seen."""
-    values = np.asarray(values, np.float64).reshape(-1)
-    return float(scipy_stats.sem(values)) if values.size > 1 else 0.0
-
-
-def _binomial(successes: float, trials: float, confidence: float):
-    """``scipy.stats.binomtest`` of a count (whole numbers; a count summed as floats, 3.0, is)."""
-    normal_quantile(confidence)  # checks the level
-    if not (0 <= successes <= trials and all(float(x).is_integer() for x in (successes, trials))):
-        raise ValueError(f"successes must be whole and in 0..trials, got {successes} of {trials}")
-    return scipy_stats.binomtest(int(successes), int(trials))
-
-
-def wilson_interval(
-    successes: float, trials: float, confidence: float = 0.95
-) -> tuple[float, float]:
-    """(low, high) of the Wilson score interval for ``successes`` out of ``trials`` (NaNs for
-    zero trials). Unlike the normal approximation it stays inside [0, 1] and is not empty at 0
-    or ``trials`` successes (0 / 405 gives [0, 0.0094]); its ends are clamped to hold the rate
-    ``successes / trials``, which a rounded formula can miss by an ulp (13 / 13 once gave
-    0.9999999999999999)."""
-    if trials <= 0:
-        return math.nan, math.nan
-    ci = _binomial(successes, trials, confidence).proportion_ci(confidence, method="wilson")
-    p = successes / trials
-    return min(max(0.0, float(ci.low)), p), max(min(1.0, float(ci.high)), p)
-
-
-def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) two-sided interval of a binomial rate; (0, 1) for no trials."""
-    if trials <= 0:
-        return 0.0, 1.0
-    ci = _binomial(successes, trials, level).proportion_ci(level, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 # --------------------------------------------------------------------------- tests
 def sign_flip_test(
     differences,
@@ -420,80 +348,3 @@ def population_rule_test(
     observed = statistic(profiles)
     p_value = float(_monte_carlo_p(null, observed))
     return {"statistic": float(observed), "p_value": p_value, "num_permutations": num_permutations}
-
-
-def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg q-values, in the input order (``scipy.stats.false_discovery_control``).
-
-    q_(i) = min over j >= i of m p_(j) / j, capped at 1, for the sorted p_(1) <= ... <= p_(m). A
-    NaN p-value (a test that could not be run) stays NaN and is not counted among the m tests.
-    """
-    p = np.asarray(p_values, np.float64).reshape(-1)
-    q = np.full(p.shape, np.nan)
-    run = ~np.isnan(p)
-    if run.any():
-        q[run] = scipy_stats.false_discovery_control(p[run])
-    return q
-
-
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm step-down adjusted p-values: max over j <= i of (m - j + 1) p_(j), capped at 1."""
-    p = np.asarray(p_values, np.float64).reshape(-1)
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * (p.size - np.arange(p.size))
-    adjusted = np.empty(p.size)
-    adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
-    return adjusted
-
-
-def paired_dz(differences: Sequence[float]) -> float:
-    """Mean paired difference over its sample standard deviation (NaN when it is undefined)."""
-    d = np.asarray(differences, np.float64).reshape(-1)
-    if d.size < 2:
-        return math.nan
-    sd = float(np.std(d, ddof=1))
-    if sd == 0.0:
-        return 0.0 if float(np.mean(d)) == 0.0 else math.copysign(math.inf, float(np.mean(d)))
-    return float(np.mean(d)) / sd
-
-
-# --------------------------------------------------------------------------- level crossing
-def isotonic(values: Sequence[float], weights: Sequence[float] | None = None) -> np.ndarray:
-    """The weighted least-squares non-decreasing fit of ``values`` (pool adjacent violators,
-    ``scipy.optimize.isotonic_regression``; weights must be positive)."""
-    y = np.asarray(values, np.float64).reshape(-1)
-    if y.size == 0:
-        return y
-    w = None if weights is None else np.asarray(weights, np.float64).reshape(-1)
-    return isotonic_regression(y, weights=w, increasing=True).x
-
-
-def level_crossing(
-    xs: Sequence[float],
-    rates: Sequence[float],
-    weights: Sequence[float] | None = None,
-    level: float = 0.5,
-) -> float | None:
-    """The x where a rising rate first reaches ``level``, or None when it never crosses it.
-
-    The rates (at increasing ``xs``) are first made non-decreasing by :func:`isotonic` (weighted
-    by ``weights``, e.g. decisions per cell), so one noisy cell cannot create a second crossing;
-    the crossing is then interpolated linearly between the last x below the level and the first
-    at or above it. None when the fit starts above the level or never reaches it (the crossing
-    lies outside the xs); the smallest x when the fit starts exactly at the level.
-    """
-    x = np.asarray(xs, np.float64).reshape(-1)
-    if x.size == 0:
-        return None
-    order = np.argsort(x, kind="stable")
-    x = x[order]
-    w = None if weights is None else np.asarray(weights, np.float64).reshape(-1)[order]
-    fit = isotonic(np.asarray(rates, np.float64).reshape(-1)[order], w)
-    at_or_above = np.flatnonzero(fit >= level - 1e-12)
-    if at_or_above.size == 0:
-        return None
-    j = int(at_or_above[0])
-    if j == 0:
-        return float(x[0]) if abs(fit[0] - level) <= 1e-12 else None
-    x0, x1, f0, f1 = x[j - 1], x[j], fit[j - 1], fit[j]
-    return float(x0 + (level - f0) / (f1 - f0) * (x1 - x0))

@@ -1,7 +1,7 @@
 """Outcomes per condition with bootstrap confidence intervals: ``evaluate(policy, configs, ...)``.
 
 A condition set runs as one vmapped program (conditions x episodes); the intervals are
-percentile bootstraps of the per-episode outcomes (:func:`dilemmax.statistics.bootstrap_ci`),
+percentile bootstraps of the per-episode outcomes (:func:`dilemmax.statistics.bootstrap_rows`),
 also vmapped over conditions and outcomes.
 """
 
@@ -20,7 +20,7 @@ from dilemmax.envs.moral_hazard.generator import ConditionSet, stack_configs
 from dilemmax.envs.moral_hazard.metrics import SCALAR_OUTCOMES
 from dilemmax.envs.moral_hazard.types import MoralHazardConfig
 from dilemmax.envs.rollout import run_episodes
-from dilemmax.statistics import bootstrap_ci_program
+from dilemmax.statistics import bootstrap_rows
 
 
 class Estimate(NamedTuple):
@@ -89,13 +89,9 @@ def evaluate(
         key_play, key_boot = jax.random.split(set_key)
         metrics = run_conditions(policy, conditions, num_episodes, key_play)
         samples = jnp.stack([jnp.asarray(metrics[o], jnp.float32) for o in outcomes], axis=1)
-        num_conditions = samples.shape[0]
-        keys = jax.random.split(key_boot, num_conditions * len(outcomes)).reshape(
-            num_conditions, len(outcomes)
-        )
-        ci = bootstrap_ci_program(num_resamples, confidence, depth=2)
-        mask = jnp.ones(samples.shape, bool)
-        mean, low, high = (np.asarray(a) for a in ci(keys, samples, mask))
+        rows = np.asarray(samples).reshape(-1, samples.shape[-1])  # [conditions x outcomes, E]
+        interval = bootstrap_rows(key_boot, rows, num_resamples, confidence)
+        mean, low, high = (part.reshape(samples.shape[:2]) for part in interval)
         for ci_index, name in enumerate(conditions.names):
             results[name] = {
                 outcome: Estimate(
