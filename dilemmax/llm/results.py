@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.metrics import AGENT, Axes, MetricAxesError, axes_of, entry_names
