@@ -101,11 +101,11 @@ def test_a_row_of_a_table_gets_the_interval_it_gets_alone_whatever_the_padding()
     table[2, 30:] = np.nan  # a seat that played 30 of the 37 episodes
     table[4] = np.nan  # a metric no episode has
     key = jax.random.key(7)
-    together = stats.bootstrap_rows(key, table, 2_000)
+    together = stats.bootstrap_rows(table, key, 2_000)
     for r in range(4):
-        alone = stats.bootstrap_rows(key, table[r : r + 1], 2_000)
-        wider = stats.bootstrap_rows(key, np.pad(table[r : r + 1], ((0, 0), (0, 30)),
-                                                 constant_values=np.nan), 2_000)  # fmt: skip
+        alone = stats.bootstrap_rows(table[r : r + 1], key, 2_000)
+        wider = stats.bootstrap_rows(np.pad(table[r : r + 1], ((0, 0), (0, 30)),
+                                                 constant_values=np.nan), key, 2_000)  # fmt: skip
         for part, one, two in zip(together, alone, wider, strict=True):
             assert part[r] == one[0] == two[0]
     assert all(math.isnan(part[4]) for part in together)
@@ -115,8 +115,12 @@ def test_a_row_of_a_table_gets_the_interval_it_gets_alone_whatever_the_padding()
     np.testing.assert_allclose(together.mean[:4], means, rtol=1e-6)
     assert (together.low[:4] <= together.mean[:4]).all()
     assert (together.mean[:4] <= together.high[:4]).all()
-    assert tuple(p[0] for p in stats.bootstrap_rows(key, np.full((1, 9), 2.5))) == (2.5,) * 3
-    assert tuple(p[0] for p in stats.bootstrap_rows(key, [[4.0]])) == (4.0,) * 3  # one decision
+    assert tuple(p[0] for p in stats.bootstrap_rows(np.full((1, 9), 2.5), key)) == (2.5,) * 3
+    assert tuple(p[0] for p in stats.bootstrap_rows([[4.0]], key)) == (4.0,) * 3  # one decision
+    for bad in ({"values": [1.0, 2.0]}, {"values": [[1.0]], "num_resamples": 0},
+                {"values": [[1.0]], "confidence": 1.5}):  # fmt: skip
+        with pytest.raises(ValueError, match="table|resample|confidence"):
+            stats.bootstrap_rows(**{"key": key, **bad})
 
 
 def test_bootstrap_rows_matches_the_numpy_bootstrap_and_normal_theory():
@@ -124,7 +128,7 @@ def test_bootstrap_rows_matches_the_numpy_bootstrap_and_normal_theory():
 
     rng = np.random.default_rng(1)
     table = np.stack([rng.normal(0.0, 1.0, 400), rng.exponential(2.0, 400)]).astype(np.float32)
-    mean, low, high = stats.bootstrap_rows(jax.random.key(3), table, 10_000)
+    mean, low, high = stats.bootstrap_rows(table, jax.random.key(3), 10_000)
     ref = stats.bootstrap_ci(table.astype(np.float64), rng=0, num_resamples=20_000)
     half = 1.959964 * table.std(axis=1, ddof=1).astype(float) / math.sqrt(400)
     for r in range(2):

@@ -109,7 +109,7 @@ def summarize(
                 values = columns[name][i]
                 if values:
                     samples[m, j] = float(np.mean(values))
-        mean, low, high = bootstrap_rows(group_key, samples, num_resamples, confidence)
+        mean, low, high = bootstrap_rows(samples, group_key, num_resamples, confidence)
         out[g] = {
             name: (float(mean[m]), float(low[m]), float(high[m]))
             for m, name in enumerate(names)

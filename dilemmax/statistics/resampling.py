@@ -68,14 +68,21 @@ def bootstrap_ci(
 
 
 def bootstrap_rows(
-    key: jax.Array, values, num_resamples: int = NUM_RESAMPLES, confidence: float = 0.95
+    values, key: jax.Array, num_resamples: int = NUM_RESAMPLES, confidence: float = 0.95
 ) -> Interval:
     """:func:`bootstrap_ci` of each row of ``values`` [M, N] in JAX, NaN entries dropped, every
     row resampled on the same draws (paired, as the numpy path): a resample hashes N counters
     whatever M, where a row at a time hashed M x N. Rows and columns are padded to powers of two
     (the padding masked out), so one compiled program serves every table of a similar size; it
-    changes no result, since column j's draw is the hash of j alone. Numpy arrays of [M]."""
+    changes no result, since column j's draw is the hash of j alone. Numpy in and out (not
+    jittable: the padding is decided from the shape): :class:`Interval` of float32[M]."""
     values = np.asarray(values, np.float32)
+    if values.ndim != 2 or num_resamples < 1:
+        raise ValueError(
+            f"bootstrap_rows takes a table [rows, samples] and at least one resample, got shape "
+            f"{values.shape} and {num_resamples} resamples"
+        )
+    normal_quantile(confidence)  # checks the level
     shape = tuple(1 << max(size - 1, 0).bit_length() for size in values.shape)
     padded = np.full(shape, np.nan, np.float32)
     padded[: values.shape[0], : values.shape[1]] = values

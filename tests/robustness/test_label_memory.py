@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from test_cli_errors import _fails_cleanly
 
-from dilemmax import statistics
 from dilemmax.cli import main
 from dilemmax.redteam import rationale_labels as RL
+from dilemmax.statistics import resampling
 
 
 def _transcript(path, games: int, filler: int = 0):
@@ -71,7 +71,7 @@ def test_reading_keeps_the_rationales_not_the_file(tmp_path):
 def test_the_bootstrap_peak_does_not_grow_with_resamples_times_games(monkeypatch):
     """With a block of 2^15 draws, 2,000 resamples of 3,000 games (48 MB as one dense array of
     draws) peak at what 100 resamples do; the result is that of the dense draws."""
-    monkeypatch.setattr(statistics, "BOOTSTRAP_BLOCK", 1 << 15)
+    monkeypatch.setattr(resampling, "BOOTSTRAP_BLOCK", 1 << 15)  # where the bootstrap reads it
     games = [f"g{i % 3000}" for i in range(6000)]
     labelled = np.random.default_rng(0).random((6000, 5)) < 0.3
 

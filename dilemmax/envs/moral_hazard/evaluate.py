@@ -90,7 +90,7 @@ def evaluate(
         metrics = run_conditions(policy, conditions, num_episodes, key_play)
         samples = jnp.stack([jnp.asarray(metrics[o], jnp.float32) for o in outcomes], axis=1)
         rows = np.asarray(samples).reshape(-1, samples.shape[-1])  # [conditions x outcomes, E]
-        interval = bootstrap_rows(key_boot, rows, num_resamples, confidence)
+        interval = bootstrap_rows(rows, key_boot, num_resamples, confidence)
         mean, low, high = (part.reshape(samples.shape[:2]) for part in interval)
         for ci_index, name in enumerate(conditions.names):
             results[name] = {
