@@ -187,7 +187,9 @@ class CostRecorder:
         # budget, or a file measured after another had set the fixture up fails when it is the
         # first: open_harvest/test_options.py, measured 0, compiled the conftest's 39.
         outermost = fixturedef.scope in ("session", "package") and not self._in_shared
-        before, self._in_shared = self.tally.programs, self._in_shared or outermost
+        if outermost:
+            self._in_shared = True
+        before = self.tally.programs
         try:
             yield
         finally:

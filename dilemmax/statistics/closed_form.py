@@ -15,8 +15,6 @@ from scipy.optimize import isotonic_regression
 # Two-sided 95% Student t quantiles at the printed tables' degrees of freedom, to three decimals
 # (12.706 at 1, 2.228 at 10, 2.042 at 30); beyond 30 the normal's 1.96 is within 4% of t's.
 T95_DOF = (*range(1, 11), 12, 15, 20, 25, 30)
-
-
 T95 = {dof: round(float(scipy_stats.t.ppf(0.975, dof)), 3) for dof in T95_DOF}
 
 

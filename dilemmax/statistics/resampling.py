@@ -16,17 +16,11 @@ import numpy as np
 from dilemmax.statistics.closed_form import Interval, normal_quantile
 
 NUM_RESAMPLES = 10_000  # bootstrap resamples and Monte Carlo sign flips, unless told otherwise
-
-
 EXACT_BOOTSTRAP_MAX = 10  # C(19, 10) = 92,378 multisets; above it the bootstrap is Monte Carlo
-
-
 EXACT_SIGN_FLIP_MAX = 20  # 2^20 sign assignments
-
-
-# Cluster indices :func:`cluster_share_ci` draws per block (int64: 8 MB; its counts the same).
+# Draws per block: the cluster indices :func:`cluster_share_ci` draws at a time (int64: 8 MB; its
+# counts the same), and the resamples x rows x samples :func:`bootstrap_rows` picks at a time.
 BOOTSTRAP_BLOCK = 1 << 20
-
 
 # A JAX key (new-style or a legacy uint32[2]; a tracer inside jit / vmap), a seed or a Generator.
 Rng = jax.Array | np.random.Generator | int
@@ -60,8 +54,8 @@ def bootstrap_ci(
     Returns :class:`Interval` ``(mean, low, high)``, each of the leading shape.
     """
     if isinstance(rng, jax.Array):  # a JAX key: one row of :func:`bootstrap_rows`' kernel
-        x, valid = jnp.asarray(values, jnp.float32), jnp.ones(jnp.shape(values), bool)
-        valid = valid if mask is None else jnp.asarray(mask, bool)
+        x = jnp.asarray(values, jnp.float32)
+        valid = jnp.ones(x.shape, bool) if mask is None else jnp.asarray(mask, bool)
         rows = _bootstrap_rows_jax(num_resamples, confidence, rng, x[None], valid[None], batch_size)
         return Interval(*(part[0] for part in rows))
     return _bootstrap_numpy(values, rng, num_resamples, confidence)

@@ -2,7 +2,7 @@
 
 A condition set runs as one vmapped program (conditions x episodes); the intervals are
 percentile bootstraps of the per-episode outcomes (:func:`dilemmax.statistics.bootstrap_rows`),
-also vmapped over conditions and outcomes.
+one row per condition and outcome, all in one compiled program.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs.base import typed_key
@@ -88,8 +87,8 @@ def evaluate(
     for conditions, set_key in zip(sets, jax.random.split(key, len(sets)), strict=True):
         key_play, key_boot = jax.random.split(set_key)
         metrics = run_conditions(policy, conditions, num_episodes, key_play)
-        samples = jnp.stack([jnp.asarray(metrics[o], jnp.float32) for o in outcomes], axis=1)
-        rows = np.asarray(samples).reshape(-1, samples.shape[-1])  # [conditions x outcomes, E]
+        samples = np.stack([np.asarray(metrics[o], np.float32) for o in outcomes], axis=1)
+        rows = samples.reshape(-1, samples.shape[-1])  # [conditions x outcomes, episodes]
         interval = bootstrap_rows(rows, key_boot, num_resamples, confidence)
         mean, low, high = (part.reshape(samples.shape[:2]) for part in interval)
         for ci_index, name in enumerate(conditions.names):
