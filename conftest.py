@@ -40,6 +40,11 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(__file__), ".jax_cache")
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# The same for the grid games' built pools (dilemmax/envs/pool_store.py): the first process of a
+# run to make open_cleanup or open_harvest with some options builds their layouts and rules, and
+# the other worker and every process a test starts read them. Here, not in the user's cache
+# folder, so a fresh clone's run starts cold and a run never reads what another checkout built.
+os.environ.setdefault("DILEMMAX_POOL_CACHE", os.path.join(os.path.dirname(__file__), ".pool_cache"))
 
 # What each test and file costs in wall time and compiled programs, and the compile budget each
 # file is held to (tests/cost_report.py).

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 import jax
 
+from dilemmax.cache_home import cache_home
 from dilemmax.envs.option_spec import INT32_MAX
 from dilemmax.envs.options import OptionError, OptionSpec, env_option_specs, parse_value
 from dilemmax.envs.registry import make
@@ -209,8 +210,7 @@ def enable_compilation_cache() -> None:
     """Keeps compiled programs on disk between runs (env builds and steps compile once)."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
         return
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dilemmax" / "jax"
-    jax.config.update("jax_compilation_cache_dir", str(cache))
+    jax.config.update("jax_compilation_cache_dir", str(cache_home() / "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 

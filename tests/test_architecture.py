@@ -30,7 +30,7 @@ PACKAGE_ROOT = "dilemmax"  # what `import dilemmax` and `from dilemmax import ma
 # run-folder lock of the writers, the root
 # that re-exports dilemmax.make, and the helpers every command shares.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "xla_defaults", "compile_log", "statistics"),
+    ("errors", "xla_defaults", "compile_log", "statistics", "cache_home"),
     ("envs", "runlock"),
     (PACKAGE_ROOT,),
     ("wrappers", "commandline"),

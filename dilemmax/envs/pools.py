@@ -132,16 +132,17 @@ def split_pool(pool: Pool, train_fraction: float = 0.8, dedupe: bool = True) -> 
     num_train = int(round(size * train_fraction))
     if not 0 < num_train < size:
         raise ValueError(f"a pool of {size} items cannot be split with fraction {train_fraction}")
-    train = Pool(jax.tree.map(lambda x: x[:num_train], pool.items))
-    held = jax.tree.map(lambda x: x[num_train:], pool.items)
+    # On the host: slicing device arrays one at a time would compile a program for each.
+    host = jax.device_get(pool.items)
+    keep = np.arange(num_train, size)
     if dedupe:
-        rows = _row_bytes(jax.device_get(pool.items))
+        rows = _row_bytes(host)
         train_prints = {row.tobytes() for row in rows[:num_train]}
-        keep = [i for i, row in enumerate(rows[num_train:]) if row.tobytes() not in train_prints]
-        if not keep:
+        keep = keep[[row.tobytes() not in train_prints for row in rows[num_train:]]]
+        if not keep.size:
             raise ValueError("every held-out item also appears in the training part")
-        held = jax.tree.map(lambda x: x[np.asarray(keep)], held)
-    return train, Pool(held)
+    train = jax.tree.map(lambda x: jnp.asarray(x[:num_train]), host)
+    return Pool(train), Pool(jax.tree.map(lambda x: jnp.asarray(x[keep]), host))
 
 
 def pool_item(pool: Pool, index: jax.Array) -> PyTree:

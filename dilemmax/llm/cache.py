@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dilemmax.cache_home import cache_home
 from dilemmax.errors import UsageError
 from dilemmax.llm.client import ChatRequest, Completion
 
@@ -37,8 +38,7 @@ MAX_ENTRY_BYTES = 16 << 20  # no reply is this large; a bigger file is not an en
 
 def default_folder() -> Path:
     """``$XDG_CACHE_HOME/dilemmax/responses`` (default ``~/.cache/dilemmax/responses``)."""
-    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(home) / "dilemmax" / "responses"
+    return cache_home() / "responses"
 
 
 def cache_folder(given: str | Path | bool | None) -> Path | None:

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dilemmax.envs import grid as G
-from dilemmax.envs import pools
+from dilemmax.envs import pool_store, pools
 from dilemmax.envs.base import MultiAgentEnv, Rollout
 from dilemmax.envs.guards import action_indices, freeze_finished
 from dilemmax.envs.open_cleanup import constants as C
@@ -60,11 +60,13 @@ from dilemmax.envs.spaces import Box, Discrete
 
 
 @functools.lru_cache(maxsize=8)
+@pool_store.stored_as(generator.LAYOUTS_LIKE)  # built once, then read by every process
 def _layout_pool(seed: int, size: int, height: int, width: int) -> pools.Pool:
     return generator.build_layout_pool(seed, size, height, width)
 
 
 @functools.lru_cache(maxsize=8)
+@pool_store.stored_as(generator.RULES_LIKE)
 def _rule_pool(seed: int, size: int, recipe_length: int, num_tools: int, num_hues: int):
     return generator.build_rule_pool(seed, size, recipe_length, num_tools, num_hues)
 

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import pools
+from dilemmax.envs import pool_store, pools
 from dilemmax.envs.open_cleanup import constants as C
 from dilemmax.envs.open_cleanup.types import OpenCleanupConfig, OpenCleanupLayout, OpenCleanupRule
 
@@ -347,6 +347,11 @@ def pair_effects(rule: OpenCleanupRule, recipe_length: int = C.RECIPE_LENGTH) ->
 def _batched_attempt(height: int, width: int):
     """The compiled, vmapped :func:`try_layout` of one grid size (compiled once per process)."""
     return jax.jit(jax.vmap(lambda key: try_layout(key, height, width)))
+
+
+# The structures of the two pools (pool_store.py checks a stored file against them).
+LAYOUTS_LIKE = pools.Pool(pool_store.skeleton(OpenCleanupLayout))
+RULES_LIKE = pools.Pool(pool_store.skeleton(OpenCleanupRule))
 
 
 def build_layout_pool(

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dilemmax.envs import pools
+from dilemmax.envs import pool_store, pools
 from dilemmax.envs.open_harvest import constants as c
 from dilemmax.envs.open_harvest.types import OpenHarvestConfig, OpenHarvestLayout, OpenHarvestRule
 
@@ -366,7 +366,13 @@ def make_config(
 SPLITS = ("train", "held_out", "all")
 
 
+def _splits_like(item_type: type) -> dict:
+    """The structure of a builder's splits (pool_store.py checks a stored file against it)."""
+    return {split: pools.Pool(pool_store.skeleton(item_type)) for split in SPLITS}
+
+
 @functools.lru_cache(maxsize=8)
+@pool_store.stored_as(_splits_like(OpenHarvestLayout))  # built once, then read by every process
 def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
     """{"all", "train", "held_out"} -> Pool of :class:`OpenHarvestLayout` (cached per arguments)."""
     pool = pools.build_pool(generate_layout, seed, size, unique=True)
@@ -375,6 +381,7 @@ def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
+@pool_store.stored_as(_splits_like(OpenHarvestRule))
 def rule_pools(
     seed: int,
     size: int,
