@@ -53,8 +53,8 @@ T = TypeVar("T")
 
 
 def stored(name: str, arguments: tuple, build: Callable[[], T], like: T) -> T:
-    """``build()``, read from the pool store when an entry of ``name(*args)`` is there, else built
-    and stored.
+    """``build()``, read from the pool store when an entry of ``name(*arguments)`` is there,
+    else built and stored.
 
     Args:
         name: the builder, unique in the package (its module and name).
