@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import io
 import json
 import os
 import tempfile
@@ -187,12 +186,10 @@ def _write(path: Path, pool: Any) -> None:
     }
     members = {f"leaf_{i}": a for i, a in enumerate(arrays)}
     members[HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **members)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
         try:
-            tmp.write(buffer.getvalue())
+            np.savez(tmp, **members)
             tmp.close()
             os.replace(tmp.name, path)
         except OSError:
