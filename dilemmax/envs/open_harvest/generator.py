@@ -366,22 +366,27 @@ def make_config(
 SPLITS = ("train", "held_out", "all")
 
 
-def _splits_like(item_type: type) -> dict:
-    """The structure of a builder's splits (pool_store.py checks a stored file against it)."""
-    return {split: pools.Pool(pool_store.skeleton(item_type)) for split in SPLITS}
+def _stored_like(item_type: type) -> pools.Pool:
+    """The structure of a stored pool (pool_store.py checks a file against it)."""
+    return pools.Pool(pool_store.skeleton(item_type))
 
 
 @functools.lru_cache(maxsize=8)
-@pool_store.stored_as(_splits_like(OpenHarvestLayout))  # built once, then read by every process
 def layout_pools(seed: int, size: int, train_fraction: float) -> dict:
     """{"all", "train", "held_out"} -> Pool of :class:`OpenHarvestLayout` (cached per arguments)."""
-    pool = pools.build_pool(generate_layout, seed, size, unique=True)
+    pool = _layout_pool(seed, size)
     train, held_out = pools.split_pool(pool, train_fraction)
     return {"all": pool, "train": train, "held_out": held_out}
 
 
+# Only the whole pool is stored: its splits are a few host slices, so storing them as well would
+# keep every item on disk twice.
+@pool_store.stored_as(_stored_like(OpenHarvestLayout))  # built once, then read by every process
+def _layout_pool(seed: int, size: int) -> pools.Pool:
+    return pools.build_pool(generate_layout, seed, size, unique=True)
+
+
 @functools.lru_cache(maxsize=8)
-@pool_store.stored_as(_splits_like(OpenHarvestRule))
 def rule_pools(
     seed: int,
     size: int,
@@ -397,14 +402,19 @@ def rule_pools(
     """
     validate_stage_orders(stage_orders)
     size = min(int(size), rule_space_size(stage_orders, shared_pay_order))
-    generate = functools.partial(
-        generate_rule, stage_orders=stage_orders, shared_pay_order=bool(shared_pay_order)
-    )
-    pool = pools.build_pool(generate, seed, size, unique=True)
+    pool = _rule_pool(seed, size, stage_orders, bool(shared_pay_order))
     if size == 1:
         return {"all": pool, "train": pool, "held_out": pool}
     train, held_out = pools.split_pool(pool, train_fraction)
     return {"all": pool, "train": train, "held_out": held_out}
+
+
+@pool_store.stored_as(_stored_like(OpenHarvestRule))
+def _rule_pool(seed: int, size: int, stage_orders: int, shared_pay_order: bool) -> pools.Pool:
+    generate = functools.partial(
+        generate_rule, stage_orders=stage_orders, shared_pay_order=shared_pay_order
+    )
+    return pools.build_pool(generate, seed, size, unique=True)
 
 
 def sample_config(
