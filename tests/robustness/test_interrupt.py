@@ -71,7 +71,18 @@ def test_a_ctrl_c_during_a_cold_xla_compile_ends_with_status_130(tmp_path, in_co
     assert out == "" and not rollout.with_suffix(".html").exists()
 
 
-def test_a_ctrl_c_swallowed_by_a_gc_callback_still_interrupts_the_command(capsys):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler while the test runs. A runner started with SIGINT ignored (a
+    background job of a shell script, and the pytest-xdist workers it starts) passes that on,
+    and then the interrupt the command delivers again (``_thread.interrupt_main``) is ignored
+    too, as a real Ctrl-C would be: the test failed in such a run and passed in a terminal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_swallowed_by_a_gc_callback_still_interrupts_the_command(capsys, ctrl_c_raises):
     def raise_once(phase, info):
         gc.callbacks.remove(raise_once)
         raise KeyboardInterrupt
