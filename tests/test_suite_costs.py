@@ -3,6 +3,8 @@
 - A compile is counted once per program, in the process that compiles it and in a process a test
   starts (``DILEMMAX_COMPILE_LOG``); a program already in memory is not counted again.
 - A file over its compile budget fails the run with a line naming it; budgets carry their slack.
+- The processes a run starts (its workers, and the processes tests start) allocate memory through
+  jemalloc where it is installed (conftest.py).
 - The fast tier (``-m "not slow"``, CONTRIBUTING.md) touches every test file: each holds at least
   one test that is not marked slow, read from the source with :mod:`ast`.
 """
@@ -10,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -353,3 +356,16 @@ def test_a_crashed_worker_fails_the_run_and_nothing_waits_for_it(tmp_path):
     assert done.returncode == 1, done.stdout[-2000:]
     assert "crashed while running 'test_crash.py::test_crash'" in done.stdout
     assert "3 passed" in done.stdout  # every other file ran
+
+
+def test_a_worker_allocates_through_jemalloc_where_it_is_installed():
+    """conftest.py preloads jemalloc into the processes the run starts: under ``-n 2`` this test
+    runs in one of them, a pytest-xdist worker."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        pytest.skip("only a process the run started has the preload (run with -n 2)")
+    if ctypes.util.find_library("jemalloc") is None:
+        pytest.skip("libjemalloc2 is not installed (.ci/run installs it)")
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "jemalloc" not in preload:
+        pytest.skip(f"the run was started with a preload of its own: {preload}")
+    assert "libjemalloc" in Path("/proc/self/maps").read_text()
