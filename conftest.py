@@ -1,5 +1,6 @@
 """Test-session setup shared by tests/ and the games' own tests."""
 
+import ctypes.util
 import os
 
 # Tests compile far more programs than they run steps, so XLA's CPU backend compiles cheaply here:
@@ -38,8 +39,6 @@ os.environ["XLA_FLAGS"] = " ".join(
 # without it) keeps its allocator. A preload the user set is left as it is, and without the
 # library nothing changes.
 if not os.environ.get("LD_PRELOAD"):
-    import ctypes.util
-
     _jemalloc = ctypes.util.find_library("jemalloc")
     if _jemalloc:
         os.environ["LD_PRELOAD"] = _jemalloc

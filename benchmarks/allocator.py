@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import load
+
 COMPILE = """
 import json, time
 import jax
@@ -87,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.library:
         sys.exit("allocator.py: jemalloc not found (apt-get install libjemalloc2, or --library)")
-    print(f"load before: {os.getloadavg()[0]:.2f}; jemalloc: {args.library}", flush=True)
+    print(f"before: {load()}; jemalloc: {args.library}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         pools = str(root / "pools")
@@ -108,7 +110,7 @@ def main() -> None:
                 json.dumps(row),
                 flush=True,
             )
-    print(f"load after: {os.getloadavg()[0]:.2f}")
+    print(f"after: {load()}")
 
 
 if __name__ == "__main__":
